@@ -1,0 +1,56 @@
+//! Fixed window: a counter per window of `period`, windows aligned to the Unix epoch.
+//!
+//! Tiny state and simple, at the price of letting up to twice the limit through around a
+//! window boundary (the end of one window and the start of the next).
+
+use super::AlgorithmState;
+use super::time::nanos;
+use crate::{Decision, Policy};
+
+/// The current window's start and how much it has admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FixedWindow {
+    window: u64,
+    count: u64,
+}
+
+impl AlgorithmState for FixedWindow {
+    fn full(policy: &Policy, now: u64) -> Self {
+        Self {
+            window: now - now % policy.period_ns(),
+            count: 0,
+        }
+    }
+
+    fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
+        let period = policy.period_ns();
+        let window = now - now % period;
+        // A window earlier than the stored one means the clock went backwards: stay in
+        // the stored window, as if no time had passed.
+        let now = if window < self.window {
+            self.window
+        } else {
+            if window > self.window {
+                *self = Self { window, count: 0 };
+            }
+            now
+        };
+        let allowed = self.count + cost <= policy.limit();
+        if allowed {
+            self.count += cost;
+        }
+        let until_next = nanos(self.window.saturating_add(period) - now);
+        Decision {
+            allowed,
+            limit: policy.limit(),
+            remaining: policy.limit() - self.count,
+            reset_after: if self.count == 0 {
+                nanos(0)
+            } else {
+                until_next
+            },
+            retry_after: (!allowed).then_some(until_next),
+            delay: nanos(0),
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Sliding window counter: the current and previous fixed windows' counts.
+//!
+//! The count over the trailing period is estimated as
+//! `previous × (1 − elapsed / period) + current`, and a request is allowed iff
+//! `estimate + cost <= limit`. Everything is compared multiplied by `period`, in 128-bit
+//! integers, so the weighting is exact.
+
+use super::AlgorithmState;
+use super::time::nanos;
+use crate::{Decision, Policy};
+
+/// The current window's start and the two windows' counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlidingWindow {
+    window: u64,
+    previous: u64,
+    current: u64,
+}
+
+impl AlgorithmState for SlidingWindow {
+    fn full(policy: &Policy, now: u64) -> Self {
+        Self {
+            window: now - now % policy.period_ns(),
+            previous: 0,
+            current: 0,
+        }
+    }
+
+    fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
+        let period = policy.period_ns();
+        let limit = policy.limit();
+        let window = now - now % period;
+        let now = if window < self.window {
+            // The clock went backwards: as if no time had passed.
+            self.window
+        } else {
+            if window > self.window {
+                let previous = if window - self.window == period {
+                    self.current
+                } else {
+                    0
+                };
+                *self = Self {
+                    window,
+                    previous,
+                    current: 0,
+                };
+            }
+            now
+        };
+        let elapsed = now - self.window;
+        // estimate × period, for a current count of `current`.
+        let scaled = |current: u64| {
+            u128::from(self.previous) * u128::from(period - elapsed)
+                + u128::from(current) * u128::from(period)
+        };
+        let ceiling = u128::from(limit) * u128::from(period);
+        let allowed = scaled(self.current + cost) <= ceiling;
+        if allowed {
+            self.current += cost;
+        }
+        let estimate = scaled(self.current).div_ceil(u128::from(period));
+        let reset_after = if self.current > 0 {
+            self.window.saturating_add(2 * period) - now
+        } else if self.previous > 0 {
+            self.window.saturating_add(period) - now
+        } else {
+            0
+        };
+        Decision {
+            allowed,
+            limit,
+            remaining: u64::try_from(u128::from(limit).saturating_sub(estimate)).unwrap_or(0),
+            reset_after: nanos(reset_after),
+            retry_after: (!allowed).then(|| nanos(self.retry_at(period, limit, cost) - now)),
+            delay: nanos(0),
+        }
+    }
+}
+
+impl SlidingWindow {
+    /// The first instant at which `cost` fits, if nothing else is counted meanwhile.
+    /// The estimate only falls as time passes, so this is where it crosses the line.
+    fn retry_at(&self, period: u64, limit: u64, cost: u64) -> u64 {
+        // Within window `start`, with `weighted` as the previous count and room `room`
+        // left beside the current count, the cost fits once
+        // weighted × (period − elapsed) <= room × period.
+        let first_fit = |start: u64, weighted: u64, room: u64| {
+            if weighted == 0 {
+                return start;
+            }
+            let keep = u128::from(room) * u128::from(period) / u128::from(weighted);
+            // keep < period here, since the cost does not fit at elapsed = 0.
+            start + (period - u64::try_from(keep).unwrap_or(period).min(period))
+        };
+        if self.current + cost <= limit {
+            first_fit(self.window, self.previous, limit - self.current - cost)
+        } else {
+            first_fit(
+                self.window.saturating_add(period),
+                self.current,
+                limit - cost,
+            )
+        }
+    }
+}

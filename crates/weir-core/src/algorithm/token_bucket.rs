@@ -1,0 +1,64 @@
+//! Token bucket: `burst` tokens (default `limit`), refilled at `limit / period`.
+//!
+//! Tokens are kept exactly, as a whole count and a fraction in units of
+//! `1 / period_ns` of a token: `elapsed` nanoseconds add `elapsed × limit` such units.
+//! No refill is ever truncated to whole tokens or whole seconds, so a client retrying
+//! every 300 ms against one token per 6 s gets one request through every 6 s.
+
+use super::AlgorithmState;
+use super::time::{ceil_nanos, nanos};
+use crate::{Decision, Policy};
+
+/// Tokens (whole and fractional part) as of `last`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenBucket {
+    whole: u64,
+    /// Fractional tokens, in `1 / period_ns` units; below `period_ns`.
+    fraction: u64,
+    last: u64,
+}
+
+impl TokenBucket {
+    /// Tokens in `1 / period_ns` units.
+    fn scaled(&self, period: u64) -> u128 {
+        u128::from(self.whole) * u128::from(period) + u128::from(self.fraction)
+    }
+}
+
+impl AlgorithmState for TokenBucket {
+    fn full(policy: &Policy, now: u64) -> Self {
+        Self {
+            whole: policy.capacity(),
+            fraction: 0,
+            last: now,
+        }
+    }
+
+    fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
+        let period = policy.period_ns();
+        let wide_period = u128::from(period);
+        let limit = u128::from(policy.limit());
+        // Time before `last` means the clock went backwards: no refill.
+        let now = now.max(self.last);
+        let capacity = u128::from(policy.capacity()) * wide_period;
+        let refill = u128::from(now - self.last) * limit;
+        let mut tokens = (self.scaled(period) + refill).min(capacity);
+        let needed = u128::from(cost) * wide_period;
+        let allowed = tokens >= needed;
+        if allowed {
+            tokens -= needed;
+        }
+        // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
+        self.whole = (tokens / wide_period) as u64;
+        self.fraction = (tokens % wide_period) as u64;
+        self.last = now;
+        Decision {
+            allowed,
+            limit: policy.limit(),
+            remaining: self.whole,
+            reset_after: ceil_nanos(capacity - tokens, policy.limit()),
+            retry_after: (!allowed).then(|| ceil_nanos(needed - tokens, policy.limit())),
+            delay: nanos(0),
+        }
+    }
+}

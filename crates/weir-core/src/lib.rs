@@ -1,0 +1,25 @@
+//! The rate limiting algorithms of weir, as pure functions.
+//!
+//! Every algorithm is a function of `(policy, state, now, cost)` that yields a
+//! [`Decision`] and the new state ([`check`]). Nothing here reads a clock, does I/O or
+//! awaits: time is handed in as integer nanoseconds since the Unix epoch (taken from a
+//! monotonic source by a [`Clock`]), so every algorithm can be tested at any instant,
+//! including window boundaries, clocks that step backwards and absurd costs.
+//!
+//! Arithmetic is exact: rates such as "7 per minute" are kept as integer fractions, and
+//! intermediate products use 128-bit integers, so refills are fractional and no
+//! rounding ever admits more than the policy allows.
+
+#![deny(missing_docs)]
+
+mod algorithm;
+mod clock;
+mod decision;
+mod policy;
+mod state;
+
+pub use algorithm::check;
+pub use clock::{Clock, ManualClock};
+pub use decision::Decision;
+pub use policy::{Algorithm, Policy, PolicyError};
+pub use state::State;

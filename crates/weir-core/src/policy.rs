@@ -1,0 +1,250 @@
+//! Policies: which algorithm, how many, per how long. A `Policy` that exists is valid.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The largest `limit` or `burst` a policy accepts.
+///
+/// Large enough for any real quota (a billion per period) and small enough that every
+/// product the algorithms form fits a 128-bit integer with room to spare.
+pub const MAX_LIMIT: u64 = 1_000_000_000;
+
+/// The largest `limit` of a `sliding_log` policy, which keeps a timestamp per admitted
+/// request: beyond this, use `sliding_window`, which keeps two counters.
+pub const MAX_SLIDING_LOG_LIMIT: u64 = 10_000;
+
+/// The shortest period a policy accepts.
+pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+
+/// The longest period a policy accepts (a year).
+pub const MAX_PERIOD: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// The limiting algorithms weir implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// At most `limit` per window of `period`, windows aligned to the Unix epoch.
+    FixedWindow,
+    /// At most `limit` in any trailing `period`, exactly (a log of admitted requests).
+    SlidingLog,
+    /// The previous and current fixed windows' counts, the previous one weighted by the
+    /// share of it still inside the trailing period.
+    SlidingWindow,
+    /// A bucket of `burst` tokens refilled at `limit / period`, fractionally.
+    TokenBucket,
+    /// The token bucket's admission, kept as one number (the theoretical arrival time).
+    Gcra,
+    /// A queue of `burst` draining at `limit / period`; admitted requests may wait.
+    LeakyBucket,
+}
+
+impl Algorithm {
+    /// Every algorithm, in documentation order.
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingLog,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+        Algorithm::LeakyBucket,
+    ];
+
+    /// The name used in configuration files (`token_bucket`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::Gcra => "gcra",
+            Algorithm::LeakyBucket => "leaky_bucket",
+        }
+    }
+
+    /// Whether the algorithm has a capacity apart from its rate (`burst`).
+    pub fn takes_burst(self) -> bool {
+        matches!(
+            self,
+            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
+        )
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a policy could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// `limit` is 0 or above [`MAX_LIMIT`] (or [`MAX_SLIDING_LOG_LIMIT`]).
+    LimitOutOfRange {
+        /// The limit given.
+        limit: u64,
+        /// The largest limit this algorithm accepts.
+        max: u64,
+    },
+    /// `burst` is 0 or above [`MAX_LIMIT`].
+    BurstOutOfRange(u64),
+    /// `burst` was given to an algorithm that has no separate capacity.
+    BurstNotApplicable(Algorithm),
+    /// `period` is shorter than [`MIN_PERIOD`] or longer than [`MAX_PERIOD`].
+    PeriodOutOfRange(Duration),
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::LimitOutOfRange { limit, max } => {
+                write!(f, "limit must be between 1 and {max}, got {limit}")?;
+                if *max == MAX_SLIDING_LOG_LIMIT {
+                    f.write_str(" (sliding_log keeps a timestamp per request; use sliding_window for large limits)")?;
+                }
+                Ok(())
+            }
+            PolicyError::BurstOutOfRange(burst) => {
+                write!(f, "burst must be between 1 and {MAX_LIMIT}, got {burst}")
+            }
+            PolicyError::BurstNotApplicable(algorithm) => write!(
+                f,
+                "burst applies to token_bucket, gcra and leaky_bucket, not to {algorithm}"
+            ),
+            PolicyError::PeriodOutOfRange(period) => {
+                write!(f, "period must be between 1ms and 366d, got {period:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// A validated rate limit: an algorithm, a limit per period and a capacity.
+///
+/// Built only through [`Policy::new`], so a policy that exists has a limit, burst and
+/// period in range, and the algorithms never divide by zero or overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Policy {
+    algorithm: Algorithm,
+    limit: u64,
+    period_ns: u64,
+    burst: Option<u64>,
+}
+
+impl Policy {
+    /// Builds a policy, checking every bound (see [`PolicyError`]).
+    pub fn new(
+        algorithm: Algorithm,
+        limit: u64,
+        period: Duration,
+        burst: Option<u64>,
+    ) -> Result<Self, PolicyError> {
+        let max = match algorithm {
+            Algorithm::SlidingLog => MAX_SLIDING_LOG_LIMIT,
+            _ => MAX_LIMIT,
+        };
+        if limit == 0 || limit > max {
+            return Err(PolicyError::LimitOutOfRange { limit, max });
+        }
+        if !(MIN_PERIOD..=MAX_PERIOD).contains(&period) {
+            return Err(PolicyError::PeriodOutOfRange(period));
+        }
+        if let Some(burst) = burst {
+            if !algorithm.takes_burst() {
+                return Err(PolicyError::BurstNotApplicable(algorithm));
+            }
+            if burst == 0 || burst > MAX_LIMIT {
+                return Err(PolicyError::BurstOutOfRange(burst));
+            }
+        }
+        Ok(Self {
+            algorithm,
+            limit,
+            // In range by the check above: a year is about 2^55 ns.
+            period_ns: period.as_nanos() as u64,
+            burst,
+        })
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Units of cost admitted per period.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        Duration::from_nanos(self.period_ns)
+    }
+
+    /// The period in nanoseconds.
+    pub fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
+
+    /// The burst as configured (`None` when it defaults to the limit).
+    pub fn burst(&self) -> Option<u64> {
+        self.burst
+    }
+
+    /// The most cost the policy can ever admit at once: `burst` (default `limit`) for
+    /// the bucket algorithms, `limit` for the window algorithms. A request costing more
+    /// is denied with no retry time.
+    pub fn capacity(&self) -> u64 {
+        self.burst.unwrap_or(self.limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_out_of_range_values() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(
+            Policy::new(Algorithm::Gcra, 0, minute, None),
+            Err(PolicyError::LimitOutOfRange {
+                limit: 0,
+                max: MAX_LIMIT
+            })
+        );
+        assert!(Policy::new(Algorithm::Gcra, MAX_LIMIT + 1, minute, None).is_err());
+        assert!(Policy::new(Algorithm::SlidingLog, 10_001, minute, None).is_err());
+        assert_eq!(
+            Policy::new(Algorithm::Gcra, 1, Duration::ZERO, None),
+            Err(PolicyError::PeriodOutOfRange(Duration::ZERO))
+        );
+        assert!(
+            Policy::new(
+                Algorithm::Gcra,
+                1,
+                MAX_PERIOD + Duration::from_secs(1),
+                None
+            )
+            .is_err()
+        );
+        assert_eq!(
+            Policy::new(Algorithm::Gcra, 1, minute, Some(0)),
+            Err(PolicyError::BurstOutOfRange(0))
+        );
+        assert_eq!(
+            Policy::new(Algorithm::FixedWindow, 1, minute, Some(5)),
+            Err(PolicyError::BurstNotApplicable(Algorithm::FixedWindow))
+        );
+    }
+
+    #[test]
+    fn capacity_is_burst_or_limit() {
+        let minute = Duration::from_secs(60);
+        let bucket = Policy::new(Algorithm::TokenBucket, 100, minute, Some(20)).unwrap();
+        assert_eq!(bucket.capacity(), 20);
+        let window = Policy::new(Algorithm::FixedWindow, 100, minute, None).unwrap();
+        assert_eq!(window.capacity(), 100);
+    }
+}
