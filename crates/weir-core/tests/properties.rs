@@ -50,8 +50,11 @@ fn policy_and_steps(
     policies(algorithms).prop_flat_map(|p| (Just(p), steps(&p)))
 }
 
-/// Runs the sequence; returns every (now, decision) and the admitted (now, cost).
-fn run(policy: &Policy, steps: &[Step]) -> (Vec<(u64, u64, Decision)>, Vec<(u64, u64)>) {
+/// Every check of a run: (now, cost, decision).
+type Checks = Vec<(u64, u64, Decision)>;
+
+/// Runs the sequence; returns every check and the admitted (now, cost).
+fn run(policy: &Policy, steps: &[Step]) -> (Checks, Vec<(u64, u64)>) {
     let mut state: Option<State> = None;
     let mut now = START;
     let mut all = Vec::new();
