@@ -11,23 +11,25 @@
 //! [`StoreError::Full`]; existing keys are never evicted, because evicting a live key
 //! resets its limit, which is exactly what an attacker flooding new keys would want.
 
+mod budget;
 mod shard;
 
 use std::future::ready;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use foldhash::fast::RandomState;
 use weir_core::{Clock, Decision, Policy, State, check};
 
+use self::budget::KeyBudget;
 use self::shard::{HashedKey, Shard, ShardFull, expiry};
 use crate::{Check, Store, StoreError, StoreFuture};
 
 /// Configuration of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryStoreConfig {
-    /// The most keys held at once (approximately: the bound is kept per shard, and the
-    /// shards hold `max_keys` between them).
+    /// The most keys held at once.
     pub max_keys: usize,
 }
 
@@ -39,24 +41,25 @@ impl Default for MemoryStoreConfig {
     }
 }
 
-/// Keys a shard should be able to hold before the store uses more shards: keeps the
-/// per-shard bound close to the configured total when `max_keys` is small.
-const MIN_KEYS_PER_SHARD: usize = 1024;
-
 /// The embedded store: limit state in this process's memory.
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     clock: Arc<dyn Clock>,
-    shard_capacity: usize,
-    max_keys: usize,
+    budget: KeyBudget,
+    /// When the store last swept itself for lack of room.
+    last_sweep: AtomicU64,
 }
+
+/// How often a full store may sweep itself for expired entries: bounds the work a flood
+/// of new keys can cause to one sweep per interval.
+const SWEEP_INTERVAL: u64 = 100_000_000;
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
             .field("shards", &self.shards.len())
-            .field("max_keys", &self.max_keys)
+            .field("max_keys", &self.budget.max())
             .finish_non_exhaustive()
     }
 }
@@ -65,19 +68,14 @@ impl MemoryStore {
     /// A store holding at most `config.max_keys` keys (at least one), reading time from
     /// `clock`.
     pub fn new(config: MemoryStoreConfig, clock: Arc<dyn Clock>) -> Self {
-        let max_keys = config.max_keys.max(1);
         let parallelism = std::thread::available_parallelism().map_or(1, usize::from);
-        let wanted = (parallelism * 16).next_power_of_two().max(64);
-        let affordable = (max_keys / MIN_KEYS_PER_SHARD).max(1);
-        // The largest power of two no larger than `affordable`.
-        let by_size = 1 << affordable.ilog2();
-        let shards = wanted.min(by_size);
+        let shards = (parallelism * 16).next_power_of_two().max(64);
         Self {
             shards: (0..shards).map(|_| Mutex::default()).collect(),
             hasher: RandomState::default(),
             clock,
-            shard_capacity: max_keys.div_ceil(shards),
-            max_keys,
+            budget: KeyBudget::new(config.max_keys.max(1)),
+            last_sweep: AtomicU64::new(0),
         }
     }
 
@@ -88,15 +86,49 @@ impl MemoryStore {
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, StoreError> {
-        let now = self.clock.now();
         let key = self.hashed(key);
-        self.lock(key)
-            .check(key, policy, cost, now, self.shard_capacity, &self.hasher)
-            .map_err(|ShardFull| self.full())
+        let attempt = || {
+            let now = self.clock.now();
+            self.lock(key)
+                .check(key, policy, cost, now, &self.budget, &self.hasher)
+        };
+        attempt().or_else(|ShardFull| {
+            if self.sweep_if_due() {
+                attempt().map_err(|ShardFull| self.full())
+            } else {
+                Err(self.full())
+            }
+        })
     }
 
     /// Checks several keys now, all-or-nothing: what [`Store::check_all`] does.
     pub fn check_all_sync(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, StoreError> {
+        self.try_check_all(checks).or_else(|ShardFull| {
+            if self.sweep_if_due() {
+                self.try_check_all(checks).map_err(|ShardFull| self.full())
+            } else {
+                Err(self.full())
+            }
+        })
+    }
+
+    /// Sweeps expired entries, unless the store swept for lack of room less than
+    /// [`SWEEP_INTERVAL`] ago. Returns whether it swept.
+    fn sweep_if_due(&self) -> bool {
+        let now = self.clock.now();
+        let last = self.last_sweep.load(Ordering::Acquire);
+        let due = now.saturating_sub(last) >= SWEEP_INTERVAL
+            && self
+                .last_sweep
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+        if due {
+            self.sweep_expired();
+        }
+        due
+    }
+
+    fn try_check_all(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, ShardFull> {
         let now = self.clock.now();
         let keys: Vec<HashedKey<'_>> = checks.iter().map(|c| self.hashed(c.key)).collect();
         let mut shard_ids: Vec<usize> = keys.iter().map(|&k| self.shard_of(k)).collect();
@@ -138,24 +170,23 @@ impl MemoryStore {
 
         // Commit the last state of each key, after making sure new keys fit.
         let is_last = |i: usize| !checks[i + 1..].iter().any(|c| c.key == checks[i].key);
-        let mut new_keys = vec![0usize; guards.len()];
-        for i in (0..checks.len()).filter(|&i| is_last(i)) {
-            let g = guard_index(keys[i]);
-            if states[i].is_some() && guards[g].get(keys[i], now).is_none() {
-                new_keys[g] += 1;
-            }
-        }
-        for (guard, &needed) in guards.iter_mut().zip(&new_keys) {
-            if needed > 0 {
-                guard
-                    .make_room(now, self.shard_capacity.saturating_sub(needed - 1))
-                    .map_err(|ShardFull| self.full())?;
-            }
+        let new_keys = (0..checks.len())
+            .filter(|&i| is_last(i) && states[i].is_some())
+            .filter(|&i| guards[guard_index(keys[i])].get(keys[i], now).is_none())
+            .count();
+        if !self.budget.try_take(new_keys) {
+            return Err(ShardFull);
         }
         for (i, state) in states.into_iter().enumerate() {
             if is_last(i) {
                 let expires_at = expiry(now, decisions[i].reset_after);
-                guards[guard_index(keys[i])].put(keys[i], state, expires_at, &self.hasher);
+                guards[guard_index(keys[i])].put(
+                    keys[i],
+                    state,
+                    expires_at,
+                    &self.budget,
+                    &self.hasher,
+                );
             }
         }
         Ok(decisions)
@@ -164,7 +195,7 @@ impl MemoryStore {
     /// Forgets a key's state.
     pub fn reset_sync(&self, key: &str) {
         let key = self.hashed(key);
-        self.lock(key).remove(key);
+        self.lock(key).remove(key, &self.budget);
     }
 
     /// Drops every entry whose state is full again, shard by shard (each shard is locked
@@ -172,13 +203,13 @@ impl MemoryStore {
     pub fn sweep_expired(&self) {
         let now = self.clock.now();
         for shard in &self.shards {
-            lock(shard).sweep(now);
+            lock(shard).sweep(now, &self.budget);
         }
     }
 
     /// Keys held, including expired ones not yet swept.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+        self.budget.used()
     }
 
     /// Whether no key is held.
@@ -205,7 +236,7 @@ impl MemoryStore {
 
     fn full(&self) -> StoreError {
         StoreError::Full {
-            max_keys: self.max_keys,
+            max_keys: self.budget.max(),
         }
     }
 }

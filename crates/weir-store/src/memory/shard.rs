@@ -7,9 +7,7 @@ use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use weir_core::{Decision, Policy, State, check};
 
-/// How often a full shard may sweep itself for expired entries: bounds the work a flood
-/// of new keys can cause to one sweep per shard per interval.
-const SWEEP_INTERVAL: u64 = 100_000_000;
+use super::budget::KeyBudget;
 
 /// A key's state and when it is full again (and so can be dropped).
 ///
@@ -26,7 +24,6 @@ pub(super) struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct Shard {
     table: HashTable<Entry>,
-    last_sweep: u64,
 }
 
 /// A key with its hash, computed once per check.
@@ -41,11 +38,6 @@ pub(super) struct HashedKey<'a> {
 pub(super) struct ShardFull;
 
 impl Shard {
-    /// Number of keys held (expired ones included until swept).
-    pub(super) fn len(&self) -> usize {
-        self.table.len()
-    }
-
     /// The key's state at `now` (`None` when absent or expired), cloned.
     pub(super) fn get(&self, key: HashedKey<'_>, now: u64) -> Option<State> {
         self.table
@@ -61,7 +53,7 @@ impl Shard {
         policy: &Policy,
         cost: u64,
         now: u64,
-        capacity: usize,
+        budget: &KeyBudget,
         hasher: &RandomState,
     ) -> Result<Decision, ShardFull> {
         if let Ok(mut found) = self.table.find_entry(key.hash, |e| *e.key == *key.name) {
@@ -74,13 +66,16 @@ impl Shard {
                 entry.expires_at = expiry(now, decision.reset_after);
             } else {
                 found.remove();
+                budget.give_back(1);
             }
             return Ok(decision);
         }
         let mut state = None;
         let decision = check(policy, &mut state, now, cost);
         if let Some(state) = state {
-            self.make_room(now, capacity)?;
+            if !budget.try_take(1) {
+                return Err(ShardFull);
+            }
             let entry = Entry {
                 key: key.name.into(),
                 expires_at: expiry(now, decision.reset_after),
@@ -92,12 +87,14 @@ impl Shard {
         Ok(decision)
     }
 
-    /// Stores `state` for the key (removing the key when `None`), as decided at `now`.
+    /// Stores `state` for the key (removing the key when `None`). Room for a new key
+    /// must have been taken from `budget` already.
     pub(super) fn put(
         &mut self,
         key: HashedKey<'_>,
         state: Option<State>,
         expires_at: u64,
+        budget: &KeyBudget,
         hasher: &RandomState,
     ) {
         match (
@@ -111,6 +108,7 @@ impl Shard {
             }
             (Ok(found), None) => {
                 found.remove();
+                budget.give_back(1);
             }
             (Err(_), Some(state)) => {
                 let entry = Entry {
@@ -126,32 +124,18 @@ impl Shard {
     }
 
     /// Removes the key.
-    pub(super) fn remove(&mut self, key: HashedKey<'_>) {
+    pub(super) fn remove(&mut self, key: HashedKey<'_>, budget: &KeyBudget) {
         if let Ok(found) = self.table.find_entry(key.hash, |e| *e.key == *key.name) {
             found.remove();
-        }
-    }
-
-    /// Ensures there is room for one more key, sweeping expired entries if the shard is
-    /// full and has not swept lately.
-    pub(super) fn make_room(&mut self, now: u64, capacity: usize) -> Result<(), ShardFull> {
-        if self.table.len() < capacity {
-            return Ok(());
-        }
-        if now.saturating_sub(self.last_sweep) >= SWEEP_INTERVAL {
-            self.sweep(now);
-        }
-        if self.table.len() < capacity {
-            Ok(())
-        } else {
-            Err(ShardFull)
+            budget.give_back(1);
         }
     }
 
     /// Drops every entry whose state is full again.
-    pub(super) fn sweep(&mut self, now: u64) {
+    pub(super) fn sweep(&mut self, now: u64, budget: &KeyBudget) {
+        let before = self.table.len();
         self.table.retain(|e| e.expires_at > now);
-        self.last_sweep = now;
+        budget.give_back(before - self.table.len());
     }
 }
 
