@@ -1,0 +1,105 @@
+//! `POST /v1/check`: the decision API.
+//!
+//! Request: `{"rule": "api", "key": "user-42", "cost": 1}` (`cost` optional, default 1).
+//! Answer: 200 when allowed, 429 when denied, both with the decision as JSON and the
+//! RateLimit header fields; a 429 with a retry time carries `Retry-After` too. Bad
+//! input is a problem+json 400, an unknown rule 404, an oversized body 413, and a store
+//! that cannot decide 503 (never a denial).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::headers::{self, Quota, ceil_millis};
+use super::problem::Problem;
+use crate::engine::Engine;
+
+/// The largest request body read, in bytes.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// The longest key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckRequest {
+    rule: String,
+    key: String,
+    #[serde(default = "one")]
+    cost: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Debug, Serialize)]
+struct CheckResponse<'a> {
+    allowed: bool,
+    rule: &'a str,
+    limit: u64,
+    remaining: u64,
+    reset_after_ms: u64,
+    retry_after_ms: Option<u64>,
+    delay_ms: u64,
+}
+
+pub(super) async fn check(State(engine): State<Arc<Engine>>, body: Body) -> Response {
+    match decide(&engine, body).await {
+        Ok(response) | Err(response) => response,
+    }
+}
+
+async fn decide(engine: &Engine, body: Body) -> Result<Response, Response> {
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| Problem::body_too_large(MAX_BODY_BYTES).into_response())?;
+    let request: CheckRequest = serde_json::from_slice(&bytes).map_err(|e| {
+        Problem::invalid_request(format!("invalid check request: {e}")).into_response()
+    })?;
+    if request.key.is_empty() {
+        return Err(Problem::invalid_request("`key` must not be empty").into_response());
+    }
+    if request.key.len() > MAX_KEY_BYTES {
+        return Err(Problem::invalid_request(format!(
+            "`key` must be at most {MAX_KEY_BYTES} bytes, got {}",
+            request.key.len()
+        ))
+        .into_response());
+    }
+    let rule = engine
+        .rule(&request.rule)
+        .ok_or_else(|| Problem::unknown_rule(&request.rule).into_response())?;
+    let decision = engine
+        .check(rule, &request.key, request.cost)
+        .await
+        .map_err(|e| Problem::store_unavailable(e.to_string()).into_response())?;
+
+    let status = if decision.allowed {
+        StatusCode::OK
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    let body = CheckResponse {
+        allowed: decision.allowed,
+        rule: &rule.name,
+        limit: decision.limit,
+        remaining: decision.remaining,
+        reset_after_ms: ceil_millis(decision.reset_after),
+        retry_after_ms: decision.retry_after.map(ceil_millis),
+        delay_ms: ceil_millis(decision.delay),
+    };
+    let mut response = (status, Json(body)).into_response();
+    let quota = Quota {
+        name: &rule.name,
+        policy: &rule.policy,
+        decision: &decision,
+    };
+    headers::insert(response.headers_mut(), &[quota]);
+    Ok(response)
+}

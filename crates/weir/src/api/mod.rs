@@ -1,0 +1,29 @@
+//! The HTTP front door of the decision API, and the operational endpoints.
+//!
+//! [`router`] builds the whole service as an axum `Router`, so tests can call it without
+//! a socket and `weir serve` can put it on one.
+
+mod check;
+pub mod headers;
+mod problem;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::Uri;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+
+pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
+pub use self::problem::Problem;
+use crate::engine::Engine;
+
+/// The service: `POST /v1/check`, `GET /healthz`, and problem+json for anything else.
+pub fn router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .route("/v1/check", post(check::check))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })
+        .method_not_allowed_fallback(|| async { Problem::method_not_allowed().into_response() })
+        .with_state(engine)
+}

@@ -1,0 +1,127 @@
+//! Errors as `application/problem+json` (RFC 9457), made once, at the edge.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// A problem to report to the client: a status, a stable type and a human detail.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    status: StatusCode,
+    kind: &'static str,
+    title: &'static str,
+    detail: String,
+    retry_after_secs: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+}
+
+impl Problem {
+    /// The request is malformed (400).
+    pub fn invalid_request(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            "Invalid request",
+            detail,
+        )
+    }
+
+    /// No rule has the name asked for (404).
+    pub fn unknown_rule(name: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown-rule",
+            "Unknown rule",
+            format!("no rule is named `{}`", name.escape_debug()),
+        )
+    }
+
+    /// Nothing is served at this path (404).
+    pub fn not_found(path: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            format!("nothing is served at `{}`", path.escape_debug()),
+        )
+    }
+
+    /// The path exists but not for this method (405).
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+            "this path does not accept this method",
+        )
+    }
+
+    /// The body is larger than the server reads (413).
+    pub fn body_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+            format!("the body must be at most {limit} bytes"),
+        )
+    }
+
+    /// The limiter could not decide: its store failed (503). Not the client's fault,
+    /// and never reported as a denial.
+    pub fn store_unavailable(detail: impl Into<String>) -> Self {
+        Self {
+            retry_after_secs: Some(1),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "Rate limit store unavailable",
+                detail,
+            )
+        }
+    }
+
+    fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            retry_after_secs: None,
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let body = Body {
+            kind: format!("/problems/{}", self.kind),
+            title: self.title,
+            status: self.status.as_u16(),
+            detail: &self.detail,
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (self.status, json).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

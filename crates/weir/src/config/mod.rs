@@ -1,0 +1,188 @@
+//! The configuration: read from YAML, validated once, into types that cannot be invalid.
+//!
+//! Everything is checked at load: unknown fields, algorithms and periods, limits and
+//! bursts out of range, duplicate or malformed rule names. An error names the file, the
+//! line and column, and the field (`rules[1].limit`). `weir check-config` runs exactly
+//! this, and `weir serve` refuses to start on an error.
+
+mod error;
+mod file;
+mod period;
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_saphyr::{Location, Options};
+use weir_core::{Algorithm, Policy, PolicyError};
+use weir_store::MemoryStoreConfig;
+
+pub use self::error::ConfigError;
+use self::file::{RawConfig, RawRule, RawStore, StoreKind};
+pub use self::period::{Period, PeriodError};
+
+/// The longest rule name: names appear in keys and in response headers.
+pub const MAX_RULE_NAME: usize = 64;
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where limit state is kept.
+    pub store: StoreConfig,
+    /// The rules, in file order, with unique names.
+    pub rules: Vec<RuleConfig>,
+}
+
+/// Where limit state is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// In this process (the default).
+    Memory(MemoryStoreConfig),
+}
+
+/// A named limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleConfig {
+    /// The rule's name: 1 to 64 characters of `A-Z a-z 0-9 _ . -`.
+    pub name: String,
+    /// Its policy.
+    pub policy: Policy,
+}
+
+impl Config {
+    /// Reads and validates the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path, format!("cannot read the file: {e}")))?;
+        Self::parse(&text, path)
+    }
+
+    /// Validates configuration text; `source` names it in errors.
+    pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
+        let raw = read_yaml(text, source)?;
+        Ok(Config {
+            store: store(raw.store, source)?,
+            rules: rules(raw.rules, source)?,
+        })
+    }
+}
+
+/// Deserializes the YAML, keeping the path of the field that failed.
+fn read_yaml(text: &str, file: &Path) -> Result<RawConfig, ConfigError> {
+    let mut options = Options::default();
+    options.with_snippet = false;
+    let mut failed_path = None;
+    serde_saphyr::with_deserializer_from_str_with_options(text, options, |deserializer| {
+        serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            failed_path = Some(e.path().to_string());
+            e.into_inner()
+        })
+    })
+    .map_err(|e| {
+        let e = e.without_snippet();
+        let mut error = ConfigError::new(file, message_of(e))
+            .field(field_path(failed_path.unwrap_or_default()));
+        if let Some(location) = e.location() {
+            error = error.at(location);
+        }
+        error
+    })
+}
+
+/// The parser's message without the position it prefixes (kept apart in the error).
+fn message_of(error: &serde_saphyr::Error) -> String {
+    let text = error.to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let text = match text.split_once(": ") {
+        Some((position, rest)) if position.starts_with("line ") => rest,
+        _ => text,
+    };
+    let text = text.rfind(" at line ").map_or(text, |end| &text[..end]);
+    text.to_owned()
+}
+
+/// The path of a field as written in the file (without the `value` of a `Spanned`).
+fn field_path(path: String) -> String {
+    path.strip_suffix(".value")
+        .map(str::to_owned)
+        .unwrap_or(path)
+}
+
+fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigError> {
+    match raw.kind {
+        StoreKind::Memory => {
+            let mut config = MemoryStoreConfig::default();
+            if let Some(max_keys) = raw.max_keys {
+                if max_keys.value == 0 {
+                    return Err(ConfigError::new(file, "max_keys must be at least 1")
+                        .at(max_keys.referenced)
+                        .field("store.max_keys"));
+                }
+                config.max_keys = max_keys.value;
+            }
+            Ok(StoreConfig::Memory(config))
+        }
+    }
+}
+
+fn rules(raw: Vec<RawRule>, file: &Path) -> Result<Vec<RuleConfig>, ConfigError> {
+    let mut names = HashSet::new();
+    let mut rules = Vec::with_capacity(raw.len());
+    for (i, rule) in raw.into_iter().enumerate() {
+        let fail = |location: Location, field: &str, message: String| {
+            ConfigError::new(file, message)
+                .at(location)
+                .field(format!("rules[{i}].{field}"))
+        };
+        let name = rule.name.value;
+        if let Err(message) = check_rule_name(&name) {
+            return Err(fail(rule.name.referenced, "name", message));
+        }
+        if !names.insert(name.clone()) {
+            return Err(fail(
+                rule.name.referenced,
+                "name",
+                format!("duplicate rule name `{name}`: every rule needs its own name"),
+            ));
+        }
+        let algorithm = Algorithm::from(rule.algorithm);
+        let burst = rule.burst.as_ref().map(|b| b.value);
+        let policy = Policy::new(algorithm, rule.limit.value, rule.period.value.0, burst).map_err(
+            |error| {
+                let message = error.to_string();
+                match error {
+                    PolicyError::PeriodOutOfRange(_) => {
+                        fail(rule.period.referenced, "period", message)
+                    }
+                    PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
+                        let at = rule
+                            .burst
+                            .as_ref()
+                            .map_or(rule.limit.referenced, |b| b.referenced);
+                        fail(at, "burst", message)
+                    }
+                    _ => fail(rule.limit.referenced, "limit", message),
+                }
+            },
+        )?;
+        rules.push(RuleConfig { name, policy });
+    }
+    if rules.is_empty() {
+        return Err(
+            ConfigError::new(file, "no rules: add at least one under `rules:`").field("rules"),
+        );
+    }
+    Ok(rules)
+}
+
+/// Rule names go into store keys and into structured header fields, so they are kept to
+/// a plain alphabet.
+fn check_rule_name(name: &str) -> Result<(), String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    if name.is_empty() || name.len() > MAX_RULE_NAME || !name.chars().all(plain) {
+        return Err(format!(
+            "invalid rule name `{}`: use 1 to {MAX_RULE_NAME} characters of A-Z, a-z, 0-9, `_`, `.` and `-`",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,11 @@
+//! weir, the service: configuration, the engine, and the HTTP front doors.
+//!
+//! The binary (`weir serve`, `weir check-config`) is a thin layer over this library,
+//! which tests use directly ([`api::router`] serves requests without a socket).
+
+#![deny(missing_docs)]
+
+pub mod api;
+pub mod config;
+pub mod engine;
+pub mod server;

@@ -1,0 +1,155 @@
+//! The `weir` binary, run for real: `check-config` exit codes and messages, and `serve`
+//! on a loopback port, answering and stopping on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn weir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+#[test]
+fn check_config_accepts_the_example() {
+    let out = weir()
+        .arg("check-config")
+        .arg(example("basic.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (6 rules)"));
+}
+
+#[test]
+fn check_config_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "rules:\n  - name: api\n    algorithm: token_bucket\n    limit: 0\n    period: 1m\n",
+    )
+    .unwrap();
+    let out = weir().arg("check-config").arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "weir: {}:4:12: rules[0].limit: limit must be between 1",
+        file.display()
+    );
+    assert!(stderr.starts_with(&expected), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_an_invalid_config() {
+    let out = weir()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            "/nonexistent.yaml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent.yaml: cannot read the file")
+    );
+}
+
+/// A `weir serve` child, killed if the test ends early.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(config: &Path) -> Self {
+        let mut child = weir()
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("weir listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, addr }
+    }
+
+    /// One HTTP/1.1 request; returns the status line and the body.
+    fn request(&self, method: &str, path: &str, body: &str) -> (String, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response.lines().next().unwrap_or_default().to_owned();
+        let body = response
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        (status, body)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn serve_answers_checks_and_stops_on_sigterm() {
+    let mut server = Server::start(&example("basic.yaml"));
+    assert_eq!(server.request("GET", "/healthz", "").0, "HTTP/1.1 200 OK");
+    let check = r#"{"rule": "login", "key": "ana@example.com", "cost": 5}"#;
+    let (status, body) = server.request("POST", "/v1/check", check);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(body.contains(r#""remaining":0"#), "{body}");
+    let (status, _) = server.request("POST", "/v1/check", check);
+    assert_eq!(status, "HTTP/1.1 429 Too Many Requests");
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "weir did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

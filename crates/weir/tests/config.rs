@@ -1,0 +1,134 @@
+//! `Config`: what loads, and errors that name the file, line and field.
+
+use std::path::Path;
+use std::time::Duration;
+
+use weir::config::{Config, StoreConfig};
+use weir_core::{Algorithm, Policy};
+
+fn parse(text: &str) -> Result<Config, String> {
+    Config::parse(text, Path::new("weir.yaml")).map_err(|e| e.to_string())
+}
+
+#[test]
+fn loads_a_valid_config_with_defaults() {
+    let config = parse(
+        "rules:\n  - name: api\n    algorithm: token_bucket\n    limit: 100\n    period: 1m\n    burst: 20\n  - name: login.v2\n    algorithm: sliding_log\n    limit: 5\n    period: 15m\n",
+    )
+    .unwrap();
+    assert_eq!(config.rules.len(), 2);
+    assert_eq!(config.rules[0].name, "api");
+    assert_eq!(
+        config.rules[0].policy,
+        Policy::new(
+            Algorithm::TokenBucket,
+            100,
+            Duration::from_secs(60),
+            Some(20)
+        )
+        .unwrap()
+    );
+    let StoreConfig::Memory(memory) = config.store;
+    assert_eq!(memory.max_keys, 1_000_000);
+}
+
+#[test]
+fn every_shipped_example_is_valid() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen > 0);
+}
+
+#[test]
+fn errors_name_file_line_and_field() {
+    let cases = [
+        (
+            "rules:\n  - name: api\n    algorithm: gcrx\n    limit: 1\n    period: 1m\n",
+            "weir.yaml:3:16: rules[0].algorithm: unknown variant `gcrx`",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: 1\n    period: 7x\n",
+            "weir.yaml:5:13: rules[0].period: invalid period `7x`",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: 0\n    period: 1m\n",
+            "weir.yaml:4:12: rules[0].limit: limit must be between 1 and 1000000000, got 0",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n    burst: 0\n",
+            "weir.yaml:6:12: rules[0].burst: burst must be between 1",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: fixed_window\n    limit: 5\n    period: 1m\n    burst: 3\n",
+            "weir.yaml:6:12: rules[0].burst: burst applies to token_bucket, gcra and leaky_bucket, not to fixed_window",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 0s\n",
+            "weir.yaml:5:13: rules[0].period: period must be between 1ms and 366d",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",
+            "weir.yaml:6:11: rules[1].name: duplicate rule name `api`",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n    limt: 4\n",
+            "weir.yaml:6:5: rules[0].limt: unknown field `limt`",
+        ),
+        (
+            "rules:\n  - name: \"a b\"\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",
+            "weir.yaml:2:11: rules[0].name: invalid rule name `a b`",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: gcra\n    limit: -5\n    period: 1m\n",
+            "weir.yaml:4:12: rules[0].limit: invalid u64",
+        ),
+        (
+            "store:\n  type: memory\n  max_keys: 0\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",
+            "weir.yaml:3:13: store.max_keys: max_keys must be at least 1",
+        ),
+        (
+            "store:\n  type: postgres\nrules: []\n",
+            "weir.yaml:2:9: store.type: unknown variant `postgres`",
+        ),
+        ("rules: []\n", "weir.yaml: rules: no rules"),
+        ("rules:\n  - name: [\n", "weir.yaml:"),
+        ("", "weir.yaml"),
+    ];
+    for (text, expected) in cases {
+        let error = parse(text).expect_err(text);
+        assert!(
+            error.starts_with(expected),
+            "{text:?}\n  gave {error}\n  want {expected}"
+        );
+    }
+}
+
+#[test]
+fn sliding_log_limits_are_bounded() {
+    let error = parse(
+        "rules:\n  - name: log\n    algorithm: sliding_log\n    limit: 20000\n    period: 1m\n",
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("use sliding_window for large limits"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let error = Config::load(Path::new("/nonexistent/weir.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("/nonexistent/weir.yaml: cannot read the file"),
+        "{error}"
+    );
+}
