@@ -12,7 +12,7 @@
 //! steady rate.
 
 use super::AlgorithmState;
-use super::time::{ceil_nanos, nanos};
+use super::time::{ceil_nanos, div_rem, nanos};
 use crate::{Algorithm, Decision, Policy};
 
 /// The theoretical arrival time: `nanos × limit + rem` ticks, with `rem < limit`.
@@ -23,43 +23,45 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
-    fn ticks(&self, limit: u64) -> u128 {
-        u128::from(self.nanos) * u128::from(limit) + u128::from(self.rem)
-    }
-
-    fn set_ticks(&mut self, ticks: u128, limit: u64) {
-        let limit = u128::from(limit);
-        self.nanos = u64::try_from(ticks / limit).unwrap_or(u64::MAX);
-        self.rem = (ticks % limit) as u64;
+    /// Ticks from `now` until the theoretical arrival time (0 when it has passed).
+    fn ahead_of(&self, now: u64, limit: u64) -> u128 {
+        if self.nanos < now {
+            0
+        } else {
+            u128::from(self.nanos - now) * u128::from(limit) + u128::from(self.rem)
+        }
     }
 }
 
 impl AlgorithmState for Gcra {
-    fn full(policy: &Policy, now: u64) -> Self {
-        let _ = policy;
+    fn full(_policy: &Policy, now: u64) -> Self {
         Self { nanos: now, rem: 0 }
     }
 
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
         let limit = policy.limit();
         let interval = u128::from(policy.period_ns());
-        let now = u128::from(now) * u128::from(limit);
         let tolerance = u128::from(policy.capacity()) * interval;
-        // A `tat` in the past is a full bucket; time running backwards only makes
-        // `tat - now` larger, so it never grants anything.
-        let start = self.ticks(limit).max(now);
-        let queued = start - now;
-        let after = start + u128::from(cost) * interval;
-        let allowed = after - now <= tolerance;
-        let tat = if allowed { after } else { start };
-        self.set_ticks(tat, limit);
+        // Everything is counted in ticks from `now`. A `tat` in the past is a full
+        // bucket; time running backwards only makes `tat − now` larger, so it never
+        // grants anything.
+        let queued = self.ahead_of(now, limit);
+        let after = queued + u128::from(cost) * interval;
+        let allowed = after <= tolerance;
+        let ahead = if allowed { after } else { queued };
+        let (whole, rem) = div_rem(ahead, limit);
+        self.nanos = now.saturating_add(u64::try_from(whole).unwrap_or(u64::MAX));
+        self.rem = rem;
         let is_queue = policy.algorithm() == Algorithm::LeakyBucket;
         Decision {
             allowed,
             limit,
-            remaining: u64::try_from(tolerance.saturating_sub(tat - now) / interval).unwrap_or(0),
-            reset_after: ceil_nanos(tat - now, limit),
-            retry_after: (!allowed).then(|| ceil_nanos(after - now - tolerance, limit)),
+            remaining: u64::try_from(
+                div_rem(tolerance.saturating_sub(ahead), policy.period_ns()).0,
+            )
+            .unwrap_or(0),
+            reset_after: ceil_nanos(ahead, limit),
+            retry_after: (!allowed).then(|| ceil_nanos(after - tolerance, limit)),
             delay: if is_queue && allowed {
                 ceil_nanos(queued, limit)
             } else {

@@ -6,7 +6,7 @@
 //! every 300 ms against one token per 6 s gets one request through every 6 s.
 
 use super::AlgorithmState;
-use super::time::{ceil_nanos, nanos};
+use super::time::{ceil_nanos, div_rem, nanos};
 use crate::{Decision, Policy};
 
 /// Tokens (whole and fractional part) as of `last`.
@@ -49,8 +49,9 @@ impl AlgorithmState for TokenBucket {
             tokens -= needed;
         }
         // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
-        self.whole = (tokens / wide_period) as u64;
-        self.fraction = (tokens % wide_period) as u64;
+        let (whole, fraction) = div_rem(tokens, period);
+        self.whole = whole as u64;
+        self.fraction = fraction;
         self.last = now;
         Decision {
             allowed,
