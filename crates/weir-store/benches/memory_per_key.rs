@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use weir_core::{Algorithm, Policy};
-use weir_store::{MemoryStore, MemoryStoreConfig, SystemClock};
+use weir_store::{Key, MemoryStore, MemoryStoreConfig, SystemClock};
 
 struct Counting;
 
@@ -77,7 +77,16 @@ fn main() {
             Arc::new(SystemClock::new()),
         );
         for key in &keys {
-            store.check_sync(key, &policy, 1).unwrap();
+            store
+                .check_sync(
+                    Key {
+                        rule: "api",
+                        identity: key,
+                    },
+                    &policy,
+                    1,
+                )
+                .unwrap();
         }
         let bytes = (live() - before) as f64 / KEYS as f64;
         println!(

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use weir_core::{Algorithm, Policy};
-use weir_store::{MemoryStore, MemoryStoreConfig, SystemClock};
+use weir_store::{Key, MemoryStore, MemoryStoreConfig, SystemClock};
 
 const KEY_COUNTS: [usize; 3] = [1, 100_000, 1_000_000];
 const THREADS: [usize; 2] = [1, 2];
@@ -80,14 +80,35 @@ fn bench(c: &mut Criterion) {
                     Arc::new(SystemClock::new()),
                 );
                 for key in &keys {
-                    store.check_sync(key, &policy, 1).unwrap();
+                    store
+                        .check_sync(
+                            Key {
+                                rule: "api",
+                                identity: key,
+                            },
+                            &policy,
+                            1,
+                        )
+                        .unwrap();
                 }
                 let name = format!("weir_{algorithm}");
                 group.bench_function(BenchmarkId::new(name, &param), |b| {
                     b.iter_custom(|iters| {
                         timed(iters, threads, |i| {
                             let key = &keys[pick(i as u64, n)];
-                            black_box(store.check_sync(key, &policy, 1).unwrap().allowed);
+                            black_box(
+                                store
+                                    .check_sync(
+                                        Key {
+                                            rule: "api",
+                                            identity: key,
+                                        },
+                                        &policy,
+                                        1,
+                                    )
+                                    .unwrap()
+                                    .allowed,
+                            );
                         })
                     })
                 });

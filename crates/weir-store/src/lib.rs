@@ -15,4 +15,4 @@ mod store;
 pub use clock::SystemClock;
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
-pub use store::{Check, Store, StoreFuture};
+pub use store::{Check, Key, Store, StoreFuture};

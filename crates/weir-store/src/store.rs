@@ -11,11 +11,24 @@ use crate::StoreError;
 /// (`Arc<dyn Store>`) from the configuration.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
+/// Whose state, under which rule: what a store keys its state by.
+///
+/// `rule` must not contain `:` (weir's configuration allows only `A-Z a-z 0-9 _ . -`),
+/// so that no identity can reach another rule's state. `identity` may be any string:
+/// each store encodes it so that it cannot reach another identity's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key<'a> {
+    /// The rule's name.
+    pub rule: &'a str,
+    /// Who is limited: a user, an API key, an IP address...
+    pub identity: &'a str,
+}
+
 /// One limit to check for a request: the key's state, under a policy, for a cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Check<'a> {
-    /// The key the state lives under (rule and identity, built by the caller).
-    pub key: &'a str,
+    /// The key the state lives under.
+    pub key: Key<'a>,
     /// The policy to apply.
     pub policy: &'a Policy,
     /// Units of cost this request takes (0 peeks).
@@ -30,7 +43,7 @@ pub trait Store: Send + Sync + 'static {
     /// Checks one key: reads its state, decides, and writes the new state, atomically.
     fn check<'a>(
         &'a self,
-        key: &'a str,
+        key: Key<'a>,
         policy: &'a Policy,
         cost: u64,
     ) -> StoreFuture<'a, Decision>;
@@ -42,5 +55,5 @@ pub trait Store: Send + Sync + 'static {
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>>;
 
     /// Forgets a key's state: its next check starts full.
-    fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()>;
+    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use weir_core::{Algorithm, ManualClock, Policy};
-use weir_store::{Check, MemoryStore, MemoryStoreConfig, Store, StoreError};
+use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
 
 const START: u64 = 1_796_032_800_000_000_000;
 
@@ -13,6 +13,14 @@ fn store(max_keys: usize) -> (Arc<ManualClock>, MemoryStore) {
     let clock = Arc::new(ManualClock::new(START));
     let store = MemoryStore::new(MemoryStoreConfig { max_keys }, clock.clone());
     (clock, store)
+}
+
+/// A key of the rule `r`.
+fn key(identity: &str) -> Key<'_> {
+    Key {
+        rule: "r",
+        identity,
+    }
 }
 
 fn per_hour(algorithm: Algorithm, limit: u64) -> Policy {
@@ -29,7 +37,11 @@ fn exactly_the_limit_is_admitted_under_concurrency() {
             for _ in 0..8 {
                 s.spawn(|| {
                     for _ in 0..250 {
-                        if store.check_sync("one-key", &policy, 1).unwrap().allowed {
+                        if store
+                            .check_sync(key("one-key"), &policy, 1)
+                            .unwrap()
+                            .allowed
+                        {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -51,7 +63,7 @@ async fn exactly_the_limit_is_admitted_through_the_async_trait() {
             tokio::spawn(async move {
                 let mut admitted = 0;
                 for _ in 0..20 {
-                    admitted += u64::from(store.check("k", &policy, 1).await.unwrap().allowed);
+                    admitted += u64::from(store.check(key("k"), &policy, 1).await.unwrap().allowed);
                 }
                 admitted
             })
@@ -78,17 +90,17 @@ fn layered_limits_are_all_or_nothing() {
     .unwrap();
     let layers = [
         Check {
-            key: "u:s",
+            key: key("u:s"),
             policy: &second,
             cost: 1,
         },
         Check {
-            key: "u:m",
+            key: key("u:m"),
             policy: &minute,
             cost: 1,
         },
         Check {
-            key: "u:d",
+            key: key("u:d"),
             policy: &day,
             cost: 1,
         },
@@ -132,30 +144,30 @@ fn a_key_checked_twice_in_one_batch_sees_its_first_check() {
     let policy = per_hour(Algorithm::Gcra, 3);
     let twice = [
         Check {
-            key: "k",
+            key: key("k"),
             policy: &policy,
             cost: 2,
         },
         Check {
-            key: "k",
+            key: key("k"),
             policy: &policy,
             cost: 2,
         },
     ];
     let decisions = store.check_all_sync(&twice).unwrap();
     assert!(!decisions[1].allowed, "2 + 2 > 3");
-    assert_eq!(store.check_sync("k", &policy, 0).unwrap().remaining, 3);
+    assert_eq!(store.check_sync(key("k"), &policy, 0).unwrap().remaining, 3);
 }
 
 #[test]
 fn a_full_store_refuses_new_keys_and_never_resets_existing_ones() {
     let (clock, store) = store(100);
     let policy = per_hour(Algorithm::FixedWindow, 1);
-    assert!(store.check_sync("victim", &policy, 1).unwrap().allowed);
-    assert!(!store.check_sync("victim", &policy, 1).unwrap().allowed);
+    assert!(store.check_sync(key("victim"), &policy, 1).unwrap().allowed);
+    assert!(!store.check_sync(key("victim"), &policy, 1).unwrap().allowed);
     let mut refused = 0;
     for i in 0..10_000 {
-        match store.check_sync(&format!("flood-{i}"), &policy, 1) {
+        match store.check_sync(key(&format!("flood-{i}")), &policy, 1) {
             Ok(d) => assert!(d.allowed),
             Err(StoreError::Full { max_keys: 100 }) => refused += 1,
             Err(e) => panic!("{e}"),
@@ -164,15 +176,30 @@ fn a_full_store_refuses_new_keys_and_never_resets_existing_ones() {
     assert_eq!(refused, 10_000 - 99);
     assert_eq!(store.len(), 100);
     assert!(
-        !store.check_sync("victim", &policy, 1).unwrap().allowed,
+        !store.check_sync(key("victim"), &policy, 1).unwrap().allowed,
         "the flood must not reset the victim's state"
     );
     // A peek, or a cost that never fits, needs no new key, so it is answered.
-    assert!(store.check_sync("newcomer", &policy, 0).unwrap().allowed);
-    assert!(!store.check_sync("newcomer", &policy, 2).unwrap().allowed);
+    assert!(
+        store
+            .check_sync(key("newcomer"), &policy, 0)
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        !store
+            .check_sync(key("newcomer"), &policy, 2)
+            .unwrap()
+            .allowed
+    );
     // Once the window is over, every entry is full again and new keys are welcome.
     clock.advance(Duration::from_secs(3600));
-    assert!(store.check_sync("newcomer", &policy, 1).unwrap().allowed);
+    assert!(
+        store
+            .check_sync(key("newcomer"), &policy, 1)
+            .unwrap()
+            .allowed
+    );
     assert_eq!(store.len(), 1, "a full shard sweeps its expired entries");
 }
 
@@ -180,20 +207,20 @@ fn a_full_store_refuses_new_keys_and_never_resets_existing_ones() {
 fn a_full_store_refuses_a_batch_with_new_keys_whole() {
     let (_, store) = store(2);
     let policy = per_hour(Algorithm::FixedWindow, 5);
-    store.check_sync("a", &policy, 1).unwrap();
+    store.check_sync(key("a"), &policy, 1).unwrap();
     let batch = [
         Check {
-            key: "a",
+            key: key("a"),
             policy: &policy,
             cost: 1,
         },
         Check {
-            key: "b",
+            key: key("b"),
             policy: &policy,
             cost: 1,
         },
         Check {
-            key: "c",
+            key: key("c"),
             policy: &policy,
             cost: 1,
         },
@@ -203,7 +230,7 @@ fn a_full_store_refuses_a_batch_with_new_keys_whole() {
         Err(StoreError::Full { .. })
     ));
     assert_eq!(
-        store.check_sync("a", &policy, 0).unwrap().remaining,
+        store.check_sync(key("a"), &policy, 0).unwrap().remaining,
         4,
         "nothing taken"
     );
@@ -214,7 +241,7 @@ fn entries_expire_when_their_state_is_full_again() {
     let (clock, store) = store(1000);
     let policy = Policy::new(Algorithm::TokenBucket, 10, Duration::from_secs(10), None).unwrap();
     for i in 0..50 {
-        store.check_sync(&format!("k{i}"), &policy, 5).unwrap();
+        store.check_sync(key(&format!("k{i}")), &policy, 5).unwrap();
     }
     assert_eq!(store.len(), 50);
     clock.advance(Duration::from_millis(4_999));
@@ -229,8 +256,8 @@ fn entries_expire_when_their_state_is_full_again() {
 fn reset_forgets_a_key() {
     let (_, store) = store(1000);
     let policy = per_hour(Algorithm::SlidingLog, 2);
-    store.check_sync("k", &policy, 2).unwrap();
-    assert!(!store.check_sync("k", &policy, 1).unwrap().allowed);
-    store.reset_sync("k");
-    assert_eq!(store.check_sync("k", &policy, 1).unwrap().remaining, 1);
+    store.check_sync(key("k"), &policy, 2).unwrap();
+    assert!(!store.check_sync(key("k"), &policy, 1).unwrap().allowed);
+    store.reset_sync(key("k"));
+    assert_eq!(store.check_sync(key("k"), &policy, 1).unwrap().remaining, 1);
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use weir_core::Decision;
-use weir_store::{Store, StoreError};
+use weir_store::{Key, Store, StoreError};
 
 use crate::config::{Config, RuleConfig};
 
@@ -42,7 +42,7 @@ impl Engine {
 
     /// Checks `cost` units for `identity` under `rule`.
     ///
-    /// The store key is `<rule>:<identity>`: rule names cannot contain `:`, so no
+    /// State is kept per (rule, identity); rule names cannot contain `:`, so no
     /// identity can reach another rule's state.
     pub async fn check(
         &self,
@@ -50,7 +50,10 @@ impl Engine {
         identity: &str,
         cost: u64,
     ) -> Result<Decision, StoreError> {
-        let key = format!("{}:{identity}", rule.name);
-        self.store.check(&key, &rule.policy, cost).await
+        let key = Key {
+            rule: &rule.name,
+            identity,
+        };
+        self.store.check(key, &rule.policy, cost).await
     }
 }

@@ -15,7 +15,6 @@ mod budget;
 mod shard;
 
 use std::future::ready;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -23,8 +22,8 @@ use foldhash::fast::RandomState;
 use weir_core::{Clock, Decision, Policy, State, check};
 
 use self::budget::KeyBudget;
-use self::shard::{HashedKey, Shard, ShardFull, expiry};
-use crate::{Check, Store, StoreError, StoreFuture};
+use self::shard::{HashedKey, Shard, ShardFull, expiry, hash_key};
+use crate::{Check, Key, Store, StoreError, StoreFuture};
 
 /// Configuration of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +81,7 @@ impl MemoryStore {
     /// Checks one key now, synchronously: what [`Store::check`] does, without a future.
     pub fn check_sync(
         &self,
-        key: &str,
+        key: Key<'_>,
         policy: &Policy,
         cost: u64,
     ) -> Result<Decision, StoreError> {
@@ -193,7 +192,7 @@ impl MemoryStore {
     }
 
     /// Forgets a key's state.
-    pub fn reset_sync(&self, key: &str) {
+    pub fn reset_sync(&self, key: Key<'_>) {
         let key = self.hashed(key);
         self.lock(key).remove(key, &self.budget);
     }
@@ -217,10 +216,10 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn hashed<'a>(&self, name: &'a str) -> HashedKey<'a> {
+    fn hashed<'a>(&self, key: Key<'a>) -> HashedKey<'a> {
         HashedKey {
-            hash: self.hasher.hash_one(name),
-            name,
+            hash: hash_key(&self.hasher, key),
+            key,
         }
     }
 
@@ -250,7 +249,7 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl Store for MemoryStore {
     fn check<'a>(
         &'a self,
-        key: &'a str,
+        key: Key<'a>,
         policy: &'a Policy,
         cost: u64,
     ) -> StoreFuture<'a, Decision> {
@@ -261,7 +260,7 @@ impl Store for MemoryStore {
         Box::pin(ready(self.check_all_sync(checks)))
     }
 
-    fn reset<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
         self.reset_sync(key);
         Box::pin(ready(Ok(())))
     }

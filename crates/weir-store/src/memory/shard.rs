@@ -5,10 +5,11 @@ use std::time::Duration;
 use compact_str::CompactString;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use weir_core::{Decision, Policy, State, check};
 
 use super::budget::KeyBudget;
+use crate::Key;
 
 /// A key's state and when it is full again (and so can be dropped).
 ///
@@ -34,7 +35,28 @@ pub(super) struct Shard {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct HashedKey<'a> {
     pub(super) hash: u64,
-    pub(super) name: &'a str,
+    pub(super) key: Key<'a>,
+}
+
+impl HashedKey<'_> {
+    /// Whether `stored` (`rule:identity`) is this key, compared in place.
+    fn is(&self, stored: &str) -> bool {
+        let Key { rule, identity } = self.key;
+        stored.len() == rule.len() + 1 + identity.len()
+            && stored.starts_with(rule)
+            && stored.ends_with(identity)
+            && stored.as_bytes()[rule.len()] == b':'
+    }
+
+    /// The key as stored: `rule:identity`.
+    fn stored(&self) -> CompactString {
+        let mut stored =
+            CompactString::with_capacity(self.key.rule.len() + 1 + self.key.identity.len());
+        stored.push_str(self.key.rule);
+        stored.push(':');
+        stored.push_str(self.key.identity);
+        stored
+    }
 }
 
 /// What a shard could not do.
@@ -45,7 +67,7 @@ impl Shard {
     /// The key's state at `now` (`None` when absent or expired), cloned.
     pub(super) fn get(&self, key: HashedKey<'_>, now: u64) -> Option<State> {
         self.table
-            .find(key.hash, |e| e.key == key.name)
+            .find(key.hash, |e| key.is(&e.key))
             .filter(|e| e.expires_at > now)
             .and_then(|e| e.state.clone())
     }
@@ -60,7 +82,7 @@ impl Shard {
         budget: &KeyBudget,
         hasher: &RandomState,
     ) -> Result<Decision, ShardFull> {
-        if let Ok(mut found) = self.table.find_entry(key.hash, |e| e.key == key.name) {
+        if let Ok(mut found) = self.table.find_entry(key.hash, |e| key.is(&e.key)) {
             let entry = found.get_mut();
             if entry.expires_at <= now {
                 entry.state = None;
@@ -81,12 +103,12 @@ impl Shard {
                 return Err(ShardFull);
             }
             let entry = Entry {
-                key: CompactString::new(key.name),
+                key: key.stored(),
                 expires_at: expiry(now, decision.reset_after),
                 state: Some(state),
             };
             self.table
-                .insert_unique(key.hash, entry, |e| hasher.hash_one(e.key.as_str()));
+                .insert_unique(key.hash, entry, |e| rehash(hasher, &e.key));
         }
         Ok(decision)
     }
@@ -101,10 +123,7 @@ impl Shard {
         budget: &KeyBudget,
         hasher: &RandomState,
     ) {
-        match (
-            self.table.find_entry(key.hash, |e| e.key == key.name),
-            state,
-        ) {
+        match (self.table.find_entry(key.hash, |e| key.is(&e.key)), state) {
             (Ok(mut found), Some(state)) => {
                 let entry = found.get_mut();
                 entry.state = Some(state);
@@ -116,12 +135,12 @@ impl Shard {
             }
             (Err(_), Some(state)) => {
                 let entry = Entry {
-                    key: CompactString::new(key.name),
+                    key: key.stored(),
                     expires_at,
                     state: Some(state),
                 };
                 self.table
-                    .insert_unique(key.hash, entry, |e| hasher.hash_one(e.key.as_str()));
+                    .insert_unique(key.hash, entry, |e| rehash(hasher, &e.key));
             }
             (Err(_), None) => {}
         }
@@ -129,7 +148,7 @@ impl Shard {
 
     /// Removes the key.
     pub(super) fn remove(&mut self, key: HashedKey<'_>, budget: &KeyBudget) {
-        if let Ok(found) = self.table.find_entry(key.hash, |e| e.key == key.name) {
+        if let Ok(found) = self.table.find_entry(key.hash, |e| key.is(&e.key)) {
             found.remove();
             budget.give_back(1);
         }
@@ -141,6 +160,22 @@ impl Shard {
         self.table.retain(|e| e.expires_at > now);
         budget.give_back(before - self.table.len());
     }
+}
+
+/// The hash of a key: of its rule, `:` and its identity, so that a stored key hashes the
+/// same from its parts or from its stored form.
+pub(super) fn hash_key(hasher: &RandomState, key: Key<'_>) -> u64 {
+    let mut state = hasher.build_hasher();
+    state.write(key.rule.as_bytes());
+    state.write(b":");
+    state.write(key.identity.as_bytes());
+    state.finish()
+}
+
+/// The hash of a stored `rule:identity` (rules contain no `:`), for table growth.
+fn rehash(hasher: &RandomState, stored: &str) -> u64 {
+    let (rule, identity) = stored.split_once(':').unwrap_or((stored, ""));
+    hash_key(hasher, Key { rule, identity })
 }
 
 /// When a state decided at `now` is full again.
