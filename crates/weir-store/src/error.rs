@@ -1,5 +1,9 @@
 //! The one error type of the stores.
 
+use std::time::Duration;
+
+use crate::RedisPolicyError;
+
 /// Why a store could not decide a check. Never a denial: a store that cannot decide says
 /// so, and the caller applies its failure policy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -9,11 +13,37 @@ pub enum StoreError {
     /// the check needed a new one. Existing keys keep working; new keys are refused until
     /// entries expire, so that a flood of new keys can never evict (and so reset) the
     /// state of a key in use.
-    #[error(
-        "the memory store is full ({max_keys} keys, none expired); new keys are refused until some expire"
-    )]
+    #[error("the memory store is full ({max_keys} keys, none expired); new keys are refused until some expire")]
     Full {
         /// The configured bound.
         max_keys: usize,
     },
+    /// The store did not answer within the configured timeout.
+    #[error("the store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The store cannot be reached, or the connection broke.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// The store answered something weir did not expect (a bug, or a misconfigured
+    /// server).
+    #[error("unexpected answer from the store: {0}")]
+    Protocol(String),
+    /// The policy cannot be decided exactly by this store.
+    #[error(transparent)]
+    Policy(#[from] RedisPolicyError),
+    /// The checks cannot be decided together by this store (e.g. layered limits of
+    /// different identities on a Redis Cluster, which live in different slots).
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+impl StoreError {
+    /// Whether the error says the store is unreachable or too slow (as opposed to a
+    /// problem with the request or the configuration).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Timeout(_) | StoreError::Unavailable(_) | StoreError::Full { .. }
+        )
+    }
 }

@@ -3,16 +3,22 @@
 //! A store applies an algorithm of `weir-core` to the state kept under a key,
 //! atomically, with the time taken from its [`Clock`](weir_core::Clock). The
 //! [`MemoryStore`] keeps state in this process: the embedded default, exact for one
-//! instance. Stores shared by many instances (Redis) implement the same trait.
+//! instance. The [`RedisStore`] keeps it in Redis or Redis Cluster, shared by every
+//! instance, each check one atomic Lua script.
 
 #![deny(missing_docs)]
 
 mod clock;
 mod error;
 mod memory;
+mod redis_store;
 mod store;
 
 pub use clock::SystemClock;
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
+pub use redis_store::{
+    MAX_PLAIN_IDENTITY, RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget,
+    check_redis_policy,
+};
 pub use store::{Check, Key, Store, StoreFuture};

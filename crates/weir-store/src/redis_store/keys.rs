@@ -1,0 +1,88 @@
+//! Redis key names: `<prefix>:{<identity>}:<rule>`.
+//!
+//! The identity sits inside a hash tag, so that every rule of one identity lives in one
+//! slot of a Redis Cluster and a request's limits are checked in one script. Since an
+//! identity is whatever a client sent, it is encoded so that no input can leave its tag
+//! or reach another identity's name: bytes outside a plain alphabet (braces, colons,
+//! `%`, spaces, control characters, anything non-ASCII) are percent-encoded, which is
+//! injective; an identity whose encoding would exceed [`MAX_PLAIN`] bytes is replaced
+//! by `#` and its SHA-256 in hex (`#` never appears in an encoded identity), so keys
+//! stay short whatever the input.
+
+use std::fmt::Write;
+
+use sha2::{Digest, Sha256};
+
+use crate::Key;
+
+/// The longest encoded identity kept as is.
+pub const MAX_PLAIN: usize = 128;
+
+/// The Redis key for `key`.
+pub(crate) fn redis_key(prefix: &str, key: Key<'_>) -> String {
+    let mut out = String::with_capacity(prefix.len() + key.identity.len() + key.rule.len() + 4);
+    out.push_str(prefix);
+    out.push_str(":{");
+    encode_identity(key.identity, &mut out);
+    out.push_str("}:");
+    out.push_str(key.rule);
+    out
+}
+
+fn is_plain(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'@' | b'+' | b'=' | b'/')
+}
+
+fn encode_identity(identity: &str, out: &mut String) {
+    let encoded_len: usize = identity
+        .bytes()
+        .map(|b| if is_plain(b) { 1 } else { 3 })
+        .sum();
+    if encoded_len > MAX_PLAIN {
+        out.push('#');
+        for byte in Sha256::digest(identity.as_bytes()) {
+            let _ = write!(out, "{byte:02x}");
+        }
+        return;
+    }
+    for byte in identity.bytes() {
+        if is_plain(byte) {
+            out.push(char::from(byte));
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(identity: &str) -> String {
+        redis_key("weir", Key { rule: "api", identity })
+    }
+
+    #[test]
+    fn plain_identities_are_readable() {
+        assert_eq!(key("user-42"), "weir:{user-42}:api");
+        assert_eq!(key("ana@x.io"), "weir:{ana@x.io}:api");
+    }
+
+    #[test]
+    fn nothing_leaves_the_hash_tag() {
+        assert_eq!(key("a}:b{c"), "weir:{a%7D%3Ab%7Bc}:api");
+        assert_eq!(key("x\r\ny"), "weir:{x%0D%0Ay}:api");
+        assert_eq!(key("%7D"), "weir:{%257D}:api");
+        assert_eq!(key("é"), "weir:{%C3%A9}:api");
+        let long = key(&"k".repeat(10_000));
+        assert_eq!(long.len(), "weir:{#}:api".len() + 64);
+        assert!(long.starts_with("weir:{#"));
+    }
+
+    #[test]
+    fn distinct_identities_get_distinct_keys() {
+        let identities = ["a", "A", "a:", "a%3A", "a}", "#", "%23", "", " ", "k".repeat(200).as_str().to_owned().leak()];
+        let keys: std::collections::HashSet<_> = identities.iter().map(|i| key(i)).collect();
+        assert_eq!(keys.len(), identities.len());
+    }
+}

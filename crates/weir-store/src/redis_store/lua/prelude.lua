@@ -1,0 +1,44 @@
+-- weir: helpers shared by the algorithms. Lua numbers are doubles: integers are exact
+-- up to 2^53, and weir's Rust side only sends policies whose products stay below that
+-- (see params.rs), so every operation here is exact integer arithmetic.
+
+-- a // b and a % b, exact (a float division can be one off near an integer).
+local function divmod(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then
+    q = q - 1
+    r = r + b
+  elseif r >= b then
+    q = q + 1
+    r = r - b
+  end
+  return q, r
+end
+
+local function div_ceil(a, b)
+  local q, r = divmod(a, b)
+  if r > 0 then q = q + 1 end
+  return q
+end
+
+-- Integers as text, never in exponent notation.
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- Splits "a:b:c" into numbers.
+local function numbers(text)
+  local out = {}
+  for part in string.gmatch(text, '[^:]+') do
+    out[#out + 1] = tonumber(part)
+  end
+  return out
+end
+
+-- A decision: allowed, remaining, reset (us), retry (us, -1 for none), delay (us), and
+-- the state to keep (false once full again).
+local function decision(allowed, remaining, reset, retry, delay, state)
+  return { allowed = allowed, remaining = remaining, reset = reset,
+           retry = retry, delay = delay, state = state }
+end

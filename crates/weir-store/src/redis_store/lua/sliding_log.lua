@@ -1,0 +1,51 @@
+-- sliding_log: every admitted request as "time:cost", oldest first, comma separated;
+-- a request counts until time + period. At most `limit` entries (limit <= 10,000), so
+-- every loop here is bounded. Mirrors weir-core's sliding_log.rs.
+local function sliding_log(state, now, cost, p)
+  local period, limit = p.period, p.limit
+  local entries = {}
+  if state then
+    for at, c in string.gmatch(state, '(%d+):(%d+)') do
+      entries[#entries + 1] = { tonumber(at), tonumber(c) }
+    end
+  end
+  local newest = entries[#entries]
+  if newest and newest[1] > now then now = newest[1] end
+  local live, total = {}, 0
+  for _, e in ipairs(entries) do
+    if e[1] + period > now then
+      live[#live + 1] = e
+      total = total + e[2]
+    end
+  end
+  local allowed = total + cost <= limit
+  if allowed and cost > 0 then
+    local last = live[#live]
+    if last and last[1] == now then
+      last[2] = last[2] + cost
+    else
+      live[#live + 1] = { now, cost }
+    end
+    total = total + cost
+  end
+  local reset = 0
+  if #live > 0 then reset = live[#live][1] + period - now end
+  local retry = -1
+  if not allowed then
+    local must_free, freed = total + cost - limit, 0
+    for _, e in ipairs(live) do
+      freed = freed + e[2]
+      if freed >= must_free then
+        retry = e[1] + period - now
+        break
+      end
+    end
+  end
+  local kept = false
+  if #live > 0 then
+    local parts = {}
+    for i, e in ipairs(live) do parts[i] = int(e[1]) .. ':' .. int(e[2]) end
+    kept = table.concat(parts, ',')
+  end
+  return decision(allowed, limit - total, reset, retry, 0, kept)
+end

@@ -1,0 +1,205 @@
+//! The Redis store: one limit shared by every weir instance, on Redis or Redis Cluster.
+//!
+//! Each check (or group of layered checks) is one `EVALSHA` of one Lua script that
+//! reads the state, decides, writes the new state and sets its expiry, atomically. The
+//! script decides exactly as weir-core does (see `params`), which the conformance
+//! suite checks by replaying the same sequences through both.
+//!
+//! Connections: one multiplexed connection per node (concurrent checks are pipelined
+//! on it), reconnecting by itself; every check is bounded by the configured timeout.
+
+mod keys;
+mod params;
+mod script;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{RedisError, Script};
+use weir_core::{Clock, Decision, Policy};
+
+pub use self::keys::MAX_PLAIN as MAX_PLAIN_IDENTITY;
+pub use self::params::{RedisPolicyError, check_redis_policy};
+use self::params::ScriptPolicy;
+use crate::{Check, Key, Store, StoreError, StoreFuture};
+
+/// Where the Redis store's state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// One Redis server, e.g. `redis://127.0.0.1:6379`.
+    Single(String),
+    /// A Redis Cluster, from seed nodes.
+    Cluster(Vec<String>),
+}
+
+/// Whose clock decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RedisClock {
+    /// The Redis server's `TIME`, read inside the script: one clock per key, so clock
+    /// skew between weir instances cannot over-admit (the default).
+    #[default]
+    Server,
+    /// The weir instance's clock, passed to the script.
+    Local,
+}
+
+/// Configuration of a [`RedisStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisStoreConfig {
+    /// The server or cluster.
+    pub target: RedisTarget,
+    /// Prepended to every key: `<prefix>:{<identity>}:<rule>`.
+    pub key_prefix: String,
+    /// The longest a check may take, connecting included.
+    pub timeout: Duration,
+    /// Whose clock decides.
+    pub clock: RedisClock,
+}
+
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// Limit state in Redis, shared by every instance that points at it.
+pub struct RedisStore {
+    connection: Connection,
+    script: Script,
+    prefix: String,
+    timeout: Duration,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the configured server or cluster. `clock` is used only with
+    /// [`RedisClock::Local`].
+    pub async fn connect(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Result<Self, StoreError> {
+        let timeout = config.timeout;
+        let connect = async {
+            match &config.target {
+                RedisTarget::Single(url) => {
+                    let client = redis::Client::open(url.as_str())?;
+                    let manager = ConnectionManagerConfig::new()
+                        .set_connection_timeout(Some(timeout))
+                        .set_response_timeout(Some(timeout))
+                        .set_number_of_retries(1);
+                    let connection = ConnectionManager::new_with_config(client, manager).await?;
+                    Ok::<_, RedisError>(Connection::Single(connection))
+                }
+                RedisTarget::Cluster(nodes) => {
+                    let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                        .connection_timeout(timeout)
+                        .response_timeout(timeout)
+                        .build()?;
+                    Ok(Connection::Cluster(client.get_async_connection().await?))
+                }
+            }
+        };
+        let connection = tokio::time::timeout(timeout.max(Duration::from_secs(1)), connect)
+            .await
+            .map_err(|_| StoreError::Timeout(timeout))?
+            .map_err(classify)?;
+        Ok(Self {
+            connection,
+            script: script::script(),
+            prefix: config.key_prefix.clone(),
+            timeout,
+            clock: (config.clock == RedisClock::Local).then_some(clock),
+        })
+    }
+
+    async fn run(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, StoreError> {
+        let prepared = checks
+            .iter()
+            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        if matches!(self.connection, Connection::Cluster(_))
+            && checks.iter().any(|c| c.key.identity != checks[0].key.identity)
+        {
+            return Err(StoreError::Unsupported(
+                "layered checks on a Redis Cluster must share one identity (one hash slot)",
+            ));
+        }
+        let now_us = self.clock.as_ref().map(|clock| clock.now() / 1_000);
+        let mut invocation = self.script.prepare_invoke();
+        for check in checks {
+            invocation.key(keys::redis_key(&self.prefix, check.key));
+        }
+        for arg in script::arguments(now_us, &prepared) {
+            invocation.arg(arg);
+        }
+        let reply: Result<Vec<i64>, RedisError> = match &self.connection {
+            Connection::Single(c) => {
+                let mut c = c.clone();
+                tokio::time::timeout(self.timeout, invocation.invoke_async(&mut c)).await
+            }
+            Connection::Cluster(c) => {
+                let mut c = c.clone();
+                tokio::time::timeout(self.timeout, invocation.invoke_async(&mut c)).await
+            }
+        }
+        .map_err(|_| StoreError::Timeout(self.timeout))?;
+        script::decisions(&reply.map_err(classify)?, &prepared)
+    }
+
+    async fn delete(&self, key: Key<'_>) -> Result<(), StoreError> {
+        let name = keys::redis_key(&self.prefix, key);
+        let mut command = redis::cmd("DEL");
+        command.arg(name);
+        let result: Result<i64, RedisError> = match &self.connection {
+            Connection::Single(c) => {
+                let mut c = c.clone();
+                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
+            }
+            Connection::Cluster(c) => {
+                let mut c = c.clone();
+                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
+            }
+        }
+        .map_err(|_| StoreError::Timeout(self.timeout))?;
+        result.map(|_| ()).map_err(classify)
+    }
+}
+
+/// Sorts a client error into what the caller acts on.
+fn classify(error: RedisError) -> StoreError {
+    if error.is_timeout() {
+        StoreError::Unavailable(format!("timed out: {error}"))
+    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal() {
+        StoreError::Unavailable(error.to_string())
+    } else {
+        StoreError::Protocol(error.to_string())
+    }
+}
+
+impl Store for RedisStore {
+    fn check<'a>(&'a self, key: Key<'a>, policy: &'a Policy, cost: u64) -> StoreFuture<'a, Decision> {
+        Box::pin(async move {
+            let mut decisions = self.run(&[Check { key, policy, cost }]).await?;
+            decisions
+                .pop()
+                .ok_or_else(|| StoreError::Protocol("no decision returned".into()))
+        })
+    }
+
+    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.run(checks))
+    }
+
+    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
+        Box::pin(self.delete(key))
+    }
+}

@@ -1,0 +1,128 @@
+//! A policy as the Lua scripts compute it: microseconds, and exact within doubles.
+//!
+//! Redis runs Lua 5.1, whose numbers are doubles: integers are exact up to 2^53. The
+//! scripts count time in microseconds (Redis `TIME` has that resolution) and keep
+//! rates as fractions reduced by their greatest common divisor, so that for any policy
+//! accepted here every intermediate value stays below 2^53, and the scripts decide
+//! exactly as weir-core does. A policy that cannot be kept exact in Redis is refused
+//! when the configuration is loaded, never rounded.
+
+use weir_core::{Algorithm, Policy};
+
+/// The largest integer a double holds exactly.
+const EXACT: u128 = 1 << 53;
+
+/// Why a policy cannot run on Redis.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisPolicyError {
+    /// The period is not a whole number of microseconds.
+    #[error("on Redis, the period must be a whole number of microseconds")]
+    SubMicrosecondPeriod,
+    /// The policy's products exceed what Lua computes exactly.
+    #[error(
+        "too large to decide exactly in Redis (Lua numbers are exact to 2^53): {0}; use a shorter period or a smaller limit or burst"
+    )]
+    TooLarge(&'static str),
+}
+
+/// The numbers the scripts receive for one policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScriptPolicy {
+    /// The algorithm's name in the scripts.
+    pub(crate) algorithm: &'static str,
+    pub(crate) limit: u64,
+    pub(crate) capacity: u64,
+    /// The period in microseconds.
+    pub(crate) period_us: u64,
+    /// `limit / gcd(limit, period_us)`: ticks per microsecond (token bucket: units of
+    /// refill per microsecond).
+    pub(crate) ticks_per_us: u64,
+    /// `period_us / gcd(limit, period_us)`: ticks per unit of cost.
+    pub(crate) ticks_per_unit: u64,
+}
+
+impl ScriptPolicy {
+    /// Checks that `policy` can be decided exactly by the scripts, and derives their
+    /// numbers.
+    pub(crate) fn new(policy: &Policy) -> Result<Self, RedisPolicyError> {
+        if policy.period_ns() % 1_000 != 0 {
+            return Err(RedisPolicyError::SubMicrosecondPeriod);
+        }
+        let period_us = policy.period_ns() / 1_000;
+        let limit = policy.limit();
+        let divisor = gcd(limit, period_us);
+        let params = Self {
+            algorithm: policy.algorithm().name(),
+            limit,
+            capacity: policy.capacity(),
+            period_us,
+            ticks_per_us: limit / divisor,
+            ticks_per_unit: period_us / divisor,
+        };
+        let wide = u128::from;
+        let fits = match policy.algorithm() {
+            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => {
+                // Queued ticks plus a cost of up to the capacity: twice the tolerance,
+                // and the clamp one tick above.
+                2 * wide(params.capacity) * wide(params.ticks_per_unit) + 1 < EXACT
+            }
+            Algorithm::SlidingWindow => 3 * wide(limit) * wide(period_us) < EXACT,
+            Algorithm::FixedWindow | Algorithm::SlidingLog => true,
+        };
+        if fits {
+            Ok(params)
+        } else if policy.algorithm() == Algorithm::SlidingWindow {
+            Err(RedisPolicyError::TooLarge("limit x period in microseconds"))
+        } else {
+            Err(RedisPolicyError::TooLarge(
+                "burst x period / gcd(limit, period), in microseconds",
+            ))
+        }
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Checks that a policy can run on Redis (for configuration checks).
+pub fn check_redis_policy(policy: &Policy) -> Result<(), RedisPolicyError> {
+    ScriptPolicy::new(policy).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn policy(algorithm: Algorithm, limit: u64, period: Duration, burst: Option<u64>) -> Policy {
+        Policy::new(algorithm, limit, period, burst).unwrap()
+    }
+
+    #[test]
+    fn reduces_rates_by_their_gcd() {
+        let p = ScriptPolicy::new(&policy(Algorithm::Gcra, 1_000_000, Duration::from_secs(86_400), None)).unwrap();
+        assert_eq!((p.ticks_per_us, p.ticks_per_unit), (1, 86_400));
+        let p = ScriptPolicy::new(&policy(Algorithm::Gcra, 7, Duration::from_secs(60), None)).unwrap();
+        assert_eq!((p.ticks_per_us, p.ticks_per_unit), (7, 60_000_000));
+    }
+
+    #[test]
+    fn refuses_what_doubles_cannot_hold_exactly() {
+        let day = Duration::from_secs(86_400);
+        assert!(ScriptPolicy::new(&policy(Algorithm::Gcra, 7, day, Some(1_000_000))).is_err());
+        assert!(ScriptPolicy::new(&policy(Algorithm::SlidingWindow, 1_000_000, day, None)).is_err());
+        assert!(ScriptPolicy::new(&policy(Algorithm::SlidingWindow, 10_000, day, None)).is_ok());
+        assert!(ScriptPolicy::new(&policy(Algorithm::FixedWindow, 1_000_000_000, day, None)).is_ok());
+        let odd = Duration::from_nanos(1_000_000_500);
+        assert_eq!(
+            ScriptPolicy::new(&policy(Algorithm::Gcra, 1, odd, None)),
+            Err(RedisPolicyError::SubMicrosecondPeriod)
+        );
+    }
+}

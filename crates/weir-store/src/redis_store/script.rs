@@ -1,0 +1,68 @@
+//! The one Lua script every check runs: the algorithms, one file each, and the driver.
+
+use std::time::Duration;
+
+use redis::Script;
+use weir_core::Decision;
+
+use super::params::ScriptPolicy;
+use crate::{Check, StoreError};
+
+/// The script's source: the prelude, each algorithm, then the driver.
+const SOURCE: [&str; 7] = [
+    include_str!("lua/prelude.lua"),
+    include_str!("lua/fixed_window.lua"),
+    include_str!("lua/sliding_window.lua"),
+    include_str!("lua/sliding_log.lua"),
+    include_str!("lua/token_bucket.lua"),
+    include_str!("lua/gcra.lua"),
+    include_str!("lua/driver.lua"),
+];
+
+/// Values returned per check.
+const FIELDS: usize = 5;
+
+/// Builds the script (hashed once; `EVALSHA`, reloaded on `NOSCRIPT`).
+pub(super) fn script() -> Script {
+    Script::new(&SOURCE.join("\n"))
+}
+
+/// The arguments for `checks`: the time, then seven per check.
+pub(super) fn arguments(now_us: Option<u64>, checks: &[(Check<'_>, ScriptPolicy)]) -> Vec<String> {
+    let mut args = Vec::with_capacity(1 + 7 * checks.len());
+    args.push(now_us.map_or_else(String::new, |now| now.to_string()));
+    for (check, p) in checks {
+        args.push(p.algorithm.to_owned());
+        args.push(check.cost.to_string());
+        args.push(p.limit.to_string());
+        args.push(p.capacity.to_string());
+        args.push(p.period_us.to_string());
+        args.push(p.ticks_per_us.to_string());
+        args.push(p.ticks_per_unit.to_string());
+    }
+    args
+}
+
+/// Reads the script's reply into one decision per check.
+pub(super) fn decisions(reply: &[i64], checks: &[(Check<'_>, ScriptPolicy)]) -> Result<Vec<Decision>, StoreError> {
+    if reply.len() != 1 + FIELDS * checks.len() {
+        return Err(StoreError::Protocol(format!(
+            "the script returned {} values for {} checks",
+            reply.len(),
+            checks.len()
+        )));
+    }
+    let micros = |v: i64| Duration::from_micros(u64::try_from(v).unwrap_or(0));
+    Ok(reply[1..]
+        .chunks_exact(FIELDS)
+        .zip(checks)
+        .map(|(f, (_, p))| Decision {
+            allowed: f[0] == 1,
+            limit: p.limit,
+            remaining: u64::try_from(f[1]).unwrap_or(0),
+            reset_after: micros(f[2]),
+            retry_after: (f[3] >= 0 && f[0] != 1).then(|| micros(f[3])),
+            delay: micros(f[4]),
+        })
+        .collect())
+}
