@@ -13,7 +13,9 @@ pub enum StoreError {
     /// the check needed a new one. Existing keys keep working; new keys are refused until
     /// entries expire, so that a flood of new keys can never evict (and so reset) the
     /// state of a key in use.
-    #[error("the memory store is full ({max_keys} keys, none expired); new keys are refused until some expire")]
+    #[error(
+        "the memory store is full ({max_keys} keys, none expired); new keys are refused until some expire"
+    )]
     Full {
         /// The configured bound.
         max_keys: usize,

@@ -26,29 +26,26 @@ impl AlgorithmState for FixedWindow {
         let period = policy.period_ns();
         let window = now - now % period;
         // A window earlier than the stored one means the clock went backwards: stay in
-        // the stored window, as if no time had passed.
-        let now = if window < self.window {
-            self.window
+        // the stored window, as if no time had passed (waits still count from `now`).
+        let (start, mut count) = if window > self.window {
+            (window, 0)
         } else {
-            if window > self.window {
-                *self = Self { window, count: 0 };
-            }
-            now
+            (self.window, self.count)
         };
-        let allowed = self.count + cost <= policy.limit();
-        if allowed {
-            self.count += cost;
+        let allowed = count + cost <= policy.limit();
+        if allowed && cost > 0 {
+            count += cost;
+            *self = Self {
+                window: start,
+                count,
+            };
         }
-        let until_next = nanos(self.window.saturating_add(period) - now);
+        let until_next = nanos(start.saturating_add(period) - now);
         Decision {
             allowed,
             limit: policy.limit(),
-            remaining: policy.limit() - self.count,
-            reset_after: if self.count == 0 {
-                nanos(0)
-            } else {
-                until_next
-            },
+            remaining: policy.limit() - count,
+            reset_after: if count == 0 { nanos(0) } else { until_next },
             retry_after: (!allowed).then_some(until_next),
             delay: nanos(0),
         }

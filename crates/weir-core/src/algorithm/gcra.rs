@@ -49,9 +49,11 @@ impl AlgorithmState for Gcra {
         let after = queued + u128::from(cost) * interval;
         let allowed = after <= tolerance;
         let ahead = if allowed { after } else { queued };
-        let (whole, rem) = div_rem(ahead, limit);
-        self.nanos = now.saturating_add(u64::try_from(whole).unwrap_or(u64::MAX));
-        self.rem = rem;
+        if allowed && cost > 0 {
+            let (whole, rem) = div_rem(ahead, limit);
+            self.nanos = now.saturating_add(u64::try_from(whole).unwrap_or(u64::MAX));
+            self.rem = rem;
+        }
         let is_queue = policy.algorithm() == Algorithm::LeakyBucket;
         Decision {
             allowed,

@@ -1,7 +1,7 @@
 //! The six algorithms, and the one entry point that dispatches to them.
 //!
 //! Each algorithm is a small state type with a `check` method that computes the decision
-//! for `cost` at `now` and consumes the cost only when the request is allowed. The entry
+//! for `cost` at `now` and updates the state only when it consumes the cost. The entry
 //! point adds what all of them share: a cost that can never fit, a cost of zero (a peek),
 //! and dropping the state once it is full again.
 
@@ -28,11 +28,12 @@ use crate::{Algorithm, Decision, Policy};
 /// written as an in-place update: `state` goes in as the key's state (`None` when the
 /// key is full or unknown) and comes out as the new one. Rules every algorithm follows:
 ///
-/// - the cost is consumed only when the request is allowed;
+/// - the state changes only when a cost is consumed, which happens only when the
+///   request is allowed (so stores need to write only then);
 /// - a cost above [`Policy::capacity`] is denied with `retry_after: None`;
-/// - a cost of zero is a peek: it reports the state and changes nothing observable;
+/// - a cost of zero is a peek: it reports the state and changes nothing;
 /// - time earlier than what the state has seen counts as no time passing, so a clock
-///   stepping backwards never grants anything;
+///   stepping backwards never grants anything (waits are still counted from `now`);
 /// - the state comes out `None` exactly when it is full again (`reset_after` is zero),
 ///   so a store can drop the key.
 pub fn check(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) -> Decision {
@@ -89,8 +90,8 @@ pub(crate) trait AlgorithmState: Sized {
     /// The state of a key that has nothing counted, first seen at `now`.
     fn full(policy: &Policy, now: u64) -> Self;
 
-    /// Decides `cost` (at most the policy's capacity) at `now`, consuming it only when
-    /// allowed.
+    /// Decides `cost` (at most the policy's capacity) at `now`; changes `self` only
+    /// when it consumes the cost.
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision;
 }
 

@@ -23,35 +23,35 @@ impl SlidingLog {
         self.entries.capacity() * size_of::<(u64, u64)>()
     }
 
-    /// Forgets the entries that have left the trailing period ending at `now`.
-    fn trim(&mut self, period: u64, now: u64) {
-        while let Some(&(at, cost)) = self.entries.front() {
-            if at.saturating_add(period) > now {
+    /// How many of the oldest entries have left the trailing period ending at `at`,
+    /// and their cost.
+    fn expired(&self, period: u64, at: u64) -> (usize, u64) {
+        let mut count = 0;
+        let mut cost = 0;
+        for &(time, entry_cost) in &self.entries {
+            if time.saturating_add(period) > at {
                 break;
             }
-            self.entries.pop_front();
-            self.total -= cost;
+            count += 1;
+            cost += entry_cost;
         }
-        if self.entries.is_empty() {
-            // Give back the memory of a burst that has passed.
-            self.entries.shrink_to(4);
-        }
+        (count, cost)
     }
 
-    /// When enough entries will have expired for `cost` to fit.
-    fn retry_at(&self, period: u64, limit: u64, cost: u64) -> u64 {
-        let must_free = self.total + cost - limit;
+    /// When enough of the entries after the first `skip` will have expired for `cost`
+    /// to fit, given `total` live cost.
+    fn retry_at(&self, skip: usize, total: u64, period: u64, limit: u64, cost: u64) -> u64 {
+        let must_free = total + cost - limit;
         let mut freed = 0;
-        for &(at, entry_cost) in &self.entries {
+        let mut last = 0;
+        for &(time, entry_cost) in self.entries.iter().skip(skip) {
             freed += entry_cost;
+            last = time.saturating_add(period);
             if freed >= must_free {
-                return at.saturating_add(period);
+                break;
             }
         }
-        // Unreachable for cost <= limit: freeing everything leaves room for it.
-        self.entries
-            .back()
-            .map_or(0, |&(at, _)| at.saturating_add(period))
+        last
     }
 }
 
@@ -63,27 +63,43 @@ impl AlgorithmState for SlidingLog {
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
         let period = policy.period_ns();
         let limit = policy.limit();
-        // The clock went backwards if `now` is before the newest entry: no time passed.
-        let now = self.entries.back().map_or(now, |&(at, _)| now.max(at));
-        self.trim(period, now);
-        let allowed = self.total + cost <= limit;
-        if allowed && cost > 0 {
-            match self.entries.back_mut() {
-                Some((at, entry_cost)) if *at == now => *entry_cost += cost,
-                _ => self.entries.push_back((now, cost)),
-            }
-            self.total += cost;
-        }
-        let reset_after = self
+        // Before the newest entry, the clock went backwards: trim as if no time had
+        // passed (waits still count from `now`).
+        let at = self
             .entries
             .back()
-            .map_or(0, |&(at, _)| at.saturating_add(period) - now);
+            .map_or(now, |&(newest, _)| now.max(newest));
+        let (mut skip, expired_cost) = self.expired(period, at);
+        let mut total = self.total - expired_cost;
+        let allowed = total + cost <= limit;
+        if allowed && cost > 0 {
+            self.entries.drain(..skip);
+            skip = 0;
+            if self.entries.is_empty() {
+                // Give back the memory of a burst that has passed.
+                self.entries.shrink_to(4);
+            }
+            match self.entries.back_mut() {
+                Some((newest, entry_cost)) if *newest == at => *entry_cost += cost,
+                _ => self.entries.push_back((at, cost)),
+            }
+            total += cost;
+            self.total = total;
+        }
+        let reset_after = if total == 0 {
+            0
+        } else {
+            self.entries
+                .back()
+                .map_or(0, |&(newest, _)| newest.saturating_add(period) - now)
+        };
         Decision {
             allowed,
             limit,
-            remaining: limit - self.total,
+            remaining: limit - total,
             reset_after: nanos(reset_after),
-            retry_after: (!allowed).then(|| nanos(self.retry_at(period, limit, cost) - now)),
+            retry_after: (!allowed)
+                .then(|| nanos(self.retry_at(skip, total, period, limit, cost) - now)),
             delay: nanos(0),
         }
     }

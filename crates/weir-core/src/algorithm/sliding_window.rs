@@ -30,40 +30,38 @@ impl AlgorithmState for SlidingWindow {
         let period = policy.period_ns();
         let limit = policy.limit();
         let window = now - now % period;
-        let now = if window < self.window {
-            // The clock went backwards: as if no time had passed.
-            self.window
-        } else {
-            if window > self.window {
-                let previous = if window - self.window == period {
-                    self.current
-                } else {
-                    0
-                };
-                *self = Self {
-                    window,
-                    previous,
-                    current: 0,
-                };
-            }
-            now
-        };
-        let elapsed = now - self.window;
+        let mut seen = self.clone();
+        if window > seen.window {
+            let previous = if window - seen.window == period {
+                seen.current
+            } else {
+                0
+            };
+            seen = Self {
+                window,
+                previous,
+                current: 0,
+            };
+        }
+        // Before the stored window, the clock went backwards: weigh as if no time had
+        // passed (waits still count from `now`).
+        let elapsed = now.max(seen.window) - seen.window;
         // estimate × period, for a current count of `current`.
         let scaled = |current: u64| {
-            u128::from(self.previous) * u128::from(period - elapsed)
+            u128::from(seen.previous) * u128::from(period - elapsed)
                 + u128::from(current) * u128::from(period)
         };
         let ceiling = u128::from(limit) * u128::from(period);
-        let allowed = scaled(self.current + cost) <= ceiling;
-        if allowed {
-            self.current += cost;
+        let allowed = scaled(seen.current + cost) <= ceiling;
+        if allowed && cost > 0 {
+            seen.current += cost;
+            *self = seen.clone();
         }
-        let estimate = scaled(self.current).div_ceil(u128::from(period));
-        let reset_after = if self.current > 0 {
-            self.window.saturating_add(2 * period) - now
-        } else if self.previous > 0 {
-            self.window.saturating_add(period) - now
+        let estimate = scaled(seen.current).div_ceil(u128::from(period));
+        let reset_after = if seen.current > 0 {
+            seen.window.saturating_add(2 * period) - now
+        } else if seen.previous > 0 {
+            seen.window.saturating_add(period) - now
         } else {
             0
         };
@@ -72,7 +70,7 @@ impl AlgorithmState for SlidingWindow {
             limit,
             remaining: u64::try_from(u128::from(limit).saturating_sub(estimate)).unwrap_or(0),
             reset_after: nanos(reset_after),
-            retry_after: (!allowed).then(|| nanos(self.retry_at(period, limit, cost) - now)),
+            retry_after: (!allowed).then(|| nanos(seen.retry_at(period, limit, cost) - now)),
             delay: nanos(0),
         }
     }

@@ -38,10 +38,12 @@ impl AlgorithmState for TokenBucket {
         let period = policy.period_ns();
         let wide_period = u128::from(period);
         let limit = u128::from(policy.limit());
-        // Time before `last` means the clock went backwards: no refill.
-        let now = now.max(self.last);
+        // Time before `last` means the clock went backwards: no refill, and waits
+        // count from `now` plus what the state is ahead.
+        let at = now.max(self.last);
+        let skew = nanos(at - now);
         let capacity = u128::from(policy.capacity()) * wide_period;
-        let refill = u128::from(now - self.last) * limit;
+        let refill = u128::from(at - self.last) * limit;
         let mut tokens = (self.scaled(period) + refill).min(capacity);
         let needed = u128::from(cost) * wide_period;
         let allowed = tokens >= needed;
@@ -50,15 +52,23 @@ impl AlgorithmState for TokenBucket {
         }
         // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
         let (whole, fraction) = div_rem(tokens, period);
-        self.whole = whole as u64;
-        self.fraction = fraction;
-        self.last = now;
+        if allowed && cost > 0 {
+            *self = Self {
+                whole: whole as u64,
+                fraction,
+                last: at,
+            };
+        }
         Decision {
             allowed,
             limit: policy.limit(),
-            remaining: self.whole,
-            reset_after: ceil_nanos(capacity - tokens, policy.limit()),
-            retry_after: (!allowed).then(|| ceil_nanos(needed - tokens, policy.limit())),
+            remaining: whole as u64,
+            reset_after: if tokens == capacity {
+                nanos(0)
+            } else {
+                skew + ceil_nanos(capacity - tokens, policy.limit())
+            },
+            retry_after: (!allowed).then(|| skew + ceil_nanos(needed - tokens, policy.limit())),
             delay: nanos(0),
         }
     }

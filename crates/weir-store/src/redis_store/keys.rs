@@ -59,7 +59,13 @@ mod tests {
     use super::*;
 
     fn key(identity: &str) -> String {
-        redis_key("weir", Key { rule: "api", identity })
+        redis_key(
+            "weir",
+            Key {
+                rule: "api",
+                identity,
+            },
+        )
     }
 
     #[test]
@@ -81,7 +87,18 @@ mod tests {
 
     #[test]
     fn distinct_identities_get_distinct_keys() {
-        let identities = ["a", "A", "a:", "a%3A", "a}", "#", "%23", "", " ", "k".repeat(200).as_str().to_owned().leak()];
+        let identities = [
+            "a",
+            "A",
+            "a:",
+            "a%3A",
+            "a}",
+            "#",
+            "%23",
+            "",
+            " ",
+            "k".repeat(200).as_str().to_owned().leak(),
+        ];
         let keys: std::collections::HashSet<_> = identities.iter().map(|i| key(i)).collect();
         assert_eq!(keys.len(), identities.len());
     }

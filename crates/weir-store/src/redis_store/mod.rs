@@ -18,12 +18,12 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{RedisError, Script};
+use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Clock, Decision, Policy};
 
 pub use self::keys::MAX_PLAIN as MAX_PLAIN_IDENTITY;
-pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::params::ScriptPolicy;
+pub use self::params::{RedisPolicyError, check_redis_policy};
 use crate::{Check, Key, Store, StoreError, StoreFuture};
 
 /// Where the Redis store's state lives.
@@ -68,7 +68,7 @@ enum Connection {
 /// Limit state in Redis, shared by every instance that points at it.
 pub struct RedisStore {
     connection: Connection,
-    script: Script,
+    script: script::CheckScript,
     prefix: String,
     timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
@@ -86,7 +86,10 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// Connects to the configured server or cluster. `clock` is used only with
     /// [`RedisClock::Local`].
-    pub async fn connect(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Result<Self, StoreError> {
+    pub async fn connect(
+        config: &RedisStoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
         let timeout = config.timeout;
         let connect = async {
             match &config.target {
@@ -114,7 +117,7 @@ impl RedisStore {
             .map_err(classify)?;
         Ok(Self {
             connection,
-            script: script::script(),
+            script: script::CheckScript::new(),
             prefix: config.key_prefix.clone(),
             timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
@@ -127,50 +130,51 @@ impl RedisStore {
             .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         if matches!(self.connection, Connection::Cluster(_))
-            && checks.iter().any(|c| c.key.identity != checks[0].key.identity)
+            && checks
+                .iter()
+                .any(|c| c.key.identity != checks[0].key.identity)
         {
             return Err(StoreError::Unsupported(
                 "layered checks on a Redis Cluster must share one identity (one hash slot)",
             ));
         }
         let now_us = self.clock.as_ref().map(|clock| clock.now() / 1_000);
-        let mut invocation = self.script.prepare_invoke();
-        for check in checks {
-            invocation.key(keys::redis_key(&self.prefix, check.key));
-        }
-        for arg in script::arguments(now_us, &prepared) {
-            invocation.arg(arg);
-        }
-        let reply: Result<Vec<i64>, RedisError> = match &self.connection {
+        let keys: Vec<String> = checks
+            .iter()
+            .map(|c| keys::redis_key(&self.prefix, c.key))
+            .collect();
+        let args = script::arguments(now_us, &prepared);
+        let reply = match self.query(&self.script.evalsha(&keys, &args)).await? {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.query(&self.script.eval(&keys, &args)).await?
+            }
+            other => other,
+        };
+        let reply: Vec<i64> = redis::from_redis_value(reply.map_err(classify)?)
+            .map_err(|e| StoreError::Protocol(e.to_string()))?;
+        script::decisions(&reply, &prepared)
+    }
+
+    /// Sends one command within the timeout. The outer error is the timeout; the inner
+    /// one is Redis's answer.
+    async fn query(&self, command: &Cmd) -> Result<Result<Value, RedisError>, StoreError> {
+        let reply = match &self.connection {
             Connection::Single(c) => {
                 let mut c = c.clone();
-                tokio::time::timeout(self.timeout, invocation.invoke_async(&mut c)).await
+                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
             }
             Connection::Cluster(c) => {
                 let mut c = c.clone();
-                tokio::time::timeout(self.timeout, invocation.invoke_async(&mut c)).await
+                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
             }
-        }
-        .map_err(|_| StoreError::Timeout(self.timeout))?;
-        script::decisions(&reply.map_err(classify)?, &prepared)
+        };
+        reply.map_err(|_| StoreError::Timeout(self.timeout))
     }
 
     async fn delete(&self, key: Key<'_>) -> Result<(), StoreError> {
-        let name = keys::redis_key(&self.prefix, key);
         let mut command = redis::cmd("DEL");
-        command.arg(name);
-        let result: Result<i64, RedisError> = match &self.connection {
-            Connection::Single(c) => {
-                let mut c = c.clone();
-                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
-            }
-            Connection::Cluster(c) => {
-                let mut c = c.clone();
-                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
-            }
-        }
-        .map_err(|_| StoreError::Timeout(self.timeout))?;
-        result.map(|_| ()).map_err(classify)
+        command.arg(keys::redis_key(&self.prefix, key));
+        self.query(&command).await?.map(|_| ()).map_err(classify)
     }
 }
 
@@ -178,7 +182,8 @@ impl RedisStore {
 fn classify(error: RedisError) -> StoreError {
     if error.is_timeout() {
         StoreError::Unavailable(format!("timed out: {error}"))
-    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal() {
+    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
+    {
         StoreError::Unavailable(error.to_string())
     } else {
         StoreError::Protocol(error.to_string())
@@ -186,7 +191,12 @@ fn classify(error: RedisError) -> StoreError {
 }
 
 impl Store for RedisStore {
-    fn check<'a>(&'a self, key: Key<'a>, policy: &'a Policy, cost: u64) -> StoreFuture<'a, Decision> {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> StoreFuture<'a, Decision> {
         Box::pin(async move {
             let mut decisions = self.run(&[Check { key, policy, cost }]).await?;
             decisions

@@ -106,9 +106,16 @@ mod tests {
 
     #[test]
     fn reduces_rates_by_their_gcd() {
-        let p = ScriptPolicy::new(&policy(Algorithm::Gcra, 1_000_000, Duration::from_secs(86_400), None)).unwrap();
+        let p = ScriptPolicy::new(&policy(
+            Algorithm::Gcra,
+            1_000_000,
+            Duration::from_secs(86_400),
+            None,
+        ))
+        .unwrap();
         assert_eq!((p.ticks_per_us, p.ticks_per_unit), (1, 86_400));
-        let p = ScriptPolicy::new(&policy(Algorithm::Gcra, 7, Duration::from_secs(60), None)).unwrap();
+        let p =
+            ScriptPolicy::new(&policy(Algorithm::Gcra, 7, Duration::from_secs(60), None)).unwrap();
         assert_eq!((p.ticks_per_us, p.ticks_per_unit), (7, 60_000_000));
     }
 
@@ -116,9 +123,13 @@ mod tests {
     fn refuses_what_doubles_cannot_hold_exactly() {
         let day = Duration::from_secs(86_400);
         assert!(ScriptPolicy::new(&policy(Algorithm::Gcra, 7, day, Some(1_000_000))).is_err());
-        assert!(ScriptPolicy::new(&policy(Algorithm::SlidingWindow, 1_000_000, day, None)).is_err());
+        assert!(
+            ScriptPolicy::new(&policy(Algorithm::SlidingWindow, 1_000_000, day, None)).is_err()
+        );
         assert!(ScriptPolicy::new(&policy(Algorithm::SlidingWindow, 10_000, day, None)).is_ok());
-        assert!(ScriptPolicy::new(&policy(Algorithm::FixedWindow, 1_000_000_000, day, None)).is_ok());
+        assert!(
+            ScriptPolicy::new(&policy(Algorithm::FixedWindow, 1_000_000_000, day, None)).is_ok()
+        );
         let odd = Duration::from_nanos(1_000_000_500);
         assert_eq!(
             ScriptPolicy::new(&policy(Algorithm::Gcra, 1, odd, None)),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redis::Script;
+use redis::{Cmd, Script};
 use weir_core::Decision;
 
 use super::params::ScriptPolicy;
@@ -22,9 +22,38 @@ const SOURCE: [&str; 7] = [
 /// Values returned per check.
 const FIELDS: usize = 5;
 
-/// Builds the script (hashed once; `EVALSHA`, reloaded on `NOSCRIPT`).
-pub(super) fn script() -> Script {
-    Script::new(&SOURCE.join("\n"))
+/// The script, its source and SHA1 computed once.
+pub(super) struct CheckScript {
+    source: String,
+    hash: String,
+}
+
+impl CheckScript {
+    pub(super) fn new() -> Self {
+        let source = SOURCE.join("\n");
+        let hash = Script::new(&source).get_hash().to_owned();
+        Self { source, hash }
+    }
+
+    /// `EVALSHA` of the script with `keys` and `args`.
+    pub(super) fn evalsha(&self, keys: &[String], args: &[String]) -> Cmd {
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(&self.hash).arg(keys.len()).arg(keys).arg(args);
+        command
+    }
+
+    /// `EVAL` of the script's source, for when Redis has lost it (`NOSCRIPT`, after a
+    /// restart or `SCRIPT FLUSH`): it runs the script and caches it again in one step,
+    /// so a flush between loading and running cannot fail a check.
+    pub(super) fn eval(&self, keys: &[String], args: &[String]) -> Cmd {
+        let mut command = redis::cmd("EVAL");
+        command
+            .arg(&self.source)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        command
+    }
 }
 
 /// The arguments for `checks`: the time, then seven per check.
@@ -44,7 +73,10 @@ pub(super) fn arguments(now_us: Option<u64>, checks: &[(Check<'_>, ScriptPolicy)
 }
 
 /// Reads the script's reply into one decision per check.
-pub(super) fn decisions(reply: &[i64], checks: &[(Check<'_>, ScriptPolicy)]) -> Result<Vec<Decision>, StoreError> {
+pub(super) fn decisions(
+    reply: &[i64],
+    checks: &[(Check<'_>, ScriptPolicy)],
+) -> Result<Vec<Decision>, StoreError> {
     if reply.len() != 1 + FIELDS * checks.len() {
         return Err(StoreError::Protocol(format!(
             "the script returned {} values for {} checks",

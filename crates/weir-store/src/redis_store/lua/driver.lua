@@ -45,6 +45,8 @@ local function run(i, cost, state)
   return algorithm(state, now, cost, p)
 end
 
+-- stored: each key's state as read; current: as this request leaves it. A state found
+-- full again is dropped, as the memory store drops an expired entry when it sees it.
 local stored, current, decisions = {}, {}, {}
 local all = true
 for i, key in ipairs(KEYS) do
@@ -56,30 +58,36 @@ for i, key in ipairs(KEYS) do
   local d = run(i, cost, current[key])
   if d.err then return d end
   decisions[i] = d
-  if d.allowed then
-    if cost > 0 then current[key] = d.state end
-  else
+  if not d.allowed then
     all = false
+  elseif cost > 0 or not d.state then
+    current[key] = d.state
   end
 end
 
 local reply = { all and 1 or 0 }
 for i, key in ipairs(KEYS) do
   local d = decisions[i]
-  if all then
-    local last = true
-    for j = i + 1, #KEYS do
-      if KEYS[j] == key then last = false end
+  if not all and d.allowed then
+    -- Nothing is consumed: report the state as it was.
+    d = run(i, 0, stored[key])
+  end
+  local last = true
+  for j = i + 1, #KEYS do
+    if KEYS[j] == key then last = false end
+  end
+  if last then
+    local final = current[key]
+    if not all then
+      final = d.state and stored[key]
     end
-    if last and current[key] ~= stored[key] then
-      if current[key] then
-        redis.call('SET', key, current[key], 'PX', math.max(1, div_ceil(d.reset, 1000)))
+    if final ~= stored[key] then
+      if final then
+        redis.call('SET', key, final, 'PX', math.max(1, div_ceil(d.reset, 1000)))
       else
         redis.call('DEL', key)
       end
     end
-  elseif d.allowed then
-    d = run(i, 0, stored[key])
   end
   reply[#reply + 1] = d.allowed and 1 or 0
   reply[#reply + 1] = d.remaining

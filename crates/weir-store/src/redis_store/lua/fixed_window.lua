@@ -1,6 +1,7 @@
 -- fixed_window: a counter per window of `period`, windows aligned to the epoch.
--- State "start:count". Mirrors weir-core's fixed_window.rs.
+-- State "f:start:count". Mirrors weir-core's fixed_window.rs.
 local function fixed_window(state, now, cost, p)
+  state = tagged(state, 'f')
   local _, offset = divmod(now, p.period)
   local window = now - offset
   local start, count = window, 0
@@ -9,7 +10,6 @@ local function fixed_window(state, now, cost, p)
     if s[1] >= window then
       -- The same window, or a clock that went backwards: stay in the stored one.
       start, count = s[1], s[2]
-      if s[1] > window then now = s[1] end
     end
   end
   local allowed = count + cost <= p.limit
@@ -18,7 +18,7 @@ local function fixed_window(state, now, cost, p)
   local reset, retry, kept = 0, -1, false
   if count > 0 then
     reset = until_next
-    kept = int(start) .. ':' .. int(count)
+    kept = 'f:' .. int(start) .. ':' .. int(count)
   end
   if not allowed then retry = until_next end
   return decision(allowed, p.limit - count, reset, retry, 0, kept)

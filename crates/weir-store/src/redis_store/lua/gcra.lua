@@ -6,12 +6,17 @@ local function gcra(state, now, cost, p)
   local L, P = p.L, p.P
   local tolerance = p.capacity * P
   local queued = 0
-  if state then
+  -- A state of another algorithm is tagged with a letter: none of GCRA's.
+  if state and string.find(state, '^%d') then
     local s = numbers(state)
     if s[1] >= now then
-      queued = (s[1] - now) * L + (s[2] or 0)
-      -- A clock far behind the state: denied anyway, kept within exact range.
-      if queued > 2 * tolerance then queued = 2 * tolerance + 1 end
+      -- A clock so far behind the state that the ticks would leave the exact range of
+      -- doubles (2^53) is denied anyway; keep it within range.
+      if s[1] - now > 4503599627370496 / L then
+        queued = 4503599627370496
+      else
+        queued = (s[1] - now) * L + (s[2] or 0)
+      end
     end
   end
   local after = queued + cost * P

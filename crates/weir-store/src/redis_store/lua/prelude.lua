@@ -36,6 +36,16 @@ local function numbers(text)
   return out
 end
 
+-- Every algorithm but GCRA tags its state with a letter ("f:...", "w:...", "l:...",
+-- "t:..."); GCRA keeps a bare integer, the most compact value Redis holds. State left
+-- by another algorithm (after a configuration change) reads as none: the key is full.
+local function tagged(state, tag)
+  if state and string.sub(state, 1, 2) == tag .. ':' then
+    return string.sub(state, 3)
+  end
+  return false
+end
+
 -- A decision: allowed, remaining, reset (us), retry (us, -1 for none), delay (us), and
 -- the state to keep (false once full again).
 local function decision(allowed, remaining, reset, retry, delay, state)

@@ -1,7 +1,9 @@
--- sliding_log: every admitted request as "time:cost", oldest first, comma separated;
+-- sliding_log: "l:" then every admitted request as "time:cost", oldest first, comma
+-- separated;
 -- a request counts until time + period. At most `limit` entries (limit <= 10,000), so
 -- every loop here is bounded. Mirrors weir-core's sliding_log.rs.
 local function sliding_log(state, now, cost, p)
+  state = tagged(state, 'l')
   local period, limit = p.period, p.limit
   local entries = {}
   if state then
@@ -9,11 +11,14 @@ local function sliding_log(state, now, cost, p)
       entries[#entries + 1] = { tonumber(at), tonumber(c) }
     end
   end
+  -- Before the newest entry, the clock went backwards: trim as if no time had passed
+  -- (waits still count from now).
+  local at = now
   local newest = entries[#entries]
-  if newest and newest[1] > now then now = newest[1] end
+  if newest and newest[1] > at then at = newest[1] end
   local live, total = {}, 0
   for _, e in ipairs(entries) do
-    if e[1] + period > now then
+    if e[1] + period > at then
       live[#live + 1] = e
       total = total + e[2]
     end
@@ -21,10 +26,10 @@ local function sliding_log(state, now, cost, p)
   local allowed = total + cost <= limit
   if allowed and cost > 0 then
     local last = live[#live]
-    if last and last[1] == now then
+    if last and last[1] == at then
       last[2] = last[2] + cost
     else
-      live[#live + 1] = { now, cost }
+      live[#live + 1] = { at, cost }
     end
     total = total + cost
   end
@@ -45,7 +50,7 @@ local function sliding_log(state, now, cost, p)
   if #live > 0 then
     local parts = {}
     for i, e in ipairs(live) do parts[i] = int(e[1]) .. ':' .. int(e[2]) end
-    kept = table.concat(parts, ',')
+    kept = 'l:' .. table.concat(parts, ',')
   end
   return decision(allowed, limit - total, reset, retry, 0, kept)
 end

@@ -1,7 +1,8 @@
 -- sliding_window: previous and current fixed windows' counts; the estimate
 -- previous * (period - elapsed) / period + current must stay within the limit.
--- State "start:previous:current". Mirrors weir-core's sliding_window.rs.
+-- State "w:start:previous:current". Mirrors weir-core's sliding_window.rs.
 local function sliding_window(state, now, cost, p)
+  state = tagged(state, 'w')
   local period, limit = p.period, p.limit
   local _, offset = divmod(now, period)
   local window = now - offset
@@ -10,12 +11,15 @@ local function sliding_window(state, now, cost, p)
     local s = numbers(state)
     if s[1] >= window then
       start, previous, current = s[1], s[2], s[3]
-      if s[1] > window then now = s[1] end
     elseif window - s[1] == period then
       previous = s[3]
     end
   end
-  local elapsed = now - start
+  -- Before the stored window, the clock went backwards: weigh as if no time had
+  -- passed (waits still count from now).
+  local at = now
+  if start > at then at = start end
+  local elapsed = at - start
   local function scaled(c) return previous * (period - elapsed) + c * period end
   local allowed = scaled(current + cost) <= limit * period
   if allowed then current = current + cost end
@@ -44,6 +48,8 @@ local function sliding_window(state, now, cost, p)
     retry = at - now
   end
   local kept = false
-  if reset > 0 then kept = int(start) .. ':' .. int(previous) .. ':' .. int(current) end
+  if reset > 0 then
+    kept = 'w:' .. int(start) .. ':' .. int(previous) .. ':' .. int(current)
+  end
   return decision(allowed, remaining, reset, retry, 0, kept)
 end

@@ -1,0 +1,441 @@
+//! The Redis store against real `redis-server` processes (and a local 3-master
+//! cluster): the same decisions as the memory store, expiry, script reloads, failures.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use weir_core::{Algorithm, Clock, ManualClock, Policy};
+use weir_store::{
+    Check, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
+    RedisTarget, Store, StoreError,
+};
+use weir_testkit::{RedisCluster, RedisServer, conformance_sequences, decisions_in_micros};
+
+/// 2026-11-30 10:00:00 UTC, in nanoseconds (whole microseconds).
+const START: u64 = 1_796_032_800_000_000_000;
+
+fn config(target: RedisTarget, prefix: &str, clock: RedisClock) -> RedisStoreConfig {
+    RedisStoreConfig {
+        target,
+        key_prefix: prefix.to_owned(),
+        timeout: Duration::from_secs(2),
+        clock,
+    }
+}
+
+async fn store(
+    server: &RedisServer,
+    prefix: &str,
+    clock: Arc<dyn Clock>,
+    which: RedisClock,
+) -> RedisStore {
+    RedisStore::connect(
+        &config(RedisTarget::Single(server.url()), prefix, which),
+        clock,
+    )
+    .await
+    .unwrap()
+}
+
+fn key(identity: &str) -> Key<'_> {
+    Key {
+        rule: "r",
+        identity,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_decides_exactly_as_the_memory_store() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "conformance", clock.clone(), RedisClock::Local).await;
+    let mut compared = 0;
+    // A fixed seed keeps CI repeatable; WEIR_CONFORMANCE_SEED explores others.
+    let seed =
+        std::env::var("WEIR_CONFORMANCE_SEED").map_or(0x5eed, |s| s.parse().expect("a number"));
+    for (n, (policy, steps)) in conformance_sequences(seed, 240).into_iter().enumerate() {
+        let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+        let identity = format!("seq-{n}");
+        let mut now = START;
+        for (i, step) in steps.iter().enumerate() {
+            now = now.saturating_add_signed(step.gap_us * 1_000);
+            clock.set(now);
+            let expected = memory
+                .check(key(&identity), &policy, step.cost)
+                .await
+                .unwrap();
+            let actual = redis
+                .check(key(&identity), &policy, step.cost)
+                .await
+                .unwrap();
+            assert_eq!(
+                decisions_in_micros(&actual),
+                decisions_in_micros(&expected),
+                "seed {seed}, sequence {n} ({:?} {} per {:?}, burst {:?}), step {i} {step:?}",
+                policy.algorithm(),
+                policy.limit(),
+                policy.period(),
+                policy.burst(),
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 240 * 30);
+}
+
+#[tokio::test]
+async fn layered_checks_are_all_or_nothing_as_in_memory() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "layers", clock.clone(), RedisClock::Local).await;
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+    let second = Policy::new(Algorithm::FixedWindow, 2, Duration::from_secs(1), None).unwrap();
+    let minute = Policy::new(Algorithm::SlidingWindow, 3, Duration::from_secs(60), None).unwrap();
+    let day = Policy::new(Algorithm::Gcra, 100, Duration::from_secs(86_400), None).unwrap();
+    let checks = [
+        Check {
+            key: Key {
+                rule: "s",
+                identity: "u",
+            },
+            policy: &second,
+            cost: 1,
+        },
+        Check {
+            key: Key {
+                rule: "m",
+                identity: "u",
+            },
+            policy: &minute,
+            cost: 1,
+        },
+        Check {
+            key: Key {
+                rule: "d",
+                identity: "u",
+            },
+            policy: &day,
+            cost: 1,
+        },
+    ];
+    for round in 0..8 {
+        let expected = memory.check_all(&checks).await.unwrap();
+        let actual = redis.check_all(&checks).await.unwrap();
+        let micros = |d: &Vec<_>| d.iter().map(decisions_in_micros).collect::<Vec<_>>();
+        assert_eq!(micros(&actual), micros(&expected), "round {round}");
+        clock.advance(Duration::from_millis(700));
+    }
+}
+
+#[tokio::test]
+async fn every_key_has_a_ttl_no_longer_than_its_state() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "ttl", clock, RedisClock::Server).await;
+    let mut longest = Vec::new();
+    for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+        let policy = Policy::new(algorithm, 10, Duration::from_secs(60 + i as u64), None).unwrap();
+        for n in 0..20 {
+            let identity = format!("user-{n}");
+            let d = redis
+                .check(key(&identity), &policy, 1 + n % 3)
+                .await
+                .unwrap();
+            assert!(d.allowed);
+            longest.push(d.reset_after);
+        }
+    }
+    let keys = server.cli(&["--scan", "--pattern", "ttl:*"]);
+    let keys: Vec<&str> = keys.lines().collect();
+    assert_eq!(keys.len(), 20, "one key per identity and rule: {keys:?}");
+    let max_reset_ms = longest.iter().max().unwrap().as_millis() as i64 + 1;
+    for key in keys {
+        let ttl: i64 = server.cli(&["PTTL", key]).trim().parse().unwrap();
+        assert!(ttl > 0 && ttl <= max_reset_ms, "{key}: PTTL {ttl}");
+    }
+}
+
+#[tokio::test]
+async fn each_key_expires_when_its_state_is_full_again() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "expiry", clock, RedisClock::Server).await;
+    let policy = Policy::new(Algorithm::TokenBucket, 10, Duration::from_secs(10), None).unwrap();
+    let d = redis.check(key("k"), &policy, 3).await.unwrap();
+    assert!(d.reset_after <= Duration::from_secs(3));
+    let ttl: i64 = server
+        .cli(&["PTTL", "expiry:{k}:r"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (2_900..=3_000).contains(&ttl),
+        "3 tokens at 1/s refill in 3 s: PTTL {ttl}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn script_flush_under_load_fails_no_request() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let redis = Arc::new(store(&server, "flush", clock, RedisClock::Server).await);
+    let policy = Policy::new(Algorithm::Gcra, 1_000_000, Duration::from_secs(1), None).unwrap();
+    let done = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..16)
+        .map(|w| {
+            let redis = redis.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                for i in 0..150 {
+                    let identity = format!("w{w}-{}", i % 7);
+                    redis.check(key(&identity), &policy, 1).await.unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let mut flushes = 0;
+    while done.load(Ordering::Relaxed) < 16 * 150 && flushes < 200 {
+        assert_eq!(server.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
+        flushes += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert!(flushes > 1, "the flushes happened during the load");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_with_skewed_clocks_do_not_over_admit_on_the_server_clock() {
+    let server = RedisServer::start();
+    // Two instances whose own clocks are 30 s apart: the server's clock decides.
+    let early: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let late: Arc<dyn Clock> = Arc::new(ManualClock::new(START + 30_000_000_000));
+    let a = store(&server, "skew", early, RedisClock::Server).await;
+    let b = store(&server, "skew", late, RedisClock::Server).await;
+    for algorithm in Algorithm::ALL {
+        let policy = Policy::new(algorithm, 20, Duration::from_secs(60), None).unwrap();
+        let identity = format!("shared-{algorithm}");
+        let mut admitted = 0;
+        for i in 0..100 {
+            let instance = if i % 2 == 0 { &a } else { &b };
+            admitted += u32::from(
+                instance
+                    .check(key(&identity), &policy, 1)
+                    .await
+                    .unwrap()
+                    .allowed,
+            );
+        }
+        assert_eq!(admitted, 20, "{algorithm}");
+    }
+}
+
+#[tokio::test]
+async fn hostile_identities_stay_in_their_own_keys() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "hostile", clock, RedisClock::Server).await;
+    let policy = Policy::new(Algorithm::FixedWindow, 1, Duration::from_secs(60), None).unwrap();
+    let long = "x".repeat(10_000);
+    let identities = [
+        "a",
+        "a}:r",
+        "{a}",
+        "a\nb",
+        "a:",
+        "%61",
+        "",
+        "é",
+        long.as_str(),
+    ];
+    for identity in identities {
+        let d = redis.check(key(identity), &policy, 1).await.unwrap();
+        assert!(
+            d.allowed,
+            "{identity:?} was counted against another identity"
+        );
+    }
+    for identity in identities {
+        assert!(
+            !redis
+                .check(key(identity), &policy, 1)
+                .await
+                .unwrap()
+                .allowed
+        );
+    }
+    let keys = server.cli(&["--scan", "--pattern", "hostile:*"]);
+    assert_eq!(keys.lines().count(), identities.len());
+    assert!(keys.lines().all(|k| k.len() < 200), "{keys}");
+}
+
+#[tokio::test]
+async fn a_stopped_redis_is_a_clear_error_within_the_timeout() {
+    let mut server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let mut cfg = config(
+        RedisTarget::Single(server.url()),
+        "down",
+        RedisClock::Server,
+    );
+    cfg.timeout = Duration::from_millis(200);
+    let redis = RedisStore::connect(&cfg, clock).await.unwrap();
+    let policy = Policy::new(Algorithm::Gcra, 10, Duration::from_secs(1), None).unwrap();
+    redis.check(key("k"), &policy, 1).await.unwrap();
+    server.kill();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let error = redis.check(key("k"), &policy, 1).await.unwrap_err();
+        assert!(error.is_unavailable(), "{error}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1_500),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+    server.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while redis.check(key("k"), &policy, 1).await.is_err() {
+        assert!(Instant::now() < deadline, "did not reconnect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_is_a_clear_error() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let mut cfg = config(
+        RedisTarget::Single("redis://127.0.0.1:1".into()),
+        "x",
+        RedisClock::Server,
+    );
+    cfg.timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let error = RedisStore::connect(&cfg, clock).await.unwrap_err();
+    assert!(
+        matches!(error, StoreError::Unavailable(_) | StoreError::Timeout(_)),
+        "{error}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cluster_admits_exactly_the_limit_and_layers_all_or_nothing() {
+    let cluster = RedisCluster::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let cfg = config(
+        RedisTarget::Cluster(cluster.urls()),
+        "cl",
+        RedisClock::Server,
+    );
+    let redis = Arc::new(RedisStore::connect(&cfg, clock).await.unwrap());
+
+    // Exact counts, for every algorithm, with concurrent checks on many identities.
+    for algorithm in Algorithm::ALL {
+        let policy = Policy::new(algorithm, 25, Duration::from_secs(3600), None).unwrap();
+        let tasks: Vec<_> = (0..32)
+            .map(|t| {
+                let redis = redis.clone();
+                tokio::spawn(async move {
+                    let mut admitted = [0u32; 4];
+                    for i in 0..20 {
+                        let identity = format!("{algorithm}-{}", (t + i) % 4);
+                        let k = Key {
+                            rule: "r",
+                            identity: &identity,
+                        };
+                        admitted[(t + i) % 4] +=
+                            u32::from(redis.check(k, &policy, 1).await.unwrap().allowed);
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut totals = [0u32; 4];
+        for task in tasks {
+            for (total, n) in totals.iter_mut().zip(task.await.unwrap()) {
+                *total += n;
+            }
+        }
+        assert_eq!(totals, [25; 4], "{algorithm}");
+    }
+
+    // Per second, per minute, per day for one user: all or nothing.
+    let second = Policy::new(Algorithm::FixedWindow, 1_000, Duration::from_secs(1), None).unwrap();
+    let minute = Policy::new(Algorithm::TokenBucket, 3, Duration::from_secs(60), None).unwrap();
+    let day = Policy::new(Algorithm::SlidingLog, 5, Duration::from_secs(86_400), None).unwrap();
+    let layers = |cost| {
+        [
+            Check {
+                key: Key {
+                    rule: "sec",
+                    identity: "ana",
+                },
+                policy: &second,
+                cost: 1,
+            },
+            Check {
+                key: Key {
+                    rule: "min",
+                    identity: "ana",
+                },
+                policy: &minute,
+                cost,
+            },
+            Check {
+                key: Key {
+                    rule: "day",
+                    identity: "ana",
+                },
+                policy: &day,
+                cost: 1,
+            },
+        ]
+    };
+    let first = redis.check_all(&layers(2)).await.unwrap();
+    assert!(first.iter().all(|d| d.allowed));
+    let denied = redis.check_all(&layers(2)).await.unwrap();
+    assert_eq!(
+        denied
+            .iter()
+            .map(|d| (d.allowed, d.remaining))
+            .collect::<Vec<_>>(),
+        [(true, 999), (false, 1), (true, 4)],
+        "the minute layer denies; the others report what they had"
+    );
+    let after = redis.check_all(&layers(1)).await.unwrap();
+    assert_eq!(
+        after
+            .iter()
+            .map(|d| (d.allowed, d.remaining))
+            .collect::<Vec<_>>(),
+        [(true, 998), (true, 0), (true, 3)],
+        "the denied request consumed nothing"
+    );
+    // Different identities cannot be layered atomically across slots.
+    let mixed = [
+        Check {
+            key: Key {
+                rule: "a",
+                identity: "x",
+            },
+            policy: &second,
+            cost: 1,
+        },
+        Check {
+            key: Key {
+                rule: "a",
+                identity: "y",
+            },
+            policy: &second,
+            cost: 1,
+        },
+    ];
+    assert!(matches!(
+        redis.check_all(&mixed).await,
+        Err(StoreError::Unsupported(_))
+    ));
+}

@@ -1,0 +1,93 @@
+//! The conformance suite: request sequences every store must decide alike.
+//!
+//! Stores are compared at microsecond resolution (Redis counts time in microseconds):
+//! the sequences use whole-microsecond instants, and durations are compared rounded up
+//! to whole microseconds.
+
+use std::time::Duration;
+
+use weir_core::{Algorithm, Decision, Policy};
+
+/// One request of a sequence: microseconds after the previous one (negative: the clock
+/// went backwards) and its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Microseconds since the previous request.
+    pub gap_us: i64,
+    /// The request's cost.
+    pub cost: u64,
+}
+
+/// A small deterministic generator, so a failing sequence can be replayed by seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Policies and sequences covering every algorithm: bursts, steady traffic, window
+/// boundaries, costs that never fit, peeks, and clocks stepping back.
+pub fn conformance_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)> {
+    let mut rng = XorShift(seed | 1);
+    let shapes = [
+        (1, 1_000),
+        (3, 1_000),
+        (7, 60_000),
+        (10, 60_000),
+        (100, 1_000),
+        (5, 900_000),
+        (12, 7_000),
+    ];
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let algorithm = Algorithm::ALL[i % Algorithm::ALL.len()];
+        let (limit, period_ms) = shapes[rng.below(shapes.len() as u64) as usize];
+        let burst =
+            (algorithm.takes_burst() && rng.below(2) == 0).then(|| 1 + rng.below(2 * limit));
+        let policy = Policy::new(algorithm, limit, Duration::from_millis(period_ms), burst)
+            .expect("valid policy");
+        let period_us = period_ms * 1_000;
+        let steps = (0..30)
+            .map(|_| {
+                let gap_us = match rng.below(10) {
+                    0..=2 => 0,
+                    3..=6 => rng.below(period_us / 4 + 1) as i64,
+                    7 => rng.below(2 * period_us) as i64,
+                    8 => period_us as i64,
+                    _ => -(rng.below(period_us / 2 + 1) as i64),
+                };
+                let capacity = policy.capacity();
+                let cost = match rng.below(10) {
+                    0..=5 => 1,
+                    6..=7 => rng.below(capacity + 1),
+                    8 => 0,
+                    _ => capacity + 1 + rng.below(3),
+                };
+                Step { gap_us, cost }
+            })
+            .collect();
+        out.push((policy, steps));
+    }
+    out
+}
+
+/// A decision with its durations rounded up to whole microseconds, for comparing
+/// stores that count in nanoseconds and in microseconds.
+pub fn decisions_in_micros(decision: &Decision) -> Decision {
+    let up = |d: Duration| Duration::from_micros(d.as_nanos().div_ceil(1_000) as u64);
+    Decision {
+        reset_after: up(decision.reset_after),
+        retry_after: decision.retry_after.map(up),
+        delay: up(decision.delay),
+        ..*decision
+    }
+}

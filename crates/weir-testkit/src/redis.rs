@@ -1,0 +1,204 @@
+//! `redis-server` processes for tests.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+const INSTALL: &str = "redis-server and redis-cli are needed: install them with `apt-get install redis-server redis-tools`";
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+/// Runs `redis-cli` with `args`, returning its output.
+pub fn redis_cli(args: &[&str]) -> Output {
+    Command::new("redis-cli")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); {INSTALL}"))
+}
+
+/// One `redis-server` on a free loopback port, in a temporary directory, killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: TempDir,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a server and waits until it answers `PING`.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut server = Self {
+            child: None,
+            port: 0,
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.restart_on(free_port());
+        server
+    }
+
+    fn restart_on(&mut self, port: u16) {
+        for attempt in 0..5 {
+            let port = if attempt == 0 { port } else { free_port() };
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(self.dir.path())
+                .args(&self.extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); {INSTALL}"));
+            self.child = Some(child);
+            self.port = port;
+            if self.wait_ready(Duration::from_secs(5)) {
+                return;
+            }
+            self.kill();
+        }
+        panic!("redis-server did not start");
+    }
+
+    fn wait_ready(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(child) = &mut self.child {
+                if child.try_wait().ok().flatten().is_some() {
+                    return false;
+                }
+            }
+            let out = redis_cli(&["-p", &self.port.to_string(), "PING"]);
+            if String::from_utf8_lossy(&out.stdout).trim() == "PONG" {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL to connect to.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs a command on this server with `redis-cli`; returns its standard output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut all = vec!["-p".to_owned(), self.port.to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        String::from_utf8_lossy(&redis_cli(&all).stdout).into_owned()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (after [`RedisServer::kill`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        let port = self.port;
+        self.restart_on(port);
+    }
+
+    /// The temporary directory the server runs in.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A local Redis Cluster of three masters and no replicas.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts three nodes, creates the cluster, and waits until every node reports it
+    /// ready.
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let mut args = vec!["--cluster", "create"];
+        args.extend(addresses.iter().map(String::as_str));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        let out = redis_cli(&args);
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Self { nodes };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cluster
+            .nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster
+    }
+
+    /// Seed URLs of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+}
