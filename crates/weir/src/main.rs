@@ -78,7 +78,9 @@ fn serve(config: &std::path::Path, listen: SocketAddr) -> anyhow::Result<()> {
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
-        let engine = weir::server::engine(&config);
+        let engine = weir::server::engine(&config)
+            .await
+            .context("cannot open the store")?;
         let listener = TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;

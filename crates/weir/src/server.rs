@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use weir_core::Clock;
-use weir_store::{MemoryStore, Store, SystemClock};
+use weir_store::{MemoryStore, RedisStore, Store, StoreError, SystemClock};
 
 use crate::api;
 use crate::config::{Config, StoreConfig};
@@ -15,13 +15,14 @@ use crate::engine::Engine;
 /// How often the memory store gives back the memory of keys that are full again.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
-/// Builds the engine the configuration describes, with its store. Starts the memory
-/// store's sweeper, so call it inside a Tokio runtime.
-pub fn engine(config: &Config) -> Arc<Engine> {
+/// Builds the engine the configuration describes, with its store: connects to Redis,
+/// or starts the memory store's sweeper (so call it inside a Tokio runtime).
+pub async fn engine(config: &Config) -> Result<Arc<Engine>, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let store: Arc<dyn Store> = match config.store {
+    let store: Arc<dyn Store> = match &config.store {
+        StoreConfig::Redis(redis) => Arc::new(RedisStore::connect(redis, clock).await?),
         StoreConfig::Memory(memory) => {
-            let store = Arc::new(MemoryStore::new(memory, clock));
+            let store = Arc::new(MemoryStore::new(*memory, clock));
             let weak = Arc::downgrade(&store);
             tokio::spawn(async move {
                 let mut every = tokio::time::interval(SWEEP_EVERY);
@@ -35,7 +36,7 @@ pub fn engine(config: &Config) -> Arc<Engine> {
             store
         }
     };
-    Arc::new(Engine::new(config, store))
+    Ok(Arc::new(Engine::new(config, store)))
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then finishes the requests

@@ -37,10 +37,11 @@ const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
 
 fn service(max_keys: Option<usize>) -> (Arc<ManualClock>, Router) {
     let config = Config::parse(CONFIG, Path::new("test.yaml")).unwrap();
-    let StoreConfig::Memory(mut memory) = config.store;
-    if let Some(max_keys) = max_keys {
-        memory = MemoryStoreConfig { max_keys };
-    }
+    let memory = match (config.store.clone(), max_keys) {
+        (_, Some(max_keys)) => MemoryStoreConfig { max_keys },
+        (StoreConfig::Memory(memory), None) => memory,
+        (other, None) => panic!("unexpected store {other:?}"),
+    };
     let clock = Arc::new(ManualClock::new(MIDNIGHT));
     let store = Arc::new(MemoryStore::new(memory, clock.clone()));
     (clock, router(Arc::new(Engine::new(&config, store))))

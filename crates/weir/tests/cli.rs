@@ -1,15 +1,13 @@
 //! The `weir` binary, run for real: `check-config` exit codes and messages, and `serve`
 //! on a loopback port, answering and stopping on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
+use common::{Server, weir};
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -67,64 +65,6 @@ fn serve_refuses_an_invalid_config() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("/nonexistent.yaml: cannot read the file")
     );
-}
-
-/// A `weir serve` child, killed if the test ends early.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(config: &Path) -> Self {
-        let mut child = weir()
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("weir listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, addr }
-    }
-
-    /// One HTTP/1.1 request; returns the status line and the body.
-    fn request(&self, method: &str, path: &str, body: &str) -> (String, String) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let status = response.lines().next().unwrap_or_default().to_owned();
-        let body = response
-            .split("\r\n\r\n")
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
-        (status, body)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

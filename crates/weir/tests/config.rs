@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use weir::config::{Config, StoreConfig};
 use weir_core::{Algorithm, Policy};
+use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
 fn parse(text: &str) -> Result<Config, String> {
     Config::parse(text, Path::new("weir.yaml")).map_err(|e| e.to_string())
@@ -28,8 +29,12 @@ fn loads_a_valid_config_with_defaults() {
         )
         .unwrap()
     );
-    let StoreConfig::Memory(memory) = config.store;
-    assert_eq!(memory.max_keys, 1_000_000);
+    assert_eq!(
+        config.store,
+        StoreConfig::Memory(MemoryStoreConfig {
+            max_keys: 1_000_000
+        })
+    );
 }
 
 #[test]
@@ -97,6 +102,42 @@ fn errors_name_file_line_and_field() {
             "store:\n  type: postgres\nrules: []\n",
             "weir.yaml:2:9: store.type: unknown variant `postgres`",
         ),
+        (
+            "store:\n  type: redis\nrules: []\n",
+            "weir.yaml:2:9: store.url: type redis needs `url`",
+        ),
+        (
+            "store:\n  type: redis\n  url: http://x\nrules: []\n",
+            "weir.yaml:3:8: store.url: `http://x` is not a Redis URL",
+        ),
+        (
+            "store:\n  type: redis_cluster\n  nodes: []\nrules: []\n",
+            "weir.yaml:3:10: store.nodes: `nodes` must list at least one node",
+        ),
+        (
+            "store:\n  type: redis\n  url: redis://h:1\n  max_keys: 5\nrules: []\n",
+            "weir.yaml:4:13: store.max_keys: `max_keys` applies to type memory, not redis",
+        ),
+        (
+            "store:\n  max_keys: 5\n  url: redis://h:1\nrules: []\n",
+            "weir.yaml:3:8: store.url: `url` applies to type redis, not memory",
+        ),
+        (
+            "store:\n  type: redis\n  url: redis://h:1\n  key_prefix: \"a{b}\"\nrules: []\n",
+            "weir.yaml:4:15: store.key_prefix: key_prefix must be 1 to 64 characters",
+        ),
+        (
+            "store:\n  type: redis\n  url: redis://h:1\n  timeout: 0ms\nrules: []\n",
+            "weir.yaml:4:12: store.timeout: timeout must be between 1ms and 60s",
+        ),
+        (
+            "store:\n  type: redis\n  url: redis://h:1\n  clock: ntp\nrules: []\n",
+            "weir.yaml:4:10: store.clock: unknown variant `ntp`",
+        ),
+        (
+            "store:\n  type: redis\n  url: redis://h:1\nrules:\n  - name: big\n    algorithm: sliding_window\n    limit: 1000000\n    period: 1d\n",
+            "weir.yaml:7:12: rules[0].limit: too large to decide exactly in Redis",
+        ),
         ("rules: []\n", "weir.yaml: rules: no rules"),
         ("rules:\n  - name: [\n", "weir.yaml:"),
         ("", "weir.yaml"),
@@ -108,6 +149,39 @@ fn errors_name_file_line_and_field() {
             "{text:?}\n  gave {error}\n  want {expected}"
         );
     }
+}
+
+#[test]
+fn loads_redis_and_cluster_stores() {
+    let config = parse(
+        "store:\n  type: redis\n  url: redis://127.0.0.1:6379\n  key_prefix: rl\n  timeout: 20ms\n  clock: local\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.store,
+        StoreConfig::Redis(RedisStoreConfig {
+            target: RedisTarget::Single("redis://127.0.0.1:6379".into()),
+            key_prefix: "rl".into(),
+            timeout: Duration::from_millis(20),
+            clock: RedisClock::Local,
+        })
+    );
+    let config = parse(
+        "store:\n  type: redis_cluster\n  nodes: [redis://127.0.0.1:7001, redis://127.0.0.1:7002]\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+    )
+    .unwrap();
+    assert_eq!(
+        config.store,
+        StoreConfig::Redis(RedisStoreConfig {
+            target: RedisTarget::Cluster(vec![
+                "redis://127.0.0.1:7001".into(),
+                "redis://127.0.0.1:7002".into()
+            ]),
+            key_prefix: "weir".into(),
+            timeout: Duration::from_millis(50),
+            clock: RedisClock::Server,
+        })
+    );
 }
 
 #[test]

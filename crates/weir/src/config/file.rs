@@ -22,8 +22,13 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStore {
     #[serde(rename = "type", default)]
-    pub(super) kind: StoreKind,
+    pub(super) kind: Option<Spanned<StoreKind>>,
     pub(super) max_keys: Option<Spanned<usize>>,
+    pub(super) url: Option<Spanned<String>>,
+    pub(super) nodes: Option<Spanned<Vec<String>>>,
+    pub(super) key_prefix: Option<Spanned<String>>,
+    pub(super) timeout: Option<Spanned<Period>>,
+    pub(super) clock: Option<Spanned<ClockName>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -31,6 +36,16 @@ pub(super) struct RawStore {
 pub(super) enum StoreKind {
     #[default]
     Memory,
+    Redis,
+    RedisCluster,
+}
+
+/// Whose clock decides, as written in configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum ClockName {
+    Redis,
+    Local,
 }
 
 #[derive(Debug, Deserialize)]

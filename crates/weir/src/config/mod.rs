@@ -8,35 +8,29 @@
 mod error;
 mod file;
 mod period;
+mod store;
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use serde_saphyr::{Location, Options};
 use weir_core::{Algorithm, Policy, PolicyError};
-use weir_store::MemoryStoreConfig;
 
 pub use self::error::ConfigError;
-use self::file::{RawConfig, RawRule, RawStore, StoreKind};
+use self::file::{RawConfig, RawRule};
 pub use self::period::{Period, PeriodError};
+pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, StoreConfig};
 
 /// The longest rule name: names appear in keys and in response headers.
 pub const MAX_RULE_NAME: usize = 64;
 
 /// A validated configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Where limit state is kept.
     pub store: StoreConfig,
     /// The rules, in file order, with unique names.
     pub rules: Vec<RuleConfig>,
-}
-
-/// Where limit state is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreConfig {
-    /// In this process (the default).
-    Memory(MemoryStoreConfig),
 }
 
 /// A named limit.
@@ -59,9 +53,11 @@ impl Config {
     /// Validates configuration text; `source` names it in errors.
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
         let raw = read_yaml(text, source)?;
+        let store = store::store(raw.store, source)?;
+        let on_redis = matches!(store, StoreConfig::Redis(_));
         Ok(Config {
-            store: store(raw.store, source)?,
-            rules: rules(raw.rules, source)?,
+            store,
+            rules: rules(raw.rules, source, on_redis)?,
         })
     }
 }
@@ -107,24 +103,7 @@ fn field_path(path: String) -> String {
         .unwrap_or(path)
 }
 
-fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigError> {
-    match raw.kind {
-        StoreKind::Memory => {
-            let mut config = MemoryStoreConfig::default();
-            if let Some(max_keys) = raw.max_keys {
-                if max_keys.value == 0 {
-                    return Err(ConfigError::new(file, "max_keys must be at least 1")
-                        .at(max_keys.referenced)
-                        .field("store.max_keys"));
-                }
-                config.max_keys = max_keys.value;
-            }
-            Ok(StoreConfig::Memory(config))
-        }
-    }
-}
-
-fn rules(raw: Vec<RawRule>, file: &Path) -> Result<Vec<RuleConfig>, ConfigError> {
+fn rules(raw: Vec<RawRule>, file: &Path, on_redis: bool) -> Result<Vec<RuleConfig>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
     for (i, rule) in raw.into_iter().enumerate() {
@@ -164,6 +143,10 @@ fn rules(raw: Vec<RawRule>, file: &Path) -> Result<Vec<RuleConfig>, ConfigError>
                 }
             },
         )?;
+        if on_redis {
+            weir_store::check_redis_policy(&policy)
+                .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;
+        }
         rules.push(RuleConfig { name, policy });
     }
     if rules.is_empty() {

@@ -1,0 +1,188 @@
+//! The `store:` section: where limit state lives.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_saphyr::{Location, Spanned};
+use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
+
+use super::ConfigError;
+use super::file::{ClockName, RawStore, StoreKind};
+
+/// The key prefix when none is configured.
+pub const DEFAULT_KEY_PREFIX: &str = "weir";
+
+/// The per-check timeout of the Redis store when none is configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Where limit state is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// In this process (the default).
+    Memory(MemoryStoreConfig),
+    /// In Redis or Redis Cluster, shared by every instance.
+    Redis(RedisStoreConfig),
+}
+
+/// Validates the `store:` section.
+pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigError> {
+    let fail = |at: Location, field: &str, message: String| {
+        ConfigError::new(file, message)
+            .at(at)
+            .field(format!("store.{field}"))
+    };
+    let kind = raw.kind.as_ref().map_or(StoreKind::Memory, |k| k.value);
+    let kind_name = match kind {
+        StoreKind::Memory => "memory",
+        StoreKind::Redis => "redis",
+        StoreKind::RedisCluster => "redis_cluster",
+    };
+    // Fields that belong to another type of store are errors, not silently ignored.
+    let foreign = |at: Option<Location>, field: &str, owner: &str| match at {
+        Some(at) => Err(fail(
+            at,
+            field,
+            format!("`{field}` applies to type {owner}, not {kind_name}"),
+        )),
+        None => Ok(()),
+    };
+    match kind {
+        StoreKind::Memory => {
+            foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
+            foreign(
+                raw.nodes.as_ref().map(|s| s.referenced),
+                "nodes",
+                "redis_cluster",
+            )?;
+            for (field, at) in [
+                ("key_prefix", raw.key_prefix.as_ref().map(|s| s.referenced)),
+                ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
+                ("clock", raw.clock.as_ref().map(|s| s.referenced)),
+            ] {
+                foreign(at, field, "redis and redis_cluster")?;
+            }
+            let mut config = MemoryStoreConfig::default();
+            if let Some(max_keys) = raw.max_keys {
+                if max_keys.value == 0 {
+                    return Err(fail(
+                        max_keys.referenced,
+                        "max_keys",
+                        "max_keys must be at least 1".into(),
+                    ));
+                }
+                config.max_keys = max_keys.value;
+            }
+            Ok(StoreConfig::Memory(config))
+        }
+        StoreKind::Redis | StoreKind::RedisCluster => {
+            foreign(
+                raw.max_keys.as_ref().map(|s| s.referenced),
+                "max_keys",
+                "memory",
+            )?;
+            let section = raw
+                .kind
+                .as_ref()
+                .map_or(Location::UNKNOWN, |k| k.referenced);
+            let target = if kind == StoreKind::Redis {
+                foreign(
+                    raw.nodes.as_ref().map(|s| s.referenced),
+                    "nodes",
+                    "redis_cluster",
+                )?;
+                let url = raw.url.ok_or_else(|| {
+                    fail(
+                        section,
+                        "url",
+                        "type redis needs `url`, e.g. redis://127.0.0.1:6379".into(),
+                    )
+                })?;
+                check_url(&url, file)?;
+                RedisTarget::Single(url.value)
+            } else {
+                foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
+                let nodes = raw.nodes.ok_or_else(|| {
+                    fail(
+                        section,
+                        "nodes",
+                        "type redis_cluster needs `nodes`: a list of seed URLs".into(),
+                    )
+                })?;
+                if nodes.value.is_empty() {
+                    return Err(fail(
+                        nodes.referenced,
+                        "nodes",
+                        "`nodes` must list at least one node".into(),
+                    ));
+                }
+                for node in &nodes.value {
+                    check_url(
+                        &Spanned::new(node.clone(), nodes.referenced, nodes.defined),
+                        file,
+                    )?;
+                }
+                RedisTarget::Cluster(nodes.value)
+            };
+            let key_prefix = match raw.key_prefix {
+                Some(prefix) => {
+                    let plain =
+                        |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | ':');
+                    if prefix.value.is_empty()
+                        || prefix.value.len() > 64
+                        || !prefix.value.chars().all(plain)
+                    {
+                        return Err(fail(
+                            prefix.referenced,
+                            "key_prefix",
+                            "key_prefix must be 1 to 64 characters of A-Z, a-z, 0-9, `_`, `.`, `-` and `:` (no braces: they would take the hash tag)".into(),
+                        ));
+                    }
+                    prefix.value
+                }
+                None => DEFAULT_KEY_PREFIX.to_owned(),
+            };
+            let timeout = match raw.timeout {
+                Some(timeout) => {
+                    if timeout.value.0.is_zero() || timeout.value.0 > Duration::from_secs(60) {
+                        return Err(fail(
+                            timeout.referenced,
+                            "timeout",
+                            "timeout must be between 1ms and 60s".into(),
+                        ));
+                    }
+                    timeout.value.0
+                }
+                None => DEFAULT_TIMEOUT,
+            };
+            let clock = match raw.clock.map(|c| c.value) {
+                None | Some(ClockName::Redis) => RedisClock::Server,
+                Some(ClockName::Local) => RedisClock::Local,
+            };
+            Ok(StoreConfig::Redis(RedisStoreConfig {
+                target,
+                key_prefix,
+                timeout,
+                clock,
+            }))
+        }
+    }
+}
+
+fn check_url(url: &Spanned<String>, file: &Path) -> Result<(), ConfigError> {
+    let valid = ["redis://", "rediss://", "redis+unix://", "unix://"]
+        .iter()
+        .any(|scheme| url.value.starts_with(scheme) && url.value.len() > scheme.len());
+    if valid {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            file,
+            format!(
+                "`{}` is not a Redis URL (redis://host:port)",
+                url.value.escape_debug()
+            ),
+        )
+        .at(url.referenced)
+        .field("store.url"))
+    }
+}

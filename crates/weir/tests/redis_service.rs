@@ -1,0 +1,89 @@
+//! Two `weir serve` instances sharing one Redis (and one Redis Cluster): together they
+//! admit exactly the limit, for every algorithm, under concurrent clients.
+
+mod common;
+
+use std::path::Path;
+
+use common::Server;
+use weir_core::Algorithm;
+use weir_testkit::{RedisCluster, RedisServer};
+
+const LIMIT: u64 = 30;
+const CLIENTS: usize = 32;
+const REQUESTS_PER_CLIENT: usize = 4;
+
+fn config(dir: &Path, store: &str) -> std::path::PathBuf {
+    let mut yaml = format!("store:\n{store}  timeout: 2s\nrules:\n");
+    for algorithm in Algorithm::ALL {
+        yaml.push_str(&format!(
+            "  - name: {algorithm}\n    algorithm: {algorithm}\n    limit: {LIMIT}\n    period: 1h\n"
+        ));
+    }
+    let path = dir.join("weir.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// Sends `CLIENTS` × `REQUESTS_PER_CLIENT` checks of one key to the two instances,
+/// alternating, all at once; returns how many were allowed.
+fn admitted(instances: &[Server; 2], rule: &str) -> u64 {
+    let body = format!(r#"{{"rule": "{rule}", "key": "one-shared-key"}}"#);
+    std::thread::scope(|s| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let body = &body;
+                s.spawn(move || {
+                    let mut allowed = 0;
+                    for r in 0..REQUESTS_PER_CLIENT {
+                        let (status, reply) =
+                            instances[(c + r) % 2].request("POST", "/v1/check", body);
+                        match status.as_str() {
+                            "HTTP/1.1 200 OK" => allowed += 1,
+                            "HTTP/1.1 429 Too Many Requests" => {}
+                            other => panic!("{other}: {reply}"),
+                        }
+                    }
+                    allowed
+                })
+            })
+            .collect();
+        clients.into_iter().map(|c| c.join().unwrap()).sum()
+    })
+}
+
+fn exactly_the_limit_across_instances(store: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), store);
+    let instances = [Server::start(&config), Server::start(&config)];
+    for algorithm in Algorithm::ALL {
+        assert_eq!(admitted(&instances, algorithm.name()), LIMIT, "{algorithm}");
+    }
+}
+
+#[test]
+fn two_instances_on_one_redis_admit_exactly_the_limit() {
+    let redis = RedisServer::start();
+    exactly_the_limit_across_instances(&format!("  type: redis\n  url: {}\n", redis.url()));
+}
+
+#[test]
+fn two_instances_on_a_redis_cluster_admit_exactly_the_limit() {
+    let cluster = RedisCluster::start();
+    let nodes = cluster.urls().join(", ");
+    exactly_the_limit_across_instances(&format!("  type: redis_cluster\n  nodes: [{nodes}]\n"));
+}
+
+#[test]
+fn serve_says_clearly_when_redis_is_unreachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), "  type: redis\n  url: redis://127.0.0.1:1\n");
+    let out = common::weir()
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot open the store"), "{stderr}");
+}
