@@ -21,5 +21,5 @@ local function fixed_window(state, now, cost, p)
     kept = 'f:' .. int(start) .. ':' .. int(count)
   end
   if not allowed then retry = until_next end
-  return decision(allowed, p.limit - count, reset, retry, 0, kept)
+  return allowed, p.limit - count, reset, retry, 0, kept
 end

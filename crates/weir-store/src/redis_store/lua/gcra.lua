@@ -7,15 +7,24 @@ local function gcra(state, now, cost, p)
   local tolerance = p.capacity * P
   local queued = 0
   -- A state of another algorithm is tagged with a letter: none of GCRA's.
-  if state and string.find(state, '^%d') then
-    local s = numbers(state)
-    if s[1] >= now then
+  -- Most states are one integer; "tat:remainder" is parsed apart; anything else
+  -- (another algorithm's state) reads as none.
+  local tat, remainder = state and tonumber(state), 0
+  if state and not tat then
+    local colon = string.find(state, ':', 1, true)
+    if colon and colon > 1 then
+      tat = tonumber(string.sub(state, 1, colon - 1))
+      remainder = tonumber(string.sub(state, colon + 1)) or 0
+    end
+  end
+  if tat then
+    if tat >= now then
       -- A clock so far behind the state that the ticks would leave the exact range of
       -- doubles (2^53) is denied anyway; keep it within range.
-      if s[1] - now > 4503599627370496 / L then
+      if tat - now > 4503599627370496 / L then
         queued = 4503599627370496
       else
-        queued = (s[1] - now) * L + (s[2] or 0)
+        queued = (tat - now) * L + remainder
       end
     end
   end
@@ -35,5 +44,5 @@ local function gcra(state, now, cost, p)
     kept = int(now + whole)
     if remainder > 0 then kept = kept .. ':' .. int(remainder) end
   end
-  return decision(allowed, remaining, div_ceil(ahead, L), retry, delay, kept)
+  return allowed, remaining, div_ceil(ahead, L), retry, delay, kept
 end

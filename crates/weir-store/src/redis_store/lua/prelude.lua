@@ -46,9 +46,6 @@ local function tagged(state, tag)
   return false
 end
 
--- A decision: allowed, remaining, reset (us), retry (us, -1 for none), delay (us), and
--- the state to keep (false once full again).
-local function decision(allowed, remaining, reset, retry, delay, state)
-  return { allowed = allowed, remaining = remaining, reset = reset,
-           retry = retry, delay = delay, state = state }
-end
+-- Every algorithm is a function (state, now, cost, p) returning, in this order:
+-- allowed, remaining, reset (us), retry (us, -1 for none), delay (us), and the state to
+-- keep (false once full again). Several values, not a table: no allocation per check.

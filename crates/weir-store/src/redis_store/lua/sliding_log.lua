@@ -52,5 +52,5 @@ local function sliding_log(state, now, cost, p)
     for i, e in ipairs(live) do parts[i] = int(e[1]) .. ':' .. int(e[2]) end
     kept = 'l:' .. table.concat(parts, ',')
   end
-  return decision(allowed, limit - total, reset, retry, 0, kept)
+  return allowed, limit - total, reset, retry, 0, kept
 end

@@ -51,5 +51,5 @@ local function sliding_window(state, now, cost, p)
   if reset > 0 then
     kept = 'w:' .. int(start) .. ':' .. int(previous) .. ':' .. int(current)
   end
-  return decision(allowed, remaining, reset, retry, 0, kept)
+  return allowed, remaining, reset, retry, 0, kept
 end

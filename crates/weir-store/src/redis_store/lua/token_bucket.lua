@@ -32,5 +32,5 @@ local function token_bucket(state, now, cost, p)
     reset = skew + div_ceil(capacity - tokens, p.L)
     kept = 't:' .. int(tokens) .. ':' .. int(at)
   end
-  return decision(allowed, divmod(tokens, p.P), reset, retry, 0, kept)
+  return allowed, divmod(tokens, p.P), reset, retry, 0, kept
 end
