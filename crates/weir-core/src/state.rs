@@ -20,14 +20,3 @@ pub(crate) enum Inner {
     /// GCRA and the leaky bucket share one state: the theoretical arrival time.
     Gcra(Gcra),
 }
-
-impl State {
-    /// Heap bytes held besides the state itself (the sliding log's entries), for
-    /// memory accounting.
-    pub fn heap_bytes(&self) -> usize {
-        match &self.0 {
-            Inner::SlidingLog(log) => log.heap_bytes(),
-            _ => 0,
-        }
-    }
-}

@@ -18,7 +18,6 @@ pub use clock::SystemClock;
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
-    MAX_PLAIN_IDENTITY, RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget,
-    check_redis_policy,
+    RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,
 };
 pub use store::{Check, Key, Store, StoreFuture};

@@ -18,11 +18,6 @@ pub(crate) struct SlidingLog {
 }
 
 impl SlidingLog {
-    /// Heap bytes held by the entries.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * size_of::<(u64, u64)>()
-    }
-
     /// How many of the oldest entries have left the trailing period ending at `at`,
     /// and their cost.
     fn expired(&self, period: u64, at: u64) -> (usize, u64) {

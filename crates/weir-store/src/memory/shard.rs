@@ -23,10 +23,8 @@ pub(super) struct Entry {
     state: Option<State>,
 }
 
-/// Keys whose hash falls in this shard. Aligned to a cache line, so that threads
-/// working on neighbouring shards do not slow each other down (false sharing).
+/// Keys whose hash falls in this shard.
 #[derive(Debug, Default)]
-#[repr(align(64))]
 pub(super) struct Shard {
     table: HashTable<Entry>,
 }

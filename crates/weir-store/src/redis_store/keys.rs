@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::Key;
 
 /// The longest encoded identity kept as is.
-pub const MAX_PLAIN: usize = 128;
+pub(crate) const MAX_PLAIN: usize = 128;
 
 /// The Redis key for `key`.
 pub(crate) fn redis_key(prefix: &str, key: Key<'_>) -> String {

@@ -21,7 +21,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Clock, Decision, Policy};
 
-pub use self::keys::MAX_PLAIN as MAX_PLAIN_IDENTITY;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use crate::{Check, Key, Store, StoreError, StoreFuture};
