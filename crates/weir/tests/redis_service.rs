@@ -87,3 +87,33 @@ fn serve_says_clearly_when_redis_is_unreachable() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot open the store"), "{stderr}");
 }
+
+#[test]
+fn a_dead_redis_is_a_503_within_the_timeout_never_a_denial() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1m\n",
+            redis.url()
+        ),
+    )
+    .unwrap();
+    let weir = Server::start(&path);
+    let body = r#"{"rule": "api", "key": "k"}"#;
+    assert_eq!(weir.request("POST", "/v1/check", body).0, "HTTP/1.1 200 OK");
+    redis.kill();
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let (status, reply) = weir.request("POST", "/v1/check", body);
+        assert_eq!(status, "HTTP/1.1 503 Service Unavailable", "{reply}");
+        assert!(reply.contains("/problems/store-unavailable"), "{reply}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

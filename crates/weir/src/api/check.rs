@@ -78,7 +78,10 @@ async fn decide(engine: &Engine, body: Body) -> Result<Response, Response> {
     let decision = engine
         .check(rule, &request.key, request.cost)
         .await
-        .map_err(|e| Problem::store_unavailable(e.to_string()).into_response())?;
+        .map_err(|e| {
+            tracing::warn!(rule = %rule.name, error = %e, "the store could not decide");
+            Problem::store_unavailable(e.to_string()).into_response()
+        })?;
 
     let status = if decision.allowed {
         StatusCode::OK
