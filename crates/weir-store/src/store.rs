@@ -54,6 +54,11 @@ pub trait Store: Send + Sync + 'static {
     /// unchanged state. Decisions come back in the order of `checks`.
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>>;
 
+    /// What [`Store::check_all`] would decide now, changing nothing: for limits that
+    /// count a request only after seeing its outcome (a failed login), and still block
+    /// it up front once reached.
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>>;
+
     /// Forgets a key's state: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
 }

@@ -439,3 +439,30 @@ async fn the_cluster_admits_exactly_the_limit_and_layers_all_or_nothing() {
         Err(StoreError::Unsupported(_))
     ));
 }
+
+#[tokio::test]
+async fn a_preview_decides_as_a_check_and_changes_nothing_in_both_stores() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "preview", clock.clone(), RedisClock::Local).await;
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+    let login = Policy::new(Algorithm::SlidingLog, 3, Duration::from_secs(900), None).unwrap();
+    let failed = [Check {
+        key: key("ana@x.io"),
+        policy: &login,
+        cost: 1,
+    }];
+    let stores: [&dyn Store; 2] = [&memory, &redis];
+    for store in stores {
+        for round in 0..5 {
+            let preview = store.preview_all(&failed).await.unwrap();
+            let again = store.preview_all(&failed).await.unwrap();
+            assert_eq!(preview, again, "a preview changes nothing");
+            assert_eq!(preview[0].allowed, round < 3, "round {round}");
+            // Only a counted outcome consumes.
+            store.check_all(&failed).await.unwrap();
+        }
+        let denied = store.preview_all(&failed).await.unwrap();
+        assert_eq!(denied[0].retry_after, Some(Duration::from_secs(900)));
+    }
+}

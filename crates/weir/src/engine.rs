@@ -35,6 +35,11 @@ impl Engine {
         Self { rules, store }
     }
 
+    /// The store the engine decides on.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
     /// The rule with this name.
     pub fn rule(&self, name: &str) -> Option<&RuleConfig> {
         self.rules.get(name)

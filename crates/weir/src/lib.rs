@@ -8,4 +8,5 @@
 pub mod api;
 pub mod config;
 pub mod engine;
+pub mod gateway;
 pub mod server;

@@ -26,11 +26,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the decision API (POST /v1/check) and /healthz.
+    /// Serve the decision API (POST /v1/check) and /healthz; with an `upstream` in the
+    /// configuration, serve the gateway instead and the API on --admin-listen.
     ///
     /// Prints `weir listening on http://ADDR` once the socket is bound (with port 0, the
-    /// port the system chose). Stops on SIGTERM or Ctrl-C after finishing the requests
-    /// in flight.
+    /// port the system chose), and `weir admin listening on http://ADDR` in gateway
+    /// mode. Stops on SIGTERM or Ctrl-C after finishing the requests in flight.
     Serve {
         /// The configuration file.
         #[arg(long, short)]
@@ -38,6 +39,9 @@ enum Command {
         /// The address to listen on.
         #[arg(long, short, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
+        /// In gateway mode, where the decision API and /healthz listen.
+        #[arg(long, default_value = "127.0.0.1:9090")]
+        admin_listen: SocketAddr,
     },
     /// Check a configuration file: exit 0 if it is valid, else print the error (file,
     /// line and field) and exit 1.
@@ -53,7 +57,11 @@ fn main() -> ExitCode {
         Command::CheckConfig { file } => Config::load(&file)
             .map(|config| println!("{}: ok ({} rules)", file.display(), config.rules.len()))
             .map_err(anyhow::Error::from),
-        Command::Serve { config, listen } => serve(&config, listen),
+        Command::Serve {
+            config,
+            listen,
+            admin_listen,
+        } => serve(&config, listen, admin_listen),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -64,7 +72,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(config: &std::path::Path, listen: SocketAddr) -> anyhow::Result<()> {
+fn serve(
+    config: &std::path::Path,
+    listen: SocketAddr,
+    admin_listen: SocketAddr,
+) -> anyhow::Result<()> {
     let config = Config::load(config)?;
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -78,19 +90,56 @@ fn serve(config: &std::path::Path, listen: SocketAddr) -> anyhow::Result<()> {
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
-        let engine = weir::server::engine(&config)
+        let service = weir::server::service(&config)
             .await
             .context("cannot open the store")?;
-        let listener = TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen}"))?;
-        let local = listener.local_addr()?;
-        println!("weir listening on http://{local}");
-        tracing::info!(%local, rules = config.rules.len(), "serving");
-        weir::server::serve(listener, engine, shutdown_signal()).await?;
+        let (stop, stopped) = tokio::sync::watch::channel(());
+        let until_stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.changed().await;
+            }
+        };
+        let api = weir::api::router(service.engine);
+        let (main, admin) = match service.gateway {
+            Some(gateway) => (weir::api::gateway_router(gateway), Some(api)),
+            None => (api, None),
+        };
+        let listener = bind(listen).await?;
+        println!("weir listening on http://{}", listener.local_addr()?);
+        let admin = match admin {
+            Some(router) => {
+                let listener = bind(admin_listen).await?;
+                println!("weir admin listening on http://{}", listener.local_addr()?);
+                Some(weir::server::serve(listener, router, until_stopped()))
+            }
+            None => None,
+        };
+        tracing::info!(
+            rules = config.rules.len(),
+            gateway = config.gateway.is_some(),
+            "serving"
+        );
+        let main = weir::server::serve(listener, main, until_stopped());
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop.send(());
+        });
+        match admin {
+            Some(admin) => {
+                tokio::try_join!(main, admin)?;
+            }
+            None => main.await?,
+        }
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+async fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address}"))
 }
 
 /// Completes on SIGTERM or Ctrl-C.

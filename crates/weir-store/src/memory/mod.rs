@@ -111,13 +111,20 @@ impl MemoryStore {
 
     /// Checks several keys now, all-or-nothing: what [`Store::check_all`] does.
     pub fn check_all_sync(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, StoreError> {
-        self.try_check_all(checks).or_else(|ShardFull| {
+        self.try_check_all(checks, true).or_else(|ShardFull| {
             if self.sweep_if_due() {
-                self.try_check_all(checks).map_err(|ShardFull| self.full())
+                self.try_check_all(checks, true)
+                    .map_err(|ShardFull| self.full())
             } else {
                 Err(self.full())
             }
         })
+    }
+
+    /// What [`MemoryStore::check_all_sync`] would decide now, changing nothing.
+    pub fn preview_all_sync(&self, checks: &[Check<'_>]) -> Vec<Decision> {
+        // Without a commit no key is added, so there is always room.
+        self.try_check_all(checks, false).unwrap_or_default()
     }
 
     /// Sweeps expired entries, unless the store swept for lack of room less than
@@ -136,7 +143,12 @@ impl MemoryStore {
         due
     }
 
-    fn try_check_all(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, ShardFull> {
+    /// Decides `checks` together; writes the result only if `commit`.
+    fn try_check_all(
+        &self,
+        checks: &[Check<'_>],
+        commit: bool,
+    ) -> Result<Vec<Decision>, ShardFull> {
         let now = self.clock.now();
         let keys: Vec<HashedKey<'_>> = checks.iter().map(|c| self.hashed(c.key)).collect();
         let mut shard_ids: Vec<usize> = keys.iter().map(|&k| self.shard_of(k)).collect();
@@ -165,6 +177,9 @@ impl MemoryStore {
             states.push(state);
         }
 
+        if !commit {
+            return Ok(decisions);
+        }
         if !decisions.iter().all(|d| d.allowed) {
             // Nothing is consumed: the checks that passed report their unchanged state.
             for (i, d) in decisions.iter_mut().enumerate() {
@@ -266,6 +281,10 @@ impl Store for MemoryStore {
 
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
         Box::pin(ready(self.check_all_sync(checks)))
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(ready(Ok(self.preview_all_sync(checks))))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {

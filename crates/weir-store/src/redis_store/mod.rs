@@ -123,7 +123,8 @@ impl RedisStore {
         })
     }
 
-    async fn run(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, StoreError> {
+    /// Runs the script on `checks`; writes only if `commit`.
+    async fn run(&self, checks: &[Check<'_>], commit: bool) -> Result<Vec<Decision>, StoreError> {
         let prepared = checks
             .iter()
             .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?)))
@@ -142,7 +143,7 @@ impl RedisStore {
             .iter()
             .map(|c| keys::redis_key(&self.prefix, c.key))
             .collect();
-        let args = script::arguments(now_us, &prepared);
+        let args = script::arguments(now_us, commit, &prepared);
         let reply = match self.query(&self.script.evalsha(&keys, &args)).await? {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.query(&self.script.eval(&keys, &args)).await?
@@ -197,7 +198,7 @@ impl Store for RedisStore {
         cost: u64,
     ) -> StoreFuture<'a, Decision> {
         Box::pin(async move {
-            let mut decisions = self.run(&[Check { key, policy, cost }]).await?;
+            let mut decisions = self.run(&[Check { key, policy, cost }], true).await?;
             decisions
                 .pop()
                 .ok_or_else(|| StoreError::Protocol("no decision returned".into()))
@@ -205,7 +206,11 @@ impl Store for RedisStore {
     }
 
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.run(checks))
+        Box::pin(self.run(checks, true))
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.run(checks, false))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {

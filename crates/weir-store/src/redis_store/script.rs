@@ -56,10 +56,15 @@ impl CheckScript {
     }
 }
 
-/// The arguments for `checks`: the time, then seven per check.
-pub(super) fn arguments(now_us: Option<u64>, checks: &[(Check<'_>, ScriptPolicy)]) -> Vec<String> {
-    let mut args = Vec::with_capacity(1 + 7 * checks.len());
+/// The arguments for `checks`: the time, whether to write, then seven per check.
+pub(super) fn arguments(
+    now_us: Option<u64>,
+    commit: bool,
+    checks: &[(Check<'_>, ScriptPolicy)],
+) -> Vec<String> {
+    let mut args = Vec::with_capacity(2 + 7 * checks.len());
     args.push(now_us.map_or_else(String::new, |now| now.to_string()));
+    args.push(if commit { "1" } else { "0" }.to_owned());
     for (check, p) in checks {
         args.push(p.algorithm.to_owned());
         args.push(check.cost.to_string());

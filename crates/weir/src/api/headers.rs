@@ -39,8 +39,9 @@ pub struct Quota<'a> {
     pub decision: &'a Decision,
 }
 
-/// Adds `RateLimit-Policy` and `RateLimit` for `quotas`, and `Retry-After` (the longest
-/// retry of a denying quota) when one denies with a retry time.
+/// Adds `RateLimit-Policy` and `RateLimit` for `quotas` (after any items the headers
+/// already hold, e.g. an upstream's own), and `Retry-After` (the longest retry of the
+/// denying quotas) when every denying quota has a retry time.
 pub fn insert(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
     let mut policy = String::new();
     let mut state = String::new();
@@ -60,16 +61,52 @@ pub fn insert(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
             quota.name, quota.decision.remaining
         );
     }
-    if let (Ok(policy), Ok(state)) = (HeaderValue::try_from(policy), HeaderValue::try_from(state)) {
-        headers.insert(RATELIMIT_POLICY.clone(), policy);
-        headers.insert(RATELIMIT.clone(), state);
+    if quotas.is_empty() {
+        return;
     }
-    let retry = quotas
+    append_list(headers, &RATELIMIT_POLICY, policy);
+    append_list(headers, &RATELIMIT, state);
+    let mut denied = quotas.iter().filter(|q| !q.decision.allowed).peekable();
+    if denied.peek().is_some() {
+        let retry = denied.try_fold(Duration::ZERO, |longest, q| {
+            q.decision.retry_after.map(|r| longest.max(r))
+        });
+        if let Some(retry) = retry {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(ceil_secs(retry)));
+        }
+    }
+}
+
+/// Sets a list field to its existing items (all lines, joined) followed by `items`.
+fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
+    let mut all: Vec<&str> = headers
+        .get_all(name)
         .iter()
-        .filter(|q| !q.decision.allowed)
-        .filter_map(|q| q.decision.retry_after)
-        .max();
-    if let Some(retry) = retry {
-        headers.insert(header::RETRY_AFTER, HeaderValue::from(ceil_secs(retry)));
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    all.push(&items);
+    if let Ok(value) = HeaderValue::try_from(all.join(", ")) {
+        headers.insert(name.clone(), value);
+    }
+}
+
+/// Adds the older fields for the most constrained quota (the least remaining):
+/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and the same as
+/// `X-RateLimit-*`, with the reset in seconds.
+pub fn insert_legacy(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
+    let Some(tightest) = quotas.iter().min_by_key(|q| q.decision.remaining) else {
+        return;
+    };
+    let values = [
+        ("limit", tightest.policy.limit()),
+        ("remaining", tightest.decision.remaining),
+        ("reset", ceil_secs(tightest.decision.reset_after)),
+    ];
+    for (suffix, value) in values {
+        for prefix in ["ratelimit-", "x-ratelimit-"] {
+            if let Ok(name) = HeaderName::try_from(format!("{prefix}{suffix}")) {
+                headers.insert(name, HeaderValue::from(value));
+            }
+        }
     }
 }

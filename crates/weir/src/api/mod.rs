@@ -17,8 +17,11 @@ use axum::routing::{get, post};
 pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
 pub use self::problem::Problem;
 use crate::engine::Engine;
+use crate::gateway::Gateway;
 
 /// The service: `POST /v1/check`, `GET /healthz`, and problem+json for anything else.
+/// Serve it with `into_make_service_with_connect_info::<SocketAddr>()` when it is the
+/// gateway's (see [`gateway_router`]).
 pub fn router(engine: Arc<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
@@ -26,4 +29,12 @@ pub fn router(engine: Arc<Engine>) -> Router {
         .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed().into_response() })
         .with_state(engine)
+}
+
+/// The gateway: every request goes through the limits to the upstream. Needs the peer
+/// address: serve it with `into_make_service_with_connect_info::<SocketAddr>()`.
+pub fn gateway_router(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .fallback(crate::gateway::handle)
+        .with_state(gateway)
 }

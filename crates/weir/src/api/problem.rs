@@ -12,6 +12,7 @@ pub struct Problem {
     title: &'static str,
     detail: String,
     retry_after_secs: Option<u64>,
+    violated: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -21,6 +22,8 @@ struct Body<'a> {
     title: &'a str,
     status: u16,
     detail: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    violated: &'a [String],
 }
 
 impl Problem {
@@ -74,6 +77,44 @@ impl Problem {
         )
     }
 
+    /// The gateway's rate limits deny the request (429). `violated` names the rules;
+    /// the caller adds `Retry-After` and the RateLimit fields.
+    pub fn rate_limited(violated: Vec<String>, retry_after_secs: Option<u64>) -> Self {
+        let detail = match retry_after_secs {
+            Some(secs) => format!("Too many requests; try again in {secs} seconds."),
+            None => "This request costs more than the limit ever allows.".to_owned(),
+        };
+        Self {
+            violated,
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate-limited",
+                "Too many requests",
+                detail,
+            )
+        }
+    }
+
+    /// The upstream could not be reached or failed (502).
+    pub fn bad_gateway(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "bad-gateway",
+            "Upstream unavailable",
+            detail,
+        )
+    }
+
+    /// The upstream did not answer in time (504).
+    pub fn gateway_timeout(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "gateway-timeout",
+            "Upstream timed out",
+            detail,
+        )
+    }
+
     /// The limiter could not decide: its store failed (503). Not the client's fault,
     /// and never reported as a denial.
     pub fn store_unavailable(detail: impl Into<String>) -> Self {
@@ -100,6 +141,7 @@ impl Problem {
             title,
             detail: detail.into(),
             retry_after_secs: None,
+            violated: Vec::new(),
         }
     }
 }
@@ -111,6 +153,7 @@ impl IntoResponse for Problem {
             title: self.title,
             status: self.status.as_u16(),
             detail: &self.detail,
+            violated: &self.violated,
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut response = (self.status, json).into_response();

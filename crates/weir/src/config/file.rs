@@ -4,6 +4,8 @@
 //! silently ignored line. Values that later checks need to point at are `Spanned`, so
 //! that those checks can name the line too.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use weir_core::Algorithm;
@@ -15,7 +17,102 @@ use super::period::Period;
 pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) store: RawStore,
+    pub(super) upstream: Option<RawUpstream>,
+    pub(super) client_ip: Option<RawClientIp>,
+    #[serde(default)]
+    pub(super) identities: BTreeMap<String, Spanned<RawIdentity>>,
+    pub(super) plans: Option<Spanned<RawPlans>>,
+    #[serde(default)]
+    pub(super) response_headers: RawResponseHeaders,
     pub(super) rules: Vec<RawRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub(super) url: Spanned<String>,
+    pub(super) connect_timeout: Option<Spanned<Period>>,
+    pub(super) timeout: Option<Spanned<Period>>,
+    pub(super) max_body_bytes: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClientIp {
+    #[serde(default)]
+    pub(super) trusted_proxies: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIdentity {
+    pub(super) header: Option<String>,
+    pub(super) jwt: Option<RawJwt>,
+    pub(super) body_field: Option<String>,
+    #[serde(default)]
+    pub(super) client_ip: bool,
+    #[serde(default)]
+    pub(super) normalize: Option<NormalizeName>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum NormalizeName {
+    None,
+    Email,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawJwt {
+    #[serde(default = "authorization")]
+    pub(super) header: String,
+    pub(super) claim: String,
+    pub(super) hs256_secret: Option<String>,
+    pub(super) rs256_public_key_file: Option<String>,
+    pub(super) es256_public_key_file: Option<String>,
+    pub(super) jwks_file: Option<String>,
+}
+
+fn authorization() -> String {
+    "authorization".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlans {
+    /// A JWT claim, verified by the named identity's JWT settings.
+    pub(super) jwt_claim: Option<String>,
+    pub(super) identity: Option<String>,
+    pub(super) header: Option<String>,
+    pub(super) file: Option<String>,
+    pub(super) default: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawResponseHeaders {
+    #[serde(default)]
+    pub(super) legacy: bool,
+}
+
+/// A cost for the requests of a rule that match, e.g. exports costing 50.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCost {
+    #[serde(rename = "match")]
+    pub(super) route: RawMatch,
+    pub(super) cost: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMatch {
+    #[serde(default)]
+    pub(super) methods: Vec<String>,
+    pub(super) path: Option<String>,
+    pub(super) path_prefix: Option<String>,
+    pub(super) host: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -57,6 +154,20 @@ pub(super) struct RawRule {
     pub(super) period: Spanned<Period>,
     #[serde(default)]
     pub(super) burst: Option<Spanned<u64>>,
+    #[serde(rename = "match")]
+    pub(super) route: Option<Spanned<RawMatch>>,
+    pub(super) key: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub(super) plans: Vec<String>,
+    pub(super) cost: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(super) costs: Vec<Spanned<RawCost>>,
+    #[serde(default)]
+    pub(super) shadow: bool,
+    #[serde(default)]
+    pub(super) count_statuses: Vec<u16>,
+    #[serde(default)]
+    pub(super) reset_statuses: Vec<u16>,
 }
 
 /// Algorithm names as written in configuration.

@@ -7,6 +7,7 @@
 
 mod error;
 mod file;
+mod gateway;
 mod period;
 mod store;
 
@@ -15,6 +16,8 @@ use std::path::Path;
 
 use serde_saphyr::{Location, Options};
 use weir_core::{Algorithm, Policy, PolicyError};
+
+use crate::gateway::GatewayConfig;
 
 pub use self::error::ConfigError;
 use self::file::{RawConfig, RawRule};
@@ -25,12 +28,14 @@ pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, StoreConfig};
 pub const MAX_RULE_NAME: usize = 64;
 
 /// A validated configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Where limit state is kept.
     pub store: StoreConfig,
     /// The rules, in file order, with unique names.
     pub rules: Vec<RuleConfig>,
+    /// The gateway, when an `upstream` is configured.
+    pub gateway: Option<GatewayConfig>,
 }
 
 /// A named limit.
@@ -52,12 +57,24 @@ impl Config {
 
     /// Validates configuration text; `source` names it in errors.
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
-        let raw = read_yaml(text, source)?;
-        let store = store::store(raw.store, source)?;
+        let mut raw = read_yaml(text, source)?;
+        let store = store::store(std::mem::take(&mut raw.store), source)?;
         let on_redis = matches!(store, StoreConfig::Redis(_));
+        let rules = rules(&raw.rules, source, on_redis)?;
+        let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
+        let check_policy = |policy: &Policy| -> Result<(), String> {
+            if on_redis {
+                weir_store::check_redis_policy(policy).map_err(|e| e.to_string())
+            } else {
+                Ok(())
+            }
+        };
+        let errors = gateway::Errors { file: source };
+        let gateway = gateway::gateway(&raw, &policies, &errors, &check_policy)?;
         Ok(Config {
             store,
-            rules: rules(raw.rules, source, on_redis)?,
+            rules,
+            gateway,
         })
     }
 }
@@ -103,16 +120,16 @@ fn field_path(path: String) -> String {
         .unwrap_or(path)
 }
 
-fn rules(raw: Vec<RawRule>, file: &Path, on_redis: bool) -> Result<Vec<RuleConfig>, ConfigError> {
+fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<RuleConfig>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
-    for (i, rule) in raw.into_iter().enumerate() {
+    for (i, rule) in raw.iter().enumerate() {
         let fail = |location: Location, field: &str, message: String| {
             ConfigError::new(file, message)
                 .at(location)
                 .field(format!("rules[{i}].{field}"))
         };
-        let name = rule.name.value;
+        let name = rule.name.value.clone();
         if let Err(message) = check_rule_name(&name) {
             return Err(fail(rule.name.referenced, "name", message));
         }

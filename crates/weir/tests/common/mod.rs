@@ -1,5 +1,8 @@
 //! Running the real `weir` binary in tests.
 
+// Each test file compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -17,28 +20,47 @@ pub struct Server {
     pub child: Child,
     /// Where it listens.
     pub addr: String,
+    /// Where the decision API listens, in gateway mode.
+    pub admin: Option<String>,
 }
 
 impl Server {
     /// Starts `weir serve` on a free loopback port and waits for it to listen.
     pub fn start(config: &Path) -> Self {
         let mut child = weir()
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--config",
+            ])
             .arg(config)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
         let addr = line
             .trim()
             .strip_prefix("weir listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        Self { child, addr }
+        let gateway = std::fs::read_to_string(config)
+            .unwrap()
+            .contains("\nupstream:");
+        let admin = gateway.then(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line.trim()
+                .strip_prefix("weir admin listening on http://")
+                .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+                .to_owned()
+        });
+        Self { child, addr, admin }
     }
 
     /// One HTTP/1.1 request; returns the status line and the body.

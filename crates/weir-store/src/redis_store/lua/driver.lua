@@ -2,6 +2,7 @@
 --
 -- ARGV[1]: now in microseconds since the epoch, or "" to read the server's TIME (one
 -- clock for every instance, so skew between instances cannot over-admit).
+-- ARGV[2]: "1" to write the outcome, "0" for a preview that writes nothing.
 -- Then 7 arguments per key: algorithm, cost, limit, capacity, period (us), L, P.
 -- Returns, flattened: 1 if every check passed, then per key allowed (0/1), remaining,
 -- reset (us), retry (us, -1 for none), delay (us).
@@ -27,8 +28,15 @@ else
 end
 
 -- Decides check i (of cost `cost`) against `state`; returns the algorithm's values.
+local commit = ARGV[2] == '1'
+
+-- The n-th argument (1 to 7) of check i.
+local function arg(i, n)
+  return ARGV[2 + (i - 1) * 7 + n]
+end
+
 local function run(i, cost, state)
-  local a = 1 + (i - 1) * 7
+  local a = 2 + (i - 1) * 7
   local name = ARGV[a + 1]
   local algorithm = algorithm_named(name)
   if not algorithm then error('weir: unknown algorithm ' .. name) end
@@ -51,10 +59,12 @@ end
 
 -- One key, the common case: the same rules as below, without the bookkeeping.
 if #KEYS == 1 then
-  local key, cost = KEYS[1], tonumber(ARGV[3])
+  local key, cost = KEYS[1], tonumber(arg(1, 2))
   local state = redis.call('GET', key)
   local allowed, remaining, reset, retry, delay, kept = run(1, cost, state)
-  if allowed and cost > 0 then
+  if not commit then
+    -- A preview writes nothing.
+  elseif allowed and cost > 0 then
     redis.call('SET', key, kept, 'PX', expiry_ms(reset))
   elseif state and not kept then
     redis.call('DEL', key)
@@ -72,7 +82,7 @@ for i, key in ipairs(KEYS) do
     stored[key] = redis.call('GET', key)
     current[key] = stored[key]
   end
-  local cost = tonumber(ARGV[1 + (i - 1) * 7 + 2])
+  local cost = tonumber(arg(i, 2))
   local d = { run(i, cost, current[key]) }
   decisions[i] = d
   if not d[1] then
@@ -85,7 +95,7 @@ end
 local reply = { all and 1 or 0 }
 for i, key in ipairs(KEYS) do
   local d = decisions[i]
-  if not all and d[1] then
+  if commit and not all and d[1] then
     -- Nothing is consumed: report the state as it was.
     d = { run(i, 0, stored[key]) }
   end
@@ -93,7 +103,7 @@ for i, key in ipairs(KEYS) do
   for j = i + 1, #KEYS do
     if KEYS[j] == key then last = false end
   end
-  if last then
+  if commit and last then
     local final = current[key]
     if not all then
       final = d[6] and stored[key]

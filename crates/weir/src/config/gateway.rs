@@ -1,0 +1,511 @@
+//! The gateway's sections: `upstream`, `client_ip`, `identities`, `plans`,
+//! `response_headers`, and each rule's `match`, `key`, `plans`, `cost`, `shadow`,
+//! `count_statuses`, `reset_statuses`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::http::{HeaderName, Method, Uri};
+use ipnet::IpNet;
+use serde::Deserialize;
+use serde_saphyr::{Location, Spanned};
+use weir_core::Policy;
+
+use super::ConfigError;
+use super::file::{NormalizeName, RawConfig, RawIdentity, RawJwt, RawMatch, RawPlans, RawRule};
+use crate::gateway::identity::{IdentitySource, Normalize, Source};
+use crate::gateway::jwt::{JwtKey, JwtVerifier};
+use crate::gateway::plan::{KeyPlan, PlanSource, Plans};
+use crate::gateway::route::{PathMatch, RouteMatch};
+use crate::gateway::{CLIENT_IP, GatewayConfig, GatewayRule, Upstream};
+
+/// Defaults of the `upstream` section.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Builds errors that point into one file.
+pub(super) struct Errors<'a> {
+    pub(super) file: &'a Path,
+}
+
+impl Errors<'_> {
+    pub(super) fn at(
+        &self,
+        location: Location,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::new(self.file, message)
+            .at(location)
+            .field(field)
+    }
+
+    /// A file named in the configuration, relative to the configuration's directory.
+    fn read(&self, location: Location, field: &str, name: &str) -> Result<Vec<u8>, ConfigError> {
+        let path = self.resolve(name);
+        std::fs::read(&path).map_err(|e| {
+            self.at(
+                location,
+                field,
+                format!("cannot read `{}`: {e}", path.display()),
+            )
+        })
+    }
+
+    fn resolve(&self, name: &str) -> PathBuf {
+        let path = Path::new(name);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.file.parent().unwrap_or(Path::new(".")).join(path)
+        }
+    }
+}
+
+/// The gateway, when the configuration has an `upstream`; `policies` are the rules'
+/// validated policies, in file order.
+pub(super) fn gateway(
+    raw: &RawConfig,
+    policies: &[Policy],
+    errors: &Errors<'_>,
+    check_policy: &dyn Fn(&Policy) -> Result<(), String>,
+) -> Result<Option<GatewayConfig>, ConfigError> {
+    let Some(upstream) = &raw.upstream else {
+        // Without an upstream, nothing may ask for gateway behaviour.
+        if let Some(rule) = raw.rules.iter().position(|r| r.route.is_some()) {
+            let at = raw.rules[rule]
+                .route
+                .as_ref()
+                .map_or(Location::UNKNOWN, |r| r.referenced);
+            return Err(errors.at(
+                at,
+                format!("rules[{rule}].match"),
+                "`match` needs an `upstream` to forward to",
+            ));
+        }
+        return Ok(None);
+    };
+    let upstream = self::upstream(upstream, errors)?;
+    let trusted_proxies = match &raw.client_ip {
+        Some(section) => section
+            .trusted_proxies
+            .iter()
+            .enumerate()
+            .map(|(i, net)| {
+                net.value
+                    .parse::<IpNet>()
+                    .or_else(|_| net.value.parse::<std::net::IpAddr>().map(IpNet::from))
+                    .map_err(|_| {
+                        errors.at(
+                            net.referenced,
+                            format!("client_ip.trusted_proxies[{i}]"),
+                            format!("`{}` is not an IP address or CIDR block", net.value),
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    let mut identities = HashMap::new();
+    for (name, raw_identity) in &raw.identities {
+        identities.insert(name.clone(), identity(name, raw_identity, errors)?);
+    }
+    let plans = raw
+        .plans
+        .as_ref()
+        .map(|p| plans(p, &identities, errors))
+        .transpose()?;
+    let mut rules = Vec::new();
+    for (i, (rule, policy)) in raw.rules.iter().zip(policies).enumerate() {
+        if let Some(rule) = gateway_rule(i, rule, *policy, &identities, errors)? {
+            rules.push(rule);
+        }
+    }
+    // Custom limits of the plans file must make valid policies for their plan's rules.
+    if let Some(Plans {
+        source: PlanSource::File { keys, .. },
+        ..
+    }) = &plans
+    {
+        let at = raw
+            .plans
+            .as_ref()
+            .map_or(Location::UNKNOWN, |p| p.referenced);
+        for (key, entry) in keys {
+            let Some(limit) = entry.limit else { continue };
+            for rule in rules.iter().filter(|r| r.plans.contains(&entry.plan)) {
+                let p = rule.policy;
+                Policy::new(p.algorithm(), limit, p.period(), p.burst())
+                    .map_err(|e| e.to_string())
+                    .and_then(|custom| check_policy(&custom))
+                    .map_err(|e| {
+                        errors.at(
+                            at,
+                            "plans.file",
+                            format!(
+                                "custom limit {limit} of key `{key}` for rule `{}`: {e}",
+                                rule.name
+                            ),
+                        )
+                    })?;
+            }
+        }
+    }
+    Ok(Some(GatewayConfig {
+        upstream,
+        trusted_proxies,
+        identities,
+        plans,
+        legacy_headers: raw.response_headers.legacy,
+        rules,
+    }))
+}
+
+fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstream, ConfigError> {
+    let url = &raw.url;
+    let base: Uri = url
+        .value
+        .parse()
+        .ok()
+        .filter(|u: &Uri| u.scheme_str() == Some("http") && u.authority().is_some() && matches!(u.path(), "" | "/"))
+        .ok_or_else(|| errors.at(url.referenced, "upstream.url", format!("`{}` is not an upstream URL: use http://host:port (https upstreams are not supported yet)", url.value)))?;
+    let timeout =
+        |value: &Option<Spanned<super::Period>>, field: &str, default: Duration| match value {
+            Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(3600) => Err(errors
+                .at(
+                    t.referenced,
+                    format!("upstream.{field}"),
+                    format!("{field} must be between 1ms and 1h"),
+                )),
+            Some(t) => Ok(t.value.0),
+            None => Ok(default),
+        };
+    let max_body_bytes = match &raw.max_body_bytes {
+        Some(n) if n.value == 0 || n.value > 16 * 1024 * 1024 => {
+            return Err(errors.at(
+                n.referenced,
+                "upstream.max_body_bytes",
+                "max_body_bytes must be between 1 and 16777216",
+            ));
+        }
+        Some(n) => n.value,
+        None => MAX_BODY_BYTES,
+    };
+    Ok(Upstream {
+        base,
+        connect_timeout: timeout(&raw.connect_timeout, "connect_timeout", CONNECT_TIMEOUT)?,
+        timeout: timeout(&raw.timeout, "timeout", UPSTREAM_TIMEOUT)?,
+        max_body_bytes,
+    })
+}
+
+fn identity(
+    name: &str,
+    raw: &Spanned<RawIdentity>,
+    errors: &Errors<'_>,
+) -> Result<IdentitySource, ConfigError> {
+    let field = format!("identities.{name}");
+    let at = raw.referenced;
+    let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    if name.is_empty() || name.len() > 64 || !name.chars().all(plain) || name == CLIENT_IP {
+        return Err(errors.at(
+            at,
+            field,
+            format!(
+                "invalid identity name `{name}`: use a-z, 0-9 and `_` (`{CLIENT_IP}` is built in)"
+            ),
+        ));
+    }
+    let raw = &raw.value;
+    let sources = usize::from(raw.header.is_some())
+        + usize::from(raw.jwt.is_some())
+        + usize::from(raw.body_field.is_some())
+        + usize::from(raw.client_ip);
+    if sources != 1 {
+        return Err(errors.at(
+            at,
+            field,
+            "give exactly one of `header`, `jwt`, `body_field`, `client_ip`",
+        ));
+    }
+    let source = if let Some(header) = &raw.header {
+        Source::Header(
+            header_name(header).map_err(|m| errors.at(at, format!("{field}.header"), m))?,
+        )
+    } else if let Some(jwt) = &raw.jwt {
+        Source::Jwt(verifier(jwt, at, &format!("{field}.jwt"), errors)?)
+    } else if let Some(body_field) = &raw.body_field {
+        Source::BodyField(body_field.clone())
+    } else {
+        Source::ClientIp
+    };
+    let normalize = match raw.normalize {
+        None | Some(NormalizeName::None) => Normalize::None,
+        Some(NormalizeName::Email) => Normalize::Email,
+    };
+    Ok(IdentitySource {
+        name: name.to_owned(),
+        source,
+        normalize,
+    })
+}
+
+fn header_name(name: &str) -> Result<HeaderName, String> {
+    HeaderName::try_from(name.to_ascii_lowercase())
+        .map_err(|_| format!("`{name}` is not a header name"))
+}
+
+fn verifier(
+    raw: &RawJwt,
+    at: Location,
+    field: &str,
+    errors: &Errors<'_>,
+) -> Result<JwtVerifier, ConfigError> {
+    let keys = usize::from(raw.hs256_secret.is_some())
+        + usize::from(raw.rs256_public_key_file.is_some())
+        + usize::from(raw.es256_public_key_file.is_some())
+        + usize::from(raw.jwks_file.is_some());
+    if keys != 1 {
+        return Err(errors.at(at, field, "give exactly one of `hs256_secret`, `rs256_public_key_file`, `es256_public_key_file`, `jwks_file`"));
+    }
+    let key = if let Some(secret) = &raw.hs256_secret {
+        JwtKey::Hs256Secret(secret.clone())
+    } else if let Some(file) = &raw.rs256_public_key_file {
+        JwtKey::Rs256Pem(errors.read(at, field, file)?)
+    } else if let Some(file) = &raw.es256_public_key_file {
+        JwtKey::Es256Pem(errors.read(at, field, file)?)
+    } else if let Some(file) = &raw.jwks_file {
+        let bytes = errors.read(at, field, file)?;
+        JwtKey::Jwks(
+            String::from_utf8(bytes)
+                .map_err(|_| errors.at(at, field, "the JWKS file is not UTF-8"))?,
+        )
+    } else {
+        unreachable!("one key source was counted above")
+    };
+    let header =
+        header_name(&raw.header).map_err(|m| errors.at(at, format!("{field}.header"), m))?;
+    JwtVerifier::new(header, raw.claim.clone(), key).map_err(|m| errors.at(at, field, m))
+}
+
+/// The plans file: `keys:` mapping a key to a plan, or to `{plan, limit}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlansFile {
+    keys: BTreeMap<String, PlanEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PlanEntry {
+    Plan(String),
+    Custom { plan: String, limit: u64 },
+}
+
+fn plans(
+    raw: &Spanned<RawPlans>,
+    identities: &HashMap<String, IdentitySource>,
+    errors: &Errors<'_>,
+) -> Result<Plans, ConfigError> {
+    let at = raw.referenced;
+    let p = &raw.value;
+    let sources = usize::from(p.jwt_claim.is_some())
+        + usize::from(p.header.is_some())
+        + usize::from(p.file.is_some());
+    if sources != 1 {
+        return Err(errors.at(
+            at,
+            "plans",
+            "give exactly one of `jwt_claim` (with `identity`), `header`, `file` (with `identity`)",
+        ));
+    }
+    let identity = |what: &str| -> Result<&IdentitySource, ConfigError> {
+        let name = p.identity.as_deref().ok_or_else(|| {
+            errors.at(
+                at,
+                "plans.identity",
+                format!("`{what}` needs `identity`: the identity it belongs to"),
+            )
+        })?;
+        identities.get(name).ok_or_else(|| {
+            errors.at(
+                at,
+                "plans.identity",
+                format!("no identity is named `{name}`"),
+            )
+        })
+    };
+    let source = if let Some(claim) = &p.jwt_claim {
+        let Source::Jwt(verifier) = &identity("jwt_claim")?.source else {
+            return Err(errors.at(at, "plans.identity", "`jwt_claim` needs a JWT identity"));
+        };
+        PlanSource::JwtClaim {
+            verifier: verifier.clone(),
+            claim: claim.clone(),
+        }
+    } else if let Some(header) = &p.header {
+        PlanSource::Header(header_name(header).map_err(|m| errors.at(at, "plans.header", m))?)
+    } else {
+        let file = p.file.as_deref().unwrap_or_default();
+        let name = identity("file")?.name.clone();
+        let bytes = errors.read(at, "plans.file", file)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| errors.at(at, "plans.file", "the plans file is not UTF-8"))?;
+        let parsed: PlansFile = serde_saphyr::from_str(&text).map_err(|e| {
+            errors.at(
+                at,
+                "plans.file",
+                format!(
+                    "{}: {}",
+                    errors.resolve(file).display(),
+                    e.without_snippet()
+                ),
+            )
+        })?;
+        let keys = parsed
+            .keys
+            .into_iter()
+            .map(|(key, entry)| {
+                let entry = match entry {
+                    PlanEntry::Plan(plan) => KeyPlan { plan, limit: None },
+                    PlanEntry::Custom { plan, limit } => KeyPlan {
+                        plan,
+                        limit: Some(limit),
+                    },
+                };
+                (key, entry)
+            })
+            .collect();
+        PlanSource::File {
+            identity: name,
+            keys,
+        }
+    };
+    Ok(Plans {
+        source,
+        default: p.default.clone(),
+    })
+}
+
+fn gateway_rule(
+    i: usize,
+    raw: &RawRule,
+    policy: Policy,
+    identities: &HashMap<String, IdentitySource>,
+    errors: &Errors<'_>,
+) -> Result<Option<GatewayRule>, ConfigError> {
+    let field = |name: &str| format!("rules[{i}].{name}");
+    let Some(route) = &raw.route else {
+        for (present, name) in [
+            (raw.key.is_some(), "key"),
+            (!raw.plans.is_empty(), "plans"),
+            (raw.cost.is_some(), "cost"),
+            (!raw.costs.is_empty(), "costs"),
+            (raw.shadow, "shadow"),
+            (!raw.count_statuses.is_empty(), "count_statuses"),
+            (!raw.reset_statuses.is_empty(), "reset_statuses"),
+        ] {
+            if present {
+                return Err(errors.at(
+                    raw.name.referenced,
+                    field(name),
+                    format!("`{name}` needs a `match`: it applies to gateway rules"),
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let route =
+        route_match(&route.value).map_err(|m| errors.at(route.referenced, field("match"), m))?;
+    let key = match &raw.key {
+        Some(key) => {
+            if key.value.is_empty() {
+                return Err(errors.at(
+                    key.referenced,
+                    field("key"),
+                    "`key` lists at least one identity",
+                ));
+            }
+            for name in &key.value {
+                if name != CLIENT_IP && !identities.contains_key(name) {
+                    return Err(errors.at(key.referenced, field("key"), format!("no identity is named `{name}` (see `identities:`; `{CLIENT_IP}` is built in)")));
+                }
+            }
+            key.value.clone()
+        }
+        None => vec![CLIENT_IP.to_owned()],
+    };
+    let cost = match &raw.cost {
+        Some(cost) if cost.value == 0 => {
+            return Err(errors.at(cost.referenced, field("cost"), "cost must be at least 1"));
+        }
+        Some(cost) => cost.value,
+        None => 1,
+    };
+    let costs = raw
+        .costs
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let route = route_match(&c.value.route)
+                .map_err(|m| errors.at(c.referenced, field(&format!("costs[{j}].match")), m))?;
+            if c.value.cost == 0 {
+                return Err(errors.at(
+                    c.referenced,
+                    field(&format!("costs[{j}].cost")),
+                    "cost must be at least 1",
+                ));
+            }
+            Ok((route, c.value.cost))
+        })
+        .collect::<Result<_, _>>()?;
+    for (list, name) in [
+        (&raw.count_statuses, "count_statuses"),
+        (&raw.reset_statuses, "reset_statuses"),
+    ] {
+        if let Some(bad) = list.iter().find(|s| !(100..=599).contains(*s)) {
+            return Err(errors.at(
+                raw.name.referenced,
+                field(name),
+                format!("{bad} is not an HTTP status"),
+            ));
+        }
+    }
+    Ok(Some(GatewayRule {
+        name: raw.name.value.clone(),
+        policy,
+        route,
+        key,
+        plans: raw.plans.clone(),
+        cost,
+        costs,
+        shadow: raw.shadow,
+        count_statuses: raw.count_statuses.clone(),
+        reset_statuses: raw.reset_statuses.clone(),
+    }))
+}
+
+fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
+    let methods = raw
+        .methods
+        .iter()
+        .map(|m| {
+            Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                .map_err(|_| format!("`{m}` is not an HTTP method"))
+        })
+        .collect::<Result<_, _>>()?;
+    let path = match (&raw.path, &raw.path_prefix) {
+        (Some(_), Some(_)) => return Err("give `path` or `path_prefix`, not both".into()),
+        (Some(path), None) => PathMatch::parse(path)?,
+        (None, Some(prefix)) if prefix.starts_with('/') => PathMatch::Prefix(prefix.clone()),
+        (None, Some(prefix)) => return Err(format!("path_prefix `{prefix}` must start with `/`")),
+        (None, None) => PathMatch::Any,
+    };
+    Ok(RouteMatch {
+        methods,
+        host: raw.host.as_ref().map(|h| h.to_ascii_lowercase()),
+        path,
+    })
+}

@@ -1,0 +1,96 @@
+//! The HTTP gateway: weir as a reverse proxy in front of an API.
+//!
+//! For each request it finds the rules that apply (route, method, host, the caller's
+//! plan), identifies the caller for each (API key, verified JWT claim, client IP, a
+//! body field), checks every limit, and either answers 429 itself or forwards the
+//! request to the upstream and adds the RateLimit fields to the upstream's answer.
+
+pub mod client_ip;
+pub mod identity;
+pub mod jwt;
+pub mod plan;
+mod proxy;
+pub mod route;
+mod service;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::http::Uri;
+use ipnet::IpNet;
+use weir_core::Policy;
+
+use self::identity::IdentitySource;
+use self::plan::Plans;
+use self::route::RouteMatch;
+pub use self::service::{Gateway, SHADOW_HEADER, handle};
+
+/// The identity every gateway has: the client's IP address.
+pub const CLIENT_IP: &str = "client_ip";
+
+/// Where allowed requests go.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// `http://host:port` of the upstream.
+    pub base: Uri,
+    /// The longest a connection to the upstream may take to open.
+    pub connect_timeout: Duration,
+    /// The longest the upstream may take to start answering.
+    pub timeout: Duration,
+    /// The largest request body read when a rule identifies callers by a body field.
+    pub max_body_bytes: usize,
+}
+
+/// A rule of the gateway: a limit, what it applies to, and whose it is.
+#[derive(Debug, Clone)]
+pub struct GatewayRule {
+    /// The rule's name (its name in headers and problem bodies too).
+    pub name: String,
+    /// Its policy.
+    pub policy: Policy,
+    /// The requests it applies to.
+    pub route: RouteMatch,
+    /// The identities that make up its key, e.g. `[user]` or `[api_key, client_ip]`.
+    /// A caller lacking one of them is counted by IP address instead.
+    pub key: Vec<String>,
+    /// The plans it applies to (empty: every caller).
+    pub plans: Vec<String>,
+    /// What a request costs, unless one of `costs` matches it.
+    pub cost: u64,
+    /// Costs of particular requests (first match wins), e.g. exports costing 50.
+    pub costs: Vec<(RouteMatch, u64)>,
+    /// Evaluated and counted, reported in a header and the log, never denies.
+    pub shadow: bool,
+    /// When not empty, only responses with these statuses are counted (after the
+    /// upstream answers); the limit still blocks requests once reached.
+    pub count_statuses: Vec<u16>,
+    /// Responses with these statuses reset the caller's key (a successful login).
+    pub reset_statuses: Vec<u16>,
+}
+
+impl GatewayRule {
+    /// What this request costs under the rule.
+    pub fn cost_of(&self, method: &axum::http::Method, host: Option<&str>, path: &str) -> u64 {
+        self.costs
+            .iter()
+            .find(|(route, _)| route.matches(method, host, path))
+            .map_or(self.cost, |&(_, cost)| cost)
+    }
+}
+
+/// Everything the gateway needs besides the store.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Where allowed requests go.
+    pub upstream: Upstream,
+    /// Proxies whose forwarding headers are believed.
+    pub trusted_proxies: Vec<IpNet>,
+    /// Named ways to identify callers.
+    pub identities: HashMap<String, IdentitySource>,
+    /// How callers get their plan, if plans are used.
+    pub plans: Option<Plans>,
+    /// Also send `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*`.
+    pub legacy_headers: bool,
+    /// The rules with a `match`, in file order.
+    pub rules: Vec<GatewayRule>,
+}

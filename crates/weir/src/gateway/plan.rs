@@ -1,0 +1,97 @@
+//! The caller's plan (tier): from a verified JWT claim, a header set by a trusted auth
+//! layer, or a file mapping keys to plans (with custom limits per key).
+
+use std::collections::HashMap;
+
+use axum::http::HeaderName;
+
+use super::identity::RequestFacts;
+use super::jwt::JwtVerifier;
+
+/// The plan of a caller whose identity could not be found.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// A key's entry in a plans file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPlan {
+    /// The plan.
+    pub plan: String,
+    /// A custom limit for this key, replacing the limit of its plan's rules.
+    pub limit: Option<u64>,
+}
+
+/// Where plans come from.
+#[derive(Debug, Clone)]
+pub enum PlanSource {
+    /// A claim of the token verified by an identity's JWT settings.
+    JwtClaim {
+        /// The verifier (of the identity named in the configuration).
+        verifier: JwtVerifier,
+        /// The claim holding the plan.
+        claim: String,
+    },
+    /// A header set by a trusted authentication layer in front of weir.
+    Header(HeaderName),
+    /// A file mapping the values of one identity (e.g. API keys) to plans.
+    File {
+        /// The identity whose value is looked up.
+        identity: String,
+        /// Its entries.
+        keys: HashMap<String, KeyPlan>,
+    },
+}
+
+/// How callers get their plan.
+#[derive(Debug, Clone)]
+pub struct Plans {
+    /// Where the plan comes from.
+    pub source: PlanSource,
+    /// The plan of an identified caller the source says nothing about.
+    pub default: String,
+}
+
+/// A caller's plan, and a custom limit if the plans file gives one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerPlan {
+    /// The plan's name.
+    pub name: String,
+    /// A custom limit for this caller.
+    pub limit: Option<u64>,
+}
+
+impl Plans {
+    /// The plan of the caller of a request; `identity_of` finds a named identity.
+    pub fn plan_of(
+        &self,
+        facts: RequestFacts<'_>,
+        identity_of: impl Fn(&str) -> Option<String>,
+    ) -> CallerPlan {
+        let named = |name: String| CallerPlan { name, limit: None };
+        match &self.source {
+            PlanSource::JwtClaim { verifier, claim } => match verifier.claim(facts.headers) {
+                None => named(ANONYMOUS.into()),
+                Some(_) => named(
+                    verifier
+                        .claim_named(facts.headers, claim)
+                        .unwrap_or_else(|| self.default.clone()),
+                ),
+            },
+            PlanSource::Header(header) => {
+                match facts.headers.get(header).and_then(|v| v.to_str().ok()) {
+                    Some(plan) if !plan.trim().is_empty() => named(plan.trim().to_owned()),
+                    _ => named(self.default.clone()),
+                }
+            }
+            PlanSource::File { identity, keys } => match identity_of(identity) {
+                None => named(ANONYMOUS.into()),
+                Some(value) => match keys.get(&value) {
+                    Some(entry) => CallerPlan {
+                        name: entry.plan.clone(),
+                        limit: entry.limit,
+                    },
+                    None => named(self.default.clone()),
+                },
+            },
+        }
+    }
+}

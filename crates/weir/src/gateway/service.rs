@@ -1,0 +1,292 @@
+//! One request through the gateway: identify, check every limit that applies, answer
+//! 429 or forward, then count the outcome.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use weir_core::{Decision, Policy};
+use weir_store::{Check, Key, Store};
+
+use super::client_ip::client_ip;
+use super::identity::RequestFacts;
+use super::plan::CallerPlan;
+use super::proxy::{UpstreamClient, client, forward};
+use super::{CLIENT_IP, GatewayConfig, GatewayRule};
+use crate::api::Problem;
+use crate::api::headers::{self, Quota, ceil_secs};
+
+/// The header that reports shadow rules that would have denied the request.
+pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
+
+/// The gateway with its store and upstream client.
+pub struct Gateway {
+    config: GatewayConfig,
+    store: Arc<dyn Store>,
+    client: UpstreamClient,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("rules", &self.config.rules.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway for `config`, keeping limit state in `store`.
+    pub fn new(config: GatewayConfig, store: Arc<dyn Store>) -> Self {
+        let client = client(&config.upstream);
+        Self {
+            config,
+            store,
+            client,
+        }
+    }
+}
+
+/// A rule that applies to a request, with whose key and what policy.
+struct Applied<'a> {
+    rule: &'a GatewayRule,
+    identity: String,
+    policy: Policy,
+    cost: u64,
+}
+
+impl Applied<'_> {
+    fn check(&self, cost: u64) -> Check<'_> {
+        Check {
+            key: Key {
+                rule: &self.rule.name,
+                identity: &self.identity,
+            },
+            policy: &self.policy,
+            cost,
+        }
+    }
+}
+
+/// The gateway's handler: every request that is not for weir itself.
+pub async fn handle(
+    State(gateway): State<Arc<Gateway>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let config = &gateway.config;
+    let (parts, body) = request.into_parts();
+    let ip = client_ip(peer.ip(), &parts.headers, &config.trusted_proxies);
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let matched: Vec<&GatewayRule> = config
+        .rules
+        .iter()
+        .filter(|r| r.route.matches(&parts.method, host, parts.uri.path()))
+        .collect();
+    if matched.is_empty() {
+        return forward(&gateway.client, &config.upstream, parts, body, peer.ip()).await;
+    }
+
+    // Read the body only when a rule identifies callers by it; then forward the copy.
+    let reads_body = matched
+        .iter()
+        .flat_map(|r| &r.key)
+        .any(|name| config.identities.get(name).is_some_and(|i| i.reads_body()));
+    let (body, bytes) = if reads_body {
+        match axum::body::to_bytes(body, config.upstream.max_body_bytes).await {
+            Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
+            Err(_) => {
+                return Problem::body_too_large(config.upstream.max_body_bytes).into_response();
+            }
+        }
+    } else {
+        (body, None)
+    };
+    let facts = RequestFacts {
+        headers: &parts.headers,
+        client_ip: ip,
+        body: bytes.as_deref(),
+    };
+    let identity_of = |name: &str| -> Option<String> {
+        if name == CLIENT_IP {
+            Some(ip.to_string())
+        } else {
+            config.identities.get(name)?.identify(facts)
+        }
+    };
+    let plan = config.plans.as_ref().map(|p| p.plan_of(facts, identity_of));
+    let applied: Vec<Applied<'_>> = matched
+        .into_iter()
+        .filter(|r| r.plans.is_empty() || plan.as_ref().is_some_and(|p| r.plans.contains(&p.name)))
+        .map(|rule| Applied {
+            rule,
+            identity: identity(rule, ip, identity_of),
+            policy: policy(rule, plan.as_ref()),
+            cost: rule.cost_of(&parts.method, host, parts.uri.path()),
+        })
+        .collect();
+
+    let enforced = |a: &&Applied<'_>| !a.rule.shadow;
+    let by_outcome: Vec<&Applied<'_>> = applied
+        .iter()
+        .filter(enforced)
+        .filter(|a| !a.rule.count_statuses.is_empty())
+        .collect();
+    let up_front: Vec<&Applied<'_>> = applied
+        .iter()
+        .filter(enforced)
+        .filter(|a| a.rule.count_statuses.is_empty())
+        .collect();
+    let shadow: Vec<&Applied<'_>> = applied.iter().filter(|a| a.rule.shadow).collect();
+
+    // Limits counted by outcome block once reached, but count nothing yet.
+    let outcome_checks: Vec<Check<'_>> = by_outcome.iter().map(|a| a.check(a.cost)).collect();
+    let outcome_decisions = match gateway.store.preview_all(&outcome_checks).await {
+        Ok(d) => d,
+        Err(e) => return store_failed(&e),
+    };
+    let mut quotas: Vec<(&Applied<'_>, Decision)> =
+        by_outcome.iter().copied().zip(outcome_decisions).collect();
+    if quotas.iter().any(|(_, d)| !d.allowed) {
+        return too_many(&quotas, config.legacy_headers);
+    }
+    let checks: Vec<Check<'_>> = up_front.iter().map(|a| a.check(a.cost)).collect();
+    let decisions = match gateway.store.check_all(&checks).await {
+        Ok(d) => d,
+        Err(e) => return store_failed(&e),
+    };
+    quotas.extend(up_front.iter().copied().zip(decisions));
+    if quotas.iter().any(|(_, d)| !d.allowed) {
+        return too_many(&quotas, config.legacy_headers);
+    }
+    let shadow_denied = shadow_check(gateway.store.as_ref(), &shadow).await;
+
+    let mut response = forward(&gateway.client, &config.upstream, parts, body, peer.ip()).await;
+    add_quota_headers(response.headers_mut(), &quotas, config.legacy_headers);
+    if !shadow_denied.is_empty() {
+        tracing::info!(rules = ?shadow_denied, client = %ip, "shadow rules would have denied");
+        if let Ok(value) = HeaderValue::try_from(shadow_denied.join(", ")) {
+            response.headers_mut().insert(SHADOW_HEADER, value);
+        }
+    }
+    count_outcome(gateway.store.as_ref(), &applied, response.status()).await;
+    response
+}
+
+/// The rule's key for this caller: its identities, tagged and joined; a caller lacking
+/// one is counted by IP address (anonymous traffic).
+fn identity(
+    rule: &GatewayRule,
+    ip: IpAddr,
+    identity_of: impl Fn(&str) -> Option<String>,
+) -> String {
+    let mut parts = Vec::with_capacity(rule.key.len());
+    for name in &rule.key {
+        match identity_of(name) {
+            // Tagged with the identity's name, and `&` / `%` escaped: injective.
+            Some(value) => parts.push(format!(
+                "{name}={}",
+                value.replace('%', "%25").replace('&', "%26")
+            )),
+            None => return format!("{CLIENT_IP}={ip}"),
+        }
+    }
+    parts.join("&")
+}
+
+/// The rule's policy, with the caller's custom limit when its plan gives one.
+fn policy(rule: &GatewayRule, plan: Option<&CallerPlan>) -> Policy {
+    let p = rule.policy;
+    match plan.and_then(|plan| plan.limit.filter(|_| rule.plans.contains(&plan.name))) {
+        // Validated when the configuration was loaded.
+        Some(limit) => Policy::new(p.algorithm(), limit, p.period(), p.burst()).unwrap_or(p),
+        None => p,
+    }
+}
+
+/// Counts shadow rules; returns the names of those that would have denied.
+async fn shadow_check(store: &dyn Store, shadow: &[&Applied<'_>]) -> Vec<String> {
+    if shadow.is_empty() {
+        return Vec::new();
+    }
+    let checks: Vec<Check<'_>> = shadow.iter().map(|a| a.check(a.cost)).collect();
+    match store.check_all(&checks).await {
+        Ok(decisions) => shadow
+            .iter()
+            .zip(decisions)
+            .filter(|(_, d)| !d.allowed)
+            .map(|(a, _)| a.rule.name.clone())
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "shadow rules could not be checked");
+            Vec::new()
+        }
+    }
+}
+
+/// After the upstream answered: counts the outcomes that count, resets on success.
+async fn count_outcome(store: &dyn Store, applied: &[Applied<'_>], status: StatusCode) {
+    let status = status.as_u16();
+    let counted: Vec<Check<'_>> = applied
+        .iter()
+        .filter(|a| a.rule.count_statuses.contains(&status))
+        .map(|a| a.check(a.cost))
+        .collect();
+    if !counted.is_empty() {
+        if let Err(error) = store.check_all(&counted).await {
+            tracing::warn!(%error, "an outcome could not be counted");
+        }
+    }
+    for a in applied
+        .iter()
+        .filter(|a| a.rule.reset_statuses.contains(&status))
+    {
+        if let Err(error) = store.reset(a.check(0).key).await {
+            tracing::warn!(%error, "a key could not be reset");
+        }
+    }
+}
+
+fn quota_list<'a>(quotas: &'a [(&'a Applied<'a>, Decision)]) -> Vec<Quota<'a>> {
+    quotas
+        .iter()
+        .map(|(a, d)| Quota {
+            name: &a.rule.name,
+            policy: &a.policy,
+            decision: d,
+        })
+        .collect()
+}
+
+fn add_quota_headers(headers: &mut HeaderMap, quotas: &[(&Applied<'_>, Decision)], legacy: bool) {
+    let list = quota_list(quotas);
+    headers::insert(headers, &list);
+    if legacy {
+        headers::insert_legacy(headers, &list);
+    }
+}
+
+/// The 429 answer: problem+json naming the violated rules, `Retry-After`, RateLimit.
+fn too_many(quotas: &[(&Applied<'_>, Decision)], legacy: bool) -> Response {
+    let denied = quotas.iter().filter(|(_, d)| !d.allowed);
+    let violated = denied.clone().map(|(a, _)| a.rule.name.clone()).collect();
+    // Retrying helps only if every denying limit gives a retry time.
+    let retry = denied
+        .map(|(_, d)| d.retry_after)
+        .try_fold(std::time::Duration::ZERO, |longest, r| {
+            r.map(|r| longest.max(r))
+        });
+    let mut response = Problem::rate_limited(violated, retry.map(ceil_secs)).into_response();
+    add_quota_headers(response.headers_mut(), quotas, legacy);
+    response
+}
+
+fn store_failed(error: &weir_store::StoreError) -> Response {
+    tracing::warn!(%error, "the store could not decide");
+    Problem::store_unavailable(error.to_string()).into_response()
+}
