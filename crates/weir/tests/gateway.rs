@@ -104,8 +104,8 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-/// A shipped example with its upstream pointed at `upstream` (and `plans.yaml` beside
-/// it), plus `extra` appended.
+/// A shipped example with its upstream pointed at `upstream` (and its plans file beside
+/// it), edited by `edit`.
 fn example(
     dir: &Path,
     name: &str,
@@ -114,7 +114,8 @@ fn example(
 ) -> PathBuf {
     let text = std::fs::read_to_string(examples().join(name)).unwrap();
     let text = edit(text.replace("http://127.0.0.1:9000", &format!("http://{upstream}")));
-    std::fs::copy(examples().join("plans.yaml"), dir.join("plans.yaml")).unwrap();
+    std::fs::create_dir_all(dir.join("plans")).unwrap();
+    std::fs::copy(examples().join("plans/api-keys.yaml"), dir.join("plans/api-keys.yaml")).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
