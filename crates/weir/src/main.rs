@@ -3,7 +3,7 @@
 //! Exit codes: 0 on success; 1 when the configuration is invalid or the service cannot
 //! start (the error names the file, line and field); 2 for a bad command line.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,11 +73,11 @@ fn main() -> ExitCode {
 }
 
 fn serve(
-    config: &std::path::Path,
+    config_path: &std::path::Path,
     listen: SocketAddr,
     admin_listen: SocketAddr,
 ) -> anyhow::Result<()> {
-    let config = Config::load(config)?;
+    let config = Config::load(config_path)?;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -100,17 +100,24 @@ fn serve(
                 let _ = stopped.changed().await;
             }
         };
-        let api = weir::api::router(service.engine);
-        let (main, admin) = match service.gateway {
-            Some(gateway) => (weir::api::gateway_router(gateway), Some(api)),
+        let api = weir::api::router(service.engine.clone());
+        let (main, admin) = match &service.gateway {
+            Some(gateway) => (weir::api::gateway_router(gateway.clone()), Some(api)),
             None => (api, None),
         };
+        tokio::spawn(service.watch(config_path.to_path_buf()));
         let listener = bind(listen).await?;
-        println!("weir listening on http://{}", listener.local_addr()?);
+        announce(&format!(
+            "weir listening on http://{}",
+            listener.local_addr()?
+        ));
         let admin = match admin {
             Some(router) => {
                 let listener = bind(admin_listen).await?;
-                println!("weir admin listening on http://{}", listener.local_addr()?);
+                announce(&format!(
+                    "weir admin listening on http://{}",
+                    listener.local_addr()?
+                ));
                 Some(weir::server::serve(listener, router, until_stopped()))
             }
             None => None,
@@ -134,6 +141,13 @@ fn serve(
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// Prints a line on standard output for whoever started weir; a closed output is not
+/// an error (weir keeps serving).
+fn announce(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 async fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {

@@ -1,47 +1,75 @@
-//! Running the service: the store the configuration asks for, and the HTTP server.
+//! Running the service: the store the configuration asks for, the HTTP servers, and
+//! reloading the configuration without dropping requests.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use arc_swap::ArcSwap;
+use axum::Router;
 use tokio::net::TcpListener;
 use weir_core::Clock;
 use weir_store::{MemoryStore, RedisStore, Store, StoreError, SystemClock};
 
-use axum::Router;
-
-use crate::config::{Config, StoreConfig};
+use crate::config::{Config, ConfigError, StoreConfig};
 use crate::engine::Engine;
 use crate::gateway::Gateway;
 
 /// How often the memory store gives back the memory of keys that are full again.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
+/// How often the configuration file is looked at for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// A value that handlers read per request and a reload replaces whole: requests in
+/// flight keep the value they started with.
+pub type Shared<T> = Arc<ArcSwap<T>>;
+
+/// Wraps a value for [`Shared`] use.
+pub fn shared<T>(value: T) -> Shared<T> {
+    Arc::new(ArcSwap::from_pointee(value))
+}
+
 /// What `weir serve` runs: the engine (decision API) and, with an upstream, the gateway.
-#[derive(Debug)]
 pub struct Service {
     /// The engine behind the decision API.
-    pub engine: Arc<Engine>,
+    pub engine: Shared<Engine>,
     /// The gateway, when the configuration has an `upstream`.
-    pub gateway: Option<Arc<Gateway>>,
+    pub gateway: Option<Shared<Gateway>>,
+    store: Arc<dyn Store>,
+    store_config: StoreConfig,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("gateway", &self.gateway.is_some())
+            .field("store", &self.store_config)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Builds the service the configuration describes, on one store: connects to Redis, or
 /// starts the memory store's sweeper (so call it inside a Tokio runtime).
 pub async fn service(config: &Config) -> Result<Service, StoreError> {
-    let engine = engine(config).await?;
-    let gateway = config
-        .gateway
-        .clone()
-        .map(|gateway| Arc::new(Gateway::new(gateway, engine.store().clone())));
-    Ok(Service { engine, gateway })
+    let store = store(&config.store).await?;
+    Ok(Service {
+        engine: shared(Engine::new(config, store.clone())),
+        gateway: config
+            .gateway
+            .clone()
+            .map(|g| shared(Gateway::new(g, store.clone()))),
+        store,
+        store_config: config.store.clone(),
+    })
 }
 
-/// Builds the engine the configuration describes, with its store.
-pub async fn engine(config: &Config) -> Result<Arc<Engine>, StoreError> {
+/// The store the configuration describes.
+async fn store(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let store: Arc<dyn Store> = match &config.store {
+    Ok(match config {
         StoreConfig::Redis(redis) => Arc::new(RedisStore::connect(redis, clock).await?),
         StoreConfig::Memory(memory) => {
             let store = Arc::new(MemoryStore::new(*memory, clock));
@@ -57,8 +85,93 @@ pub async fn engine(config: &Config) -> Result<Arc<Engine>, StoreError> {
             });
             store
         }
-    };
-    Ok(Arc::new(Engine::new(config, store)))
+    })
+}
+
+/// Why a new configuration was refused (the old one keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Its store cannot be opened.
+    #[error("cannot open the new store: {0}")]
+    Store(#[from] StoreError),
+    /// It would switch between gateway and decision-API mode, which changes listeners.
+    #[error("adding or removing `upstream` needs a restart")]
+    ModeChange,
+}
+
+impl Service {
+    /// Replaces the configuration with the one at `path`, if it is valid: requests in
+    /// flight finish on the old one, new requests get the new one. The store is kept
+    /// (with its state) when its section is unchanged.
+    pub async fn reload(&mut self, path: &Path) -> Result<(), ReloadError> {
+        let config = Config::load(path)?;
+        if config.gateway.is_some() != self.gateway.is_some() {
+            return Err(ReloadError::ModeChange);
+        }
+        if config.store != self.store_config {
+            self.store = store(&config.store).await?;
+            self.store_config = config.store.clone();
+        }
+        self.engine
+            .store(Arc::new(Engine::new(&config, self.store.clone())));
+        if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
+            shared.store(Arc::new(Gateway::new(gateway, self.store.clone())));
+        }
+        Ok(())
+    }
+
+    /// Reloads on SIGHUP and whenever the file changes (checked every second), until
+    /// the process ends. A refused configuration is logged; the old one keeps serving.
+    pub async fn watch(mut self, path: PathBuf) {
+        let fingerprint = |path: &Path| {
+            std::fs::metadata(path)
+                .ok()
+                .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
+        };
+        let mut seen = fingerprint(&path);
+        let mut hangups = hangups();
+        let mut every = tokio::time::interval(WATCH_EVERY);
+        loop {
+            let cause = tokio::select! {
+                _ = hangups.recv() => "SIGHUP",
+                _ = every.tick() => {
+                    let now = fingerprint(&path);
+                    if now == seen { continue }
+                    seen = now;
+                    "the file changed"
+                }
+            };
+            match self.reload(&path).await {
+                Ok(()) => tracing::info!(cause, file = %path.display(), "configuration reloaded"),
+                Err(error) => {
+                    tracing::error!(cause, %error, "new configuration refused; the old one keeps serving")
+                }
+            }
+        }
+    }
+}
+
+/// SIGHUPs as a stream (nothing where there are no signals).
+fn hangups() -> tokio::sync::mpsc::Receiver<()> {
+    let (send, receive) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            if send.send(()).await.is_err() {
+                break;
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    drop(send);
+    receive
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then finishes the requests

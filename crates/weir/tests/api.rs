@@ -12,6 +12,7 @@ use tower::ServiceExt;
 use weir::api::router;
 use weir::config::{Config, StoreConfig};
 use weir::engine::Engine;
+use weir::server::shared;
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 
@@ -44,7 +45,7 @@ fn service(max_keys: Option<usize>) -> (Arc<ManualClock>, Router) {
     };
     let clock = Arc::new(ManualClock::new(MIDNIGHT));
     let store = Arc::new(MemoryStore::new(memory, clock.clone()));
-    (clock, router(Arc::new(Engine::new(&config, store))))
+    (clock, router(shared(Engine::new(&config, store))))
 }
 
 struct Reply {

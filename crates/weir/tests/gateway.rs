@@ -115,7 +115,11 @@ fn example(
     let text = std::fs::read_to_string(examples().join(name)).unwrap();
     let text = edit(text.replace("http://127.0.0.1:9000", &format!("http://{upstream}")));
     std::fs::create_dir_all(dir.join("plans")).unwrap();
-    std::fs::copy(examples().join("plans/api-keys.yaml"), dir.join("plans/api-keys.yaml")).unwrap();
+    std::fs::copy(
+        examples().join("plans/api-keys.yaml"),
+        dir.join("plans/api-keys.yaml"),
+    )
+    .unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path

@@ -6,8 +6,6 @@
 //! input is a problem+json 400, an unknown rule 404, an oversized body 413, and a store
 //! that cannot decide 503 (never a denial).
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -18,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::headers::{self, Quota, ceil_millis};
 use super::problem::Problem;
 use crate::engine::Engine;
+use crate::server::Shared;
 
 /// The largest request body read, in bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -49,7 +48,9 @@ struct CheckResponse<'a> {
     delay_ms: u64,
 }
 
-pub(super) async fn check(State(engine): State<Arc<Engine>>, body: Body) -> Response {
+pub(super) async fn check(State(engine): State<Shared<Engine>>, body: Body) -> Response {
+    // The engine as configured now; a reload while this request runs does not affect it.
+    let engine = engine.load_full();
     match decide(&engine, body).await {
         Ok(response) | Err(response) => response,
     }

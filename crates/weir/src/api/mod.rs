@@ -7,8 +7,6 @@ mod check;
 pub mod headers;
 mod problem;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::http::Uri;
 use axum::response::IntoResponse;
@@ -18,11 +16,12 @@ pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
 pub use self::problem::Problem;
 use crate::engine::Engine;
 use crate::gateway::Gateway;
+use crate::server::Shared;
 
 /// The service: `POST /v1/check`, `GET /healthz`, and problem+json for anything else.
 /// Serve it with `into_make_service_with_connect_info::<SocketAddr>()` when it is the
 /// gateway's (see [`gateway_router`]).
-pub fn router(engine: Arc<Engine>) -> Router {
+pub fn router(engine: Shared<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -33,7 +32,7 @@ pub fn router(engine: Arc<Engine>) -> Router {
 
 /// The gateway: every request goes through the limits to the upstream. Needs the peer
 /// address: serve it with `into_make_service_with_connect_info::<SocketAddr>()`.
-pub fn gateway_router(gateway: Arc<Gateway>) -> Router {
+pub fn gateway_router(gateway: Shared<Gateway>) -> Router {
     Router::new()
         .fallback(crate::gateway::handle)
         .with_state(gateway)

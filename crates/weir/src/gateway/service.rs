@@ -18,6 +18,7 @@ use super::proxy::{UpstreamClient, client, forward};
 use super::{CLIENT_IP, GatewayConfig, GatewayRule};
 use crate::api::Problem;
 use crate::api::headers::{self, Quota, ceil_secs};
+use crate::server::Shared;
 
 /// The header that reports shadow rules that would have denied the request.
 pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
@@ -72,10 +73,12 @@ impl Applied<'_> {
 
 /// The gateway's handler: every request that is not for weir itself.
 pub async fn handle(
-    State(gateway): State<Arc<Gateway>>,
+    State(gateway): State<Shared<Gateway>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
+    // The gateway as configured now; a reload while this request runs does not affect it.
+    let gateway = gateway.load_full();
     let config = &gateway.config;
     let (parts, body) = request.into_parts();
     let ip = client_ip(peer.ip(), &parts.headers, &config.trusted_proxies);

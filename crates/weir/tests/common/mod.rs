@@ -18,6 +18,8 @@ pub fn weir() -> Command {
 pub struct Server {
     /// The process.
     pub child: Child,
+    /// Its standard output, kept open while it runs.
+    _stdout: BufReader<std::process::ChildStdout>,
     /// Where it listens.
     pub addr: String,
     /// Where the decision API listens, in gateway mode.
@@ -49,9 +51,8 @@ impl Server {
             .strip_prefix("weir listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        let gateway = std::fs::read_to_string(config)
-            .unwrap()
-            .contains("\nupstream:");
+        let text = std::fs::read_to_string(config).unwrap();
+        let gateway = text.starts_with("upstream:") || text.contains("\nupstream:");
         let admin = gateway.then(|| {
             let mut line = String::new();
             stdout.read_line(&mut line).unwrap();
@@ -60,7 +61,12 @@ impl Server {
                 .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
                 .to_owned()
         });
-        Self { child, addr, admin }
+        Self {
+            child,
+            _stdout: stdout,
+            addr,
+            admin,
+        }
     }
 
     /// One HTTP/1.1 request; returns the status line and the body.

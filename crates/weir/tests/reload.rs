@@ -1,0 +1,143 @@
+//! Reloading the configuration under load: on SIGHUP and when the file changes; an
+//! invalid file is refused and the old configuration keeps serving; requests in flight
+//! are not dropped.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use common::Server;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+async fn start_upstream() -> std::net::SocketAddr {
+    let app = Router::new()
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                "late"
+            }),
+        )
+        .fallback(|| async { "ok" });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+fn write_config(path: &Path, upstream: std::net::SocketAddr, limit: u64) {
+    let text = format!(
+        "upstream:\n  url: http://{upstream}\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    algorithm: gcra\n    limit: {limit}\n    period: 1m\n"
+    );
+    // Write beside, then rename: a reader never sees half a file.
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text).unwrap();
+    std::fs::rename(&temporary, path).unwrap();
+}
+
+/// GET `path`; the status and the RateLimit-Policy field.
+async fn get_path(addr: &str, path: &str) -> Result<(u16, String), String> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
+    let request = axum::http::Request::get(format!("http://{addr}{path}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = client.request(request).await.map_err(|e| e.to_string())?;
+    let policy = response
+        .headers()
+        .get("ratelimit-policy")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    Ok((response.status().as_u16(), policy))
+}
+
+async fn wait_for_policy(addr: &str, want: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let (_, policy) = get_path(addr, "/x").await.unwrap();
+        if policy == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still {policy}, wanted {want}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn hangup(server: &Server) {
+    let status = Command::new("kill")
+        .args(["-HUP", &server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_under_load_without_dropping_requests() {
+    let upstream = start_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    write_config(&path, upstream, 100_000);
+    let weir = Server::start(&path);
+    let addr = weir.addr.clone();
+
+    // Steady load from 8 clients, each recording anything that is not a 200 or 429.
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let load: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, stop, sent) = (addr.clone(), stop.clone(), sent.clone());
+            tokio::spawn(async move {
+                let mut failures = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match get_path(&addr, "/x").await {
+                        Ok((200 | 429, _)) => {}
+                        other => failures.push(format!("{other:?}")),
+                    }
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                failures
+            })
+        })
+        .collect();
+    // A slow request in flight across every reload.
+    let slow = tokio::spawn({
+        let addr = addr.clone();
+        async move { get_path(&addr, "/slow").await }
+    });
+
+    wait_for_policy(&addr, "\"api\";q=100000;w=60", Duration::from_secs(5)).await;
+    // SIGHUP.
+    write_config(&path, upstream, 200_000);
+    hangup(&weir);
+    wait_for_policy(&addr, "\"api\";q=200000;w=60", Duration::from_secs(5)).await;
+    // An invalid file is refused; the old configuration keeps serving.
+    std::fs::write(&path, "rules:\n  - name: api\n    limit: 0\n").unwrap();
+    hangup(&weir);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        get_path(&addr, "/x").await.unwrap().1,
+        "\"api\";q=200000;w=60"
+    );
+    // A changed file is picked up without a signal.
+    write_config(&path, upstream, 300_000);
+    wait_for_policy(&addr, "\"api\";q=300000;w=60", Duration::from_secs(5)).await;
+
+    stop.store(true, Ordering::Relaxed);
+    for task in load {
+        let failures = task.await.unwrap();
+        assert!(failures.is_empty(), "{failures:?}");
+    }
+    assert!(sent.load(Ordering::Relaxed) > 100, "the load ran");
+    assert_eq!(
+        slow.await.unwrap(),
+        Ok((200, "\"api\";q=100000;w=60".to_owned())),
+        "the request in flight finished on the configuration it started with"
+    );
+}
