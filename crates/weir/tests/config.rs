@@ -139,6 +139,46 @@ fn errors_name_file_line_and_field() {
             "weir.yaml:7:12: rules[0].limit: too large to decide exactly in Redis",
         ),
         ("rules: []\n", "weir.yaml: rules: no rules"),
+        (
+            "rules:\n  - name: a\n    match: { path: /x }\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:3:12: rules[0].match: `match` needs an `upstream` to forward to",
+        ),
+        (
+            "upstream:\n  url: https://api\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:2:8: upstream.url: `https://api` is not an upstream URL",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nclient_ip:\n  trusted_proxies: [10.0.0.0/33]\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:4:21: client_ip.trusted_proxies[0]: `10.0.0.0/33` is not an IP address or CIDR block",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nrules:\n  - name: a\n    match: { path: /x }\n    key: [api_key]\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:6:10: rules[0].key: no identity is named `api_key`",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nidentities:\n  user:\n    header: X-User\n    body_field: user\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:5:5: identities.user: give exactly one of `header`, `jwt`, `body_field`, `client_ip`",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nidentities:\n  user:\n    jwt: { claim: sub, hs256_secret: short }\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:5:5: identities.user.jwt: hs256_secret must be at least 16 bytes",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nidentities:\n  user:\n    jwt: { claim: sub, rs256_public_key_file: /nonexistent.pem }\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:5:5: identities.user.jwt: cannot read `/nonexistent.pem`",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nrules:\n  - name: a\n    match: { path: \"/books/x{id}\" }\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:5:12: rules[0].match: invalid pattern segment",
+        ),
+        (
+            "upstream:\n  url: http://127.0.0.1:9000\nrules:\n  - name: a\n    match: { methods: [\"G T\"] }\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:5:12: rules[0].match: `G T` is not an HTTP method",
+        ),
+        (
+            "rules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n    shadow: true\n",
+            "weir.yaml:2:11: rules[0].shadow: `shadow` needs a `match`",
+        ),
         ("rules:\n  - name: [\n", "weir.yaml:"),
         ("", "weir.yaml"),
     ];

@@ -74,16 +74,15 @@ pub(super) fn gateway(
 ) -> Result<Option<GatewayConfig>, ConfigError> {
     let Some(upstream) = &raw.upstream else {
         // Without an upstream, nothing may ask for gateway behaviour.
-        if let Some(rule) = raw.rules.iter().position(|r| r.route.is_some()) {
-            let at = raw.rules[rule]
-                .route
-                .as_ref()
-                .map_or(Location::UNKNOWN, |r| r.referenced);
-            return Err(errors.at(
-                at,
-                format!("rules[{rule}].match"),
-                "`match` needs an `upstream` to forward to",
-            ));
+        for (i, rule) in raw.rules.iter().enumerate() {
+            if let Some(route) = &rule.route {
+                return Err(errors.at(
+                    route.referenced,
+                    format!("rules[{i}].match"),
+                    "`match` needs an `upstream` to forward to",
+                ));
+            }
+            needs_match(i, rule, errors)?;
         }
         return Ok(None);
     };
@@ -398,23 +397,7 @@ fn gateway_rule(
 ) -> Result<Option<GatewayRule>, ConfigError> {
     let field = |name: &str| format!("rules[{i}].{name}");
     let Some(route) = &raw.route else {
-        for (present, name) in [
-            (raw.key.is_some(), "key"),
-            (!raw.plans.is_empty(), "plans"),
-            (raw.cost.is_some(), "cost"),
-            (!raw.costs.is_empty(), "costs"),
-            (raw.shadow, "shadow"),
-            (!raw.count_statuses.is_empty(), "count_statuses"),
-            (!raw.reset_statuses.is_empty(), "reset_statuses"),
-        ] {
-            if present {
-                return Err(errors.at(
-                    raw.name.referenced,
-                    field(name),
-                    format!("`{name}` needs a `match`: it applies to gateway rules"),
-                ));
-            }
-        }
+        needs_match(i, raw, errors)?;
         return Ok(None);
     };
     let route =
@@ -485,6 +468,27 @@ fn gateway_rule(
         count_statuses: raw.count_statuses.clone(),
         reset_statuses: raw.reset_statuses.clone(),
     }))
+}
+
+/// Refuses the gateway-only fields of a rule without `match`.
+fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), ConfigError> {
+    let fields = [
+        (raw.key.is_some(), "key"),
+        (!raw.plans.is_empty(), "plans"),
+        (raw.cost.is_some(), "cost"),
+        (!raw.costs.is_empty(), "costs"),
+        (raw.shadow, "shadow"),
+        (!raw.count_statuses.is_empty(), "count_statuses"),
+        (!raw.reset_statuses.is_empty(), "reset_statuses"),
+    ];
+    match fields.iter().find(|(present, _)| *present) {
+        Some((_, name)) => Err(errors.at(
+            raw.name.referenced,
+            format!("rules[{i}].{name}"),
+            format!("`{name}` needs a `match`: it applies to gateway rules"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
