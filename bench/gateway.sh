@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The gateway under load beside nginx's limit_req, in one run:  bench/gateway.sh [seconds]
+# wrk (2 threads, 64 connections) against
+#   1. the upstream directly (nginx answering "ok" itself),
+#   2. nginx as a reverse proxy with limit_req (keyed by client address) to that upstream,
+#   3. weir's gateway (GCRA keyed by client IP, memory store) to that upstream.
+# The limits are set high enough that nothing is denied: this measures the cost of the
+# check and the proxying. Needs wrk and nginx (apt-get install wrk nginx-light).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+cargo build --release -q -p weir
+dir=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+upstream=$(free_port); proxy=$(free_port)
+mkdir -p "$dir/logs"
+cat > "$dir/nginx.conf" <<NGINX
+worker_processes 2;
+error_log $dir/logs/error.log warn;
+pid $dir/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
+  upstream app { server 127.0.0.1:$upstream; keepalive 64; }
+  server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } }
+  server {
+    listen 127.0.0.1:$proxy;
+    location / {
+      limit_req zone=perip burst=1000000 nodelay;
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+NGINX
+nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
+pids+=($!)
+until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
+
+cat > "$dir/weir.yaml" <<YAML
+upstream:
+  url: http://127.0.0.1:$upstream
+rules:
+  - name: perip
+    match: { path_prefix: / }
+    key: [client_ip]
+    algorithm: gcra
+    limit: 1000000000
+    period: 1s
+YAML
+./target/release/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$dir/weir.yaml" > "$dir/weir.out" 2>/dev/null &
+pids+=($!)
+until grep -q "weir listening" "$dir/weir.out" 2>/dev/null; do sleep 0.05; done
+weir=$(sed -n 's/^weir listening on //p' "$dir/weir.out")
+
+run() {
+  echo "== $1: wrk -t2 -c64 -d${secs}s --latency $2"
+  wrk -t2 -c64 -d"${secs}s" --latency "$2" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
+}
+run "upstream directly" "http://127.0.0.1:$upstream/"
+run "nginx limit_req" "http://127.0.0.1:$proxy/"
+run "weir gateway" "$weir/"
