@@ -21,5 +21,7 @@ mod state;
 pub use algorithm::check;
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
-pub use policy::{Algorithm, Policy, PolicyError};
+pub use policy::{
+    Algorithm, MAX_LIMIT, MAX_PERIOD, MAX_SLIDING_LOG_LIMIT, MIN_PERIOD, Policy, PolicyError,
+};
 pub use state::State;

@@ -168,6 +168,15 @@ pub(super) struct RawRule {
     pub(super) count_statuses: Vec<u16>,
     #[serde(default)]
     pub(super) reset_statuses: Vec<u16>,
+    pub(super) lockout: Option<Spanned<RawLockout>>,
+}
+
+/// Growing waits for callers who reach a limit again and again.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLockout {
+    pub(super) growth: u32,
+    pub(super) max: Period,
 }
 
 /// Algorithm names as written in configuration.

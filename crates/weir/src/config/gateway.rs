@@ -18,7 +18,7 @@ use crate::gateway::identity::{IdentitySource, Normalize, Source};
 use crate::gateway::jwt::{JwtKey, JwtVerifier};
 use crate::gateway::plan::{KeyPlan, PlanSource, Plans};
 use crate::gateway::route::{PathMatch, RouteMatch};
-use crate::gateway::{CLIENT_IP, GatewayConfig, GatewayRule, Upstream};
+use crate::gateway::{CLIENT_IP, GatewayConfig, GatewayRule, Lockout, Upstream};
 
 /// Defaults of the `upstream` section.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -456,7 +456,40 @@ fn gateway_rule(
             ));
         }
     }
+    let lockout = match &raw.lockout {
+        None => None,
+        Some(l) => {
+            let at = l.referenced;
+            if raw.count_statuses.is_empty() {
+                return Err(errors.at(
+                    at,
+                    field("lockout"),
+                    "`lockout` needs `count_statuses`: it grows the wait after counted outcomes",
+                ));
+            }
+            if !(2..=10).contains(&l.value.growth) {
+                return Err(errors.at(
+                    at,
+                    field("lockout.growth"),
+                    "growth must be between 2 and 10",
+                ));
+            }
+            let max = l.value.max.0;
+            if max < policy.period() || max > weir_core::MAX_PERIOD {
+                return Err(errors.at(
+                    at,
+                    field("lockout.max"),
+                    "max must be at least the rule's period, and at most 366d",
+                ));
+            }
+            Some(Lockout {
+                growth: l.value.growth,
+                max,
+            })
+        }
+    };
     Ok(Some(GatewayRule {
+        lockout,
         name: raw.name.value.clone(),
         policy,
         route,
@@ -480,6 +513,7 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
         (raw.shadow, "shadow"),
         (!raw.count_statuses.is_empty(), "count_statuses"),
         (!raw.reset_statuses.is_empty(), "reset_statuses"),
+        (raw.lockout.is_some(), "lockout"),
     ];
     match fields.iter().find(|(present, _)| *present) {
         Some((_, name)) => Err(errors.at(

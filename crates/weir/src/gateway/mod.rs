@@ -66,6 +66,33 @@ pub struct GatewayRule {
     pub count_statuses: Vec<u16>,
     /// Responses with these statuses reset the caller's key (a successful login).
     pub reset_statuses: Vec<u16>,
+    /// Growing waits for callers who reach the limit again and again.
+    pub lockout: Option<Lockout>,
+}
+
+/// Each time a caller reaches a rule's limit, it is locked out for the rule's period
+/// times `growth` to the power of its earlier lockouts, capped at `max`: 15 minutes,
+/// then 30, then an hour... Lockouts are remembered for [`Lockout::memory`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lockout {
+    /// The factor between successive waits.
+    pub growth: u32,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Lockout {
+    /// How long a lockout counts towards the next one's wait: a day, or `max` if longer.
+    pub fn memory(&self) -> Duration {
+        self.max.max(Duration::from_secs(24 * 3600))
+    }
+
+    /// The wait of the `n`-th lockout (from 1) for a rule of `period`.
+    pub fn wait(&self, period: Duration, n: u64) -> Duration {
+        let factor =
+            u32::try_from(n.saturating_sub(1)).map_or(u32::MAX, |e| self.growth.saturating_pow(e));
+        period.saturating_mul(factor).min(self.max)
+    }
 }
 
 impl GatewayRule {

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use weir_core::{Decision, Policy};
+use weir_core::{Algorithm, Decision, MAX_SLIDING_LOG_LIMIT, Policy};
 use weir_store::{Check, Key, Store};
 
 use super::client_ip::client_ip;
@@ -147,12 +147,39 @@ pub async fn handle(
         .collect();
     let shadow: Vec<&Applied<'_>> = applied.iter().filter(|a| a.rule.shadow).collect();
 
-    // Limits counted by outcome block once reached, but count nothing yet.
-    let outcome_checks: Vec<Check<'_>> = by_outcome.iter().map(|a| a.check(a.cost)).collect();
-    let outcome_decisions = match gateway.store.preview_all(&outcome_checks).await {
-        Ok(d) => d,
-        Err(e) => return store_failed(&e),
+    // Limits counted by outcome block once reached, but count nothing yet; so do the
+    // lockouts in force.
+    let lockouts: Vec<LockoutKeys<'_>> = by_outcome
+        .iter()
+        .filter_map(|a| LockoutKeys::of(a))
+        .collect();
+    let mut previews: Vec<Check<'_>> = by_outcome.iter().map(|a| a.check(a.cost)).collect();
+    previews.extend(lockouts.iter().map(LockoutKeys::in_force));
+    let mut outcome_decisions = if previews.is_empty() {
+        Vec::new()
+    } else {
+        match gateway.store.preview_all(&previews).await {
+            Ok(d) => d,
+            Err(e) => return store_failed(&e),
+        }
     };
+    let lockout_decisions = outcome_decisions.split_off(by_outcome.len());
+    for (keys, locked) in lockouts.iter().zip(lockout_decisions) {
+        if let (false, Some(wait)) = (locked.allowed, locked.retry_after) {
+            let i = by_outcome
+                .iter()
+                .position(|a| std::ptr::eq(*a, keys.applied))
+                .unwrap_or_default();
+            let d = &mut outcome_decisions[i];
+            *d = Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after: Some(wait),
+                reset_after: d.reset_after.max(wait),
+                ..*d
+            };
+        }
+    }
     let mut quotas: Vec<(&Applied<'_>, Decision)> =
         by_outcome.iter().copied().zip(outcome_decisions).collect();
     if quotas.iter().any(|(_, d)| !d.allowed) {
@@ -232,26 +259,125 @@ async fn shadow_check(store: &dyn Store, shadow: &[&Applied<'_>]) -> Vec<String>
     }
 }
 
-/// After the upstream answered: counts the outcomes that count, resets on success.
+/// After the upstream answered: counts the outcomes that count (starting a lockout
+/// when one reaches its limit), resets on success.
 async fn count_outcome(store: &dyn Store, applied: &[Applied<'_>], status: StatusCode) {
     let status = status.as_u16();
-    let counted: Vec<Check<'_>> = applied
+    let counted: Vec<&Applied<'_>> = applied
         .iter()
         .filter(|a| a.rule.count_statuses.contains(&status))
-        .map(|a| a.check(a.cost))
         .collect();
     if !counted.is_empty() {
-        if let Err(error) = store.check_all(&counted).await {
-            tracing::warn!(%error, "an outcome could not be counted");
+        let checks: Vec<Check<'_>> = counted.iter().map(|a| a.check(a.cost)).collect();
+        match store.check_all(&checks).await {
+            Ok(decisions) => {
+                for (a, d) in counted.iter().zip(decisions) {
+                    if let (true, 0, Some(keys)) = (d.allowed, d.remaining, LockoutKeys::of(a)) {
+                        keys.begin(store).await;
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "an outcome could not be counted"),
         }
     }
     for a in applied
         .iter()
         .filter(|a| a.rule.reset_statuses.contains(&status))
     {
-        if let Err(error) = store.reset(a.check(0).key).await {
-            tracing::warn!(%error, "a key could not be reset");
+        let lockout = LockoutKeys::of(a);
+        let mut keys = vec![a.check(0).key];
+        if let Some(lockout) = &lockout {
+            keys.extend([lockout.key(LOCKOUT), lockout.key(LOCKOUTS)]);
         }
+        for key in keys {
+            if let Err(error) = store.reset(key).await {
+                tracing::warn!(%error, "a key could not be reset");
+            }
+        }
+    }
+}
+
+/// The rule suffix of the key holding a lockout in force.
+const LOCKOUT: &str = "/lockout";
+/// The rule suffix of the key counting a caller's lockouts.
+const LOCKOUTS: &str = "/lockouts";
+
+/// The store keys of a rule's lockouts for one caller. Rule names cannot hold `/`, so
+/// these never meet a configured rule's keys.
+struct LockoutKeys<'a> {
+    applied: &'a Applied<'a>,
+    lockout: super::Lockout,
+    in_force_rule: String,
+    count_rule: String,
+    /// Any lockout policy reads the key alike (one unit, so ticks are nanoseconds).
+    probe: Policy,
+    counter: Policy,
+}
+
+impl<'a> LockoutKeys<'a> {
+    fn of(applied: &'a Applied<'a>) -> Option<Self> {
+        let lockout = applied.rule.lockout?;
+        Some(Self {
+            applied,
+            lockout,
+            in_force_rule: format!("{}{LOCKOUT}", applied.rule.name),
+            count_rule: format!("{}{LOCKOUTS}", applied.rule.name),
+            probe: Policy::new(Algorithm::Gcra, 1, lockout.max, None).ok()?,
+            counter: Policy::new(
+                Algorithm::SlidingLog,
+                MAX_SLIDING_LOG_LIMIT,
+                lockout.memory(),
+                None,
+            )
+            .ok()?,
+        })
+    }
+
+    fn key(&self, suffix: &str) -> Key<'_> {
+        let rule = if suffix == LOCKOUT {
+            &self.in_force_rule
+        } else {
+            &self.count_rule
+        };
+        Key {
+            rule,
+            identity: &self.applied.identity,
+        }
+    }
+
+    /// A preview that denies while a lockout is in force, until it ends.
+    fn in_force(&self) -> Check<'_> {
+        Check {
+            key: self.key(LOCKOUT),
+            policy: &self.probe,
+            cost: 1,
+        }
+    }
+
+    /// Starts the next lockout: the n-th remembered lasts period × growth^(n-1).
+    async fn begin(&self, store: &dyn Store) {
+        let count = Check {
+            key: self.key(LOCKOUTS),
+            policy: &self.counter,
+            cost: 1,
+        };
+        let n = match store.check_all(std::slice::from_ref(&count)).await {
+            Ok(d) => MAX_SLIDING_LOG_LIMIT - d[0].remaining,
+            Err(error) => return tracing::warn!(%error, "a lockout could not be counted"),
+        };
+        let wait = self.lockout.wait(self.applied.policy.period(), n);
+        let Ok(policy) = Policy::new(Algorithm::Gcra, 1, wait, None) else {
+            return;
+        };
+        let lock = Check {
+            key: self.key(LOCKOUT),
+            policy: &policy,
+            cost: 1,
+        };
+        if let Err(error) = store.check_all(std::slice::from_ref(&lock)).await {
+            tracing::warn!(%error, "a lockout could not be started");
+        }
+        tracing::info!(rule = %self.applied.rule.name, lockout = n, ?wait, "caller locked out");
     }
 }
 
