@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use axum::Router;
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use weir_core::Clock;
 use weir_store::{MemoryStore, RedisStore, Store, StoreError, SystemClock};
