@@ -8,12 +8,14 @@
 
 #![deny(missing_docs)]
 
+mod breaker;
 mod clock;
 mod error;
 mod memory;
 mod redis_store;
 mod store;
 
+pub use breaker::{Breaker, BreakerConfig};
 pub use clock::SystemClock;
 pub use error::StoreError;
 pub use memory::{MemoryStore, MemoryStoreConfig};

@@ -61,4 +61,38 @@ pub trait Store: Send + Sync + 'static {
 
     /// Forgets a key's state: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
+
+    /// Whether the store is expected to answer now (connected, circuit closed): what
+    /// `/readyz` reports. A store in process is always ready.
+    fn is_ready(&self) -> bool {
+        true
+    }
+}
+
+/// A shared store is a store (`Arc<RedisStore>` behind a breaker, say).
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> StoreFuture<'a, Decision> {
+        (**self).check(key, policy, cost)
+    }
+
+    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        (**self).check_all(checks)
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        (**self).preview_all(checks)
+    }
+
+    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
+        (**self).reset(key)
+    }
+
+    fn is_ready(&self) -> bool {
+        (**self).is_ready()
+    }
 }

@@ -39,6 +39,24 @@ impl RedisServer {
         Self::start_with(&[])
     }
 
+    /// Starts a server on `port` (e.g. one that a test has kept free until now).
+    pub fn start_on(port: u16) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut server = Self {
+            child: None,
+            port: 0,
+            dir,
+            extra: Vec::new(),
+        };
+        server.restart_on(port);
+        server
+    }
+
+    /// A loopback port nobody listens on right now.
+    pub fn free_port() -> u16 {
+        free_port()
+    }
+
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");

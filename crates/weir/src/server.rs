@@ -12,7 +12,7 @@ use axum::Router;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use weir_core::Clock;
-use weir_store::{MemoryStore, RedisStore, Store, StoreError, SystemClock};
+use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreError, SystemClock};
 
 use crate::config::{Config, ConfigError, StoreConfig};
 use crate::engine::Engine;
@@ -71,7 +71,20 @@ pub async fn service(config: &Config) -> Result<Service, StoreError> {
 async fn store(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     Ok(match config {
-        StoreConfig::Redis(redis) => Arc::new(RedisStore::connect(redis, clock).await?),
+        StoreConfig::Redis(redis, _) => {
+            let store = RedisStore::start(redis, clock);
+            // Start connected when Redis is there; serve degraded (each rule's failure
+            // policy) when it is not, and connect in the background.
+            if !store
+                .wait_connected(redis.timeout.max(Duration::from_secs(2)))
+                .await
+            {
+                tracing::warn!(
+                    "Redis is unreachable: serving under each rule's failure policy until it is back"
+                );
+            }
+            Arc::new(Breaker::new(store, BreakerConfig::default()))
+        }
         StoreConfig::Memory(memory) => {
             let store = Arc::new(MemoryStore::new(*memory, clock));
             let weak = Arc::downgrade(&store);
@@ -182,6 +195,10 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Answers go out as soon as they are written (no Nagle delay on small responses).
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
     axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),

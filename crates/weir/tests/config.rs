@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use weir::config::{Config, StoreConfig};
+use weir::config::{Config, Fallback, StoreConfig};
 use weir_core::{Algorithm, Policy};
 use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
@@ -194,17 +194,20 @@ fn errors_name_file_line_and_field() {
 #[test]
 fn loads_redis_and_cluster_stores() {
     let config = parse(
-        "store:\n  type: redis\n  url: redis://127.0.0.1:6379\n  key_prefix: rl\n  timeout: 20ms\n  clock: local\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+        "store:\n  type: redis\n  url: redis://127.0.0.1:6379\n  key_prefix: rl\n  timeout: 20ms\n  clock: local\n  fallback_instances: 4\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
     )
     .unwrap();
     assert_eq!(
         config.store,
-        StoreConfig::Redis(RedisStoreConfig {
-            target: RedisTarget::Single("redis://127.0.0.1:6379".into()),
-            key_prefix: "rl".into(),
-            timeout: Duration::from_millis(20),
-            clock: RedisClock::Local,
-        })
+        StoreConfig::Redis(
+            RedisStoreConfig {
+                target: RedisTarget::Single("redis://127.0.0.1:6379".into()),
+                key_prefix: "rl".into(),
+                timeout: Duration::from_millis(20),
+                clock: RedisClock::Local,
+            },
+            Fallback { instances: 4 }
+        )
     );
     let config = parse(
         "store:\n  type: redis_cluster\n  nodes: [redis://127.0.0.1:7001, redis://127.0.0.1:7002]\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
@@ -212,15 +215,18 @@ fn loads_redis_and_cluster_stores() {
     .unwrap();
     assert_eq!(
         config.store,
-        StoreConfig::Redis(RedisStoreConfig {
-            target: RedisTarget::Cluster(vec![
-                "redis://127.0.0.1:7001".into(),
-                "redis://127.0.0.1:7002".into()
-            ]),
-            key_prefix: "weir".into(),
-            timeout: Duration::from_millis(50),
-            clock: RedisClock::Server,
-        })
+        StoreConfig::Redis(
+            RedisStoreConfig {
+                target: RedisTarget::Cluster(vec![
+                    "redis://127.0.0.1:7001".into(),
+                    "redis://127.0.0.1:7002".into()
+                ]),
+                key_prefix: "weir".into(),
+                timeout: Duration::from_millis(50),
+                clock: RedisClock::Server,
+            },
+            Fallback { instances: 1 }
+        )
     );
 }
 

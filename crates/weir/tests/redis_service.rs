@@ -75,17 +75,35 @@ fn two_instances_on_a_redis_cluster_admit_exactly_the_limit() {
 }
 
 #[test]
-fn serve_says_clearly_when_redis_is_unreachable() {
+fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
+    let port = RedisServer::free_port();
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), "  type: redis\n  url: redis://127.0.0.1:1\n");
-    let out = common::weir()
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("cannot open the store"), "{stderr}");
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!("store:\n  type: redis\n  url: redis://127.0.0.1:{port}\n  timeout: 100ms\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1m\n"),
+    )
+    .unwrap();
+    let weir = Server::start(&path);
+    let body = r#"{"rule": "api", "key": "k"}"#;
+    let (status, reply) = weir.request("GET", "/readyz", "");
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable", "{reply}");
+    assert!(reply.contains("degraded"), "{reply}");
+    let (status, reply) = weir.request("POST", "/v1/check", body);
+    assert_eq!(
+        status, "HTTP/1.1 503 Service Unavailable",
+        "a store failure, never a denial: {reply}"
+    );
+    let _redis = RedisServer::start_on(port);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while weir.request("GET", "/readyz", "").0 != "HTTP/1.1 200 OK" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "weir did not reconnect"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(weir.request("POST", "/v1/check", body).0, "HTTP/1.1 200 OK");
 }
 
 #[test]

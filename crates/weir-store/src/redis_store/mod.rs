@@ -12,7 +12,7 @@ mod keys;
 mod params;
 mod script;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -66,7 +66,9 @@ enum Connection {
 
 /// Limit state in Redis, shared by every instance that points at it.
 pub struct RedisStore {
-    connection: Connection,
+    /// Set once the first connection is made; the connection reconnects by itself.
+    connection: OnceLock<Connection>,
+    config: RedisStoreConfig,
     script: script::CheckScript,
     prefix: String,
     timeout: Duration,
@@ -83,44 +85,50 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to the configured server or cluster. `clock` is used only with
-    /// [`RedisClock::Local`].
+    /// Connects to the configured server or cluster, failing if it cannot within the
+    /// timeout (at least a second). `clock` is used only with [`RedisClock::Local`].
     pub async fn connect(
         config: &RedisStoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let timeout = config.timeout;
-        let connect = async {
-            match &config.target {
-                RedisTarget::Single(url) => {
-                    let client = redis::Client::open(url.as_str())?;
-                    let manager = ConnectionManagerConfig::new()
-                        .set_connection_timeout(Some(timeout))
-                        .set_response_timeout(Some(timeout))
-                        .set_number_of_retries(1);
-                    let connection = ConnectionManager::new_with_config(client, manager).await?;
-                    Ok::<_, RedisError>(Connection::Single(connection))
-                }
-                RedisTarget::Cluster(nodes) => {
-                    let client = ClusterClient::builder(nodes.iter().map(String::as_str))
-                        .connection_timeout(timeout)
-                        .response_timeout(timeout)
-                        .build()?;
-                    Ok(Connection::Cluster(client.get_async_connection().await?))
-                }
+        let store = Self::unconnected(config, clock);
+        let connection = open(config).await?;
+        let _ = store.connection.set(connection);
+        Ok(store)
+    }
+
+    /// A store that connects in the background, retrying with exponential backoff and
+    /// jitter until it succeeds; until then every check fails with
+    /// [`StoreError::Unavailable`] (and the caller applies its failure policy). Lets a
+    /// service start, and serve, while Redis is down. Call inside a Tokio runtime.
+    pub fn start(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Arc<Self> {
+        let store = Arc::new(Self::unconnected(config, clock));
+        tokio::spawn(keep_connecting(Arc::downgrade(&store)));
+        store
+    }
+
+    /// Waits until the first connection is made, for at most `within`; returns whether
+    /// it was.
+    pub async fn wait_connected(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.connection.get().is_none() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
             }
-        };
-        let connection = tokio::time::timeout(timeout.max(Duration::from_secs(1)), connect)
-            .await
-            .map_err(|_| StoreError::Timeout(timeout))?
-            .map_err(classify)?;
-        Ok(Self {
-            connection,
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
+    fn unconnected(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            connection: OnceLock::new(),
+            config: config.clone(),
             script: script::CheckScript::new(),
             prefix: config.key_prefix.clone(),
-            timeout,
+            timeout: config.timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
-        })
+        }
     }
 
     /// Runs the script on `checks`; writes only if `commit`.
@@ -129,7 +137,7 @@ impl RedisStore {
             .iter()
             .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
-        if matches!(self.connection, Connection::Cluster(_))
+        if matches!(self.config.target, RedisTarget::Cluster(_))
             && checks
                 .iter()
                 .any(|c| c.key.identity != checks[0].key.identity)
@@ -158,7 +166,11 @@ impl RedisStore {
     /// Sends one command within the timeout. The outer error is the timeout; the inner
     /// one is Redis's answer.
     async fn query(&self, command: &Cmd) -> Result<Result<Value, RedisError>, StoreError> {
-        let reply = match &self.connection {
+        let connection = self
+            .connection
+            .get()
+            .ok_or_else(|| StoreError::Unavailable("not connected to Redis yet".into()))?;
+        let reply = match connection {
             Connection::Single(c) => {
                 let mut c = c.clone();
                 tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
@@ -175,6 +187,71 @@ impl RedisStore {
         let mut command = redis::cmd("DEL");
         command.arg(keys::redis_key(&self.prefix, key));
         self.query(&command).await?.map(|_| ()).map_err(classify)
+    }
+}
+
+/// Opens a connection to the configured server or cluster.
+async fn open(config: &RedisStoreConfig) -> Result<Connection, StoreError> {
+    let timeout = config.timeout;
+    let connect = async {
+        match &config.target {
+            RedisTarget::Single(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let manager = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1);
+                let connection = ConnectionManager::new_with_config(client, manager).await?;
+                Ok::<_, RedisError>(Connection::Single(connection))
+            }
+            RedisTarget::Cluster(nodes) => {
+                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .build()?;
+                Ok(Connection::Cluster(client.get_async_connection().await?))
+            }
+        }
+    };
+    tokio::time::timeout(timeout.max(Duration::from_secs(1)), connect)
+        .await
+        .map_err(|_| StoreError::Timeout(timeout))?
+        .map_err(classify)
+}
+
+/// Connects in the background until it succeeds or the store is dropped: waits of
+/// 100 ms doubling up to 5 s, each with up to a quarter more at random.
+async fn keep_connecting(store: Weak<RedisStore>) {
+    let mut wait = Duration::from_millis(100);
+    let mut warned = false;
+    loop {
+        let Some(current) = store.upgrade() else {
+            return;
+        };
+        match open(&current.config).await {
+            Ok(connection) => {
+                let _ = current.connection.set(connection);
+                tracing::info!("connected to Redis");
+                return;
+            }
+            Err(error) => {
+                if !warned {
+                    tracing::warn!(%error, "cannot connect to Redis yet; retrying in the background");
+                    warned = true;
+                }
+            }
+        }
+        drop(current);
+        let jitter = wait.mul_f64(
+            f64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos())
+                    % 1000,
+            ) / 4000.0,
+        );
+        tokio::time::sleep(wait + jitter).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
     }
 }
 
@@ -215,5 +292,9 @@ impl Store for RedisStore {
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
         Box::pin(self.delete(key))
+    }
+
+    fn is_ready(&self) -> bool {
+        self.connection.get().is_some()
     }
 }

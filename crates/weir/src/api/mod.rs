@@ -8,8 +8,9 @@ pub mod headers;
 mod problem;
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::Uri;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
@@ -18,16 +19,31 @@ use crate::engine::Engine;
 use crate::gateway::Gateway;
 use crate::server::Shared;
 
-/// The service: `POST /v1/check`, `GET /healthz`, and problem+json for anything else.
+/// The service: `POST /v1/check`, `GET /healthz`, `GET /readyz`, and problem+json for
+/// anything else.
 /// Serve it with `into_make_service_with_connect_info::<SocketAddr>()` when it is the
 /// gateway's (see [`gateway_router`]).
 pub fn router(engine: Shared<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
         .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed().into_response() })
         .with_state(engine)
+}
+
+/// `GET /readyz`: 200 when the store is answering, else 503 (weir still serves, under
+/// each rule's failure policy, but its limits are not shared right now).
+async fn ready(State(engine): State<Shared<Engine>>) -> Response {
+    if engine.load().store().is_ready() {
+        "ready\n".into_response()
+    } else {
+        Problem::store_unavailable(
+            "degraded: the store is unreachable; rules follow their failure policy",
+        )
+        .into_response()
+    }
 }
 
 /// The gateway: every request goes through the limits to the upstream. Needs the peer

@@ -126,6 +126,7 @@ pub(super) struct RawStore {
     pub(super) key_prefix: Option<Spanned<String>>,
     pub(super) timeout: Option<Spanned<Period>>,
     pub(super) clock: Option<Spanned<ClockName>>,
+    pub(super) fallback_instances: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -169,6 +170,17 @@ pub(super) struct RawRule {
     #[serde(default)]
     pub(super) reset_statuses: Vec<u16>,
     pub(super) lockout: Option<Spanned<RawLockout>>,
+    #[serde(default)]
+    pub(super) failure: FailureName,
+}
+
+/// What a rule does when the store cannot decide.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum FailureName {
+    #[default]
+    Open,
+    Closed,
 }
 
 /// Growing waits for callers who reach a limit again and again.

@@ -13,12 +13,15 @@ use serde_saphyr::{Location, Spanned};
 use weir_core::Policy;
 
 use super::ConfigError;
-use super::file::{NormalizeName, RawConfig, RawIdentity, RawJwt, RawMatch, RawPlans, RawRule};
+use super::Fallback;
+use super::file::{
+    FailureName, NormalizeName, RawConfig, RawIdentity, RawJwt, RawMatch, RawPlans, RawRule,
+};
 use crate::gateway::identity::{IdentitySource, Normalize, Source};
 use crate::gateway::jwt::{JwtKey, JwtVerifier};
 use crate::gateway::plan::{KeyPlan, PlanSource, Plans};
 use crate::gateway::route::{PathMatch, RouteMatch};
-use crate::gateway::{CLIENT_IP, GatewayConfig, GatewayRule, Lockout, Upstream};
+use crate::gateway::{CLIENT_IP, Failure, GatewayConfig, GatewayRule, Lockout, Upstream};
 
 /// Defaults of the `upstream` section.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -71,6 +74,7 @@ pub(super) fn gateway(
     policies: &[Policy],
     errors: &Errors<'_>,
     check_policy: &dyn Fn(&Policy) -> Result<(), String>,
+    fallback: Fallback,
 ) -> Result<Option<GatewayConfig>, ConfigError> {
     let Some(upstream) = &raw.upstream else {
         // Without an upstream, nothing may ask for gateway behaviour.
@@ -118,7 +122,7 @@ pub(super) fn gateway(
         .transpose()?;
     let mut rules = Vec::new();
     for (i, (rule, policy)) in raw.rules.iter().zip(policies).enumerate() {
-        if let Some(rule) = gateway_rule(i, rule, *policy, &identities, errors)? {
+        if let Some(rule) = gateway_rule(i, rule, *policy, &identities, errors, fallback)? {
             rules.push(rule);
         }
     }
@@ -394,6 +398,7 @@ fn gateway_rule(
     policy: Policy,
     identities: &HashMap<String, IdentitySource>,
     errors: &Errors<'_>,
+    fallback: Fallback,
 ) -> Result<Option<GatewayRule>, ConfigError> {
     let field = |name: &str| format!("rules[{i}].{name}");
     let Some(route) = &raw.route else {
@@ -488,8 +493,22 @@ fn gateway_rule(
             })
         }
     };
+    // Each instance's share of the limit, for when the shared store is down.
+    let share = |n: u64| n.div_ceil(fallback.instances).max(1);
+    let fallback_policy = Policy::new(
+        policy.algorithm(),
+        share(policy.limit()),
+        policy.period(),
+        policy.burst().map(share),
+    )
+    .unwrap_or(policy);
     Ok(Some(GatewayRule {
         lockout,
+        failure: match raw.failure {
+            FailureName::Open => Failure::Open,
+            FailureName::Closed => Failure::Closed,
+        },
+        fallback_policy,
         name: raw.name.value.clone(),
         policy,
         route,
@@ -514,6 +533,7 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
         (!raw.count_statuses.is_empty(), "count_statuses"),
         (!raw.reset_statuses.is_empty(), "reset_statuses"),
         (raw.lockout.is_some(), "lockout"),
+        (raw.failure != FailureName::Open, "failure"),
     ];
     match fields.iter().find(|(present, _)| *present) {
         Some((_, name)) => Err(errors.at(

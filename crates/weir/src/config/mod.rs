@@ -22,7 +22,7 @@ use crate::gateway::GatewayConfig;
 pub use self::error::ConfigError;
 use self::file::{RawConfig, RawRule};
 pub use self::period::{Period, PeriodError};
-pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, StoreConfig};
+pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
 
 /// The longest rule name: names appear in keys and in response headers.
 pub const MAX_RULE_NAME: usize = 64;
@@ -59,7 +59,7 @@ impl Config {
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
         let mut raw = read_yaml(text, source)?;
         let store = store::store(std::mem::take(&mut raw.store), source)?;
-        let on_redis = matches!(store, StoreConfig::Redis(_));
+        let on_redis = matches!(store, StoreConfig::Redis(..));
         let rules = rules(&raw.rules, source, on_redis)?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
         let check_policy = |policy: &Policy| -> Result<(), String> {
@@ -70,7 +70,11 @@ impl Config {
             }
         };
         let errors = gateway::Errors { file: source };
-        let gateway = gateway::gateway(&raw, &policies, &errors, &check_policy)?;
+        let fallback = match &store {
+            StoreConfig::Redis(_, fallback) => *fallback,
+            StoreConfig::Memory(_) => Fallback { instances: 1 },
+        };
+        let gateway = gateway::gateway(&raw, &policies, &errors, &check_policy, fallback)?;
         Ok(Config {
             store,
             rules,

@@ -21,7 +21,15 @@ pub enum StoreConfig {
     /// In this process (the default).
     Memory(MemoryStoreConfig),
     /// In Redis or Redis Cluster, shared by every instance.
-    Redis(RedisStoreConfig),
+    Redis(RedisStoreConfig, Fallback),
+}
+
+/// The local limiter fail-open rules use while the shared store is unavailable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fallback {
+    /// How many instances share the traffic: each enforces its share of every limit
+    /// (the limit divided by this, rounded up) while the store is down.
+    pub instances: u64,
 }
 
 /// Validates the `store:` section.
@@ -58,6 +66,10 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 ("key_prefix", raw.key_prefix.as_ref().map(|s| s.referenced)),
                 ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
                 ("clock", raw.clock.as_ref().map(|s| s.referenced)),
+                (
+                    "fallback_instances",
+                    raw.fallback_instances.as_ref().map(|s| s.referenced),
+                ),
             ] {
                 foreign(at, field, "redis and redis_cluster")?;
             }
@@ -158,12 +170,26 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 None | Some(ClockName::Redis) => RedisClock::Server,
                 Some(ClockName::Local) => RedisClock::Local,
             };
-            Ok(StoreConfig::Redis(RedisStoreConfig {
-                target,
-                key_prefix,
-                timeout,
-                clock,
-            }))
+            let instances = match raw.fallback_instances {
+                Some(n) if n.value == 0 || n.value > 10_000 => {
+                    return Err(fail(
+                        n.referenced,
+                        "fallback_instances",
+                        "fallback_instances must be between 1 and 10000".into(),
+                    ));
+                }
+                Some(n) => n.value,
+                None => 1,
+            };
+            Ok(StoreConfig::Redis(
+                RedisStoreConfig {
+                    target,
+                    key_prefix,
+                    timeout,
+                    clock,
+                },
+                Fallback { instances },
+            ))
         }
     }
 }

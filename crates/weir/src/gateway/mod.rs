@@ -68,6 +68,22 @@ pub struct GatewayRule {
     pub reset_statuses: Vec<u16>,
     /// Growing waits for callers who reach the limit again and again.
     pub lockout: Option<Lockout>,
+    /// What to do when the store cannot decide.
+    pub failure: Failure,
+    /// The policy each instance enforces locally while the store is down (fail open).
+    pub fallback_policy: Policy,
+}
+
+/// What a rule does when the shared store cannot decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Failure {
+    /// Keep serving, limited by a local fallback limiter (this instance's share of the
+    /// limit): a broken limiter must not take the API down.
+    #[default]
+    Open,
+    /// Answer 503 with `Retry-After`: abuse-sensitive endpoints (login, SMS, payments)
+    /// stay protected.
+    Closed,
 }
 
 /// Each time a caller reaches a rule's limit, it is locked out for the rule's period

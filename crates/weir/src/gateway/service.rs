@@ -9,13 +9,13 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use weir_core::{Algorithm, Decision, MAX_SLIDING_LOG_LIMIT, Policy};
-use weir_store::{Check, Key, Store};
+use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError, SystemClock};
 
 use super::client_ip::client_ip;
 use super::identity::RequestFacts;
 use super::plan::CallerPlan;
 use super::proxy::{UpstreamClient, client, forward};
-use super::{CLIENT_IP, GatewayConfig, GatewayRule};
+use super::{CLIENT_IP, Failure, GatewayConfig, GatewayRule};
 use crate::api::Problem;
 use crate::api::headers::{self, Quota, ceil_secs};
 use crate::server::Shared;
@@ -27,6 +27,8 @@ pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limit
 pub struct Gateway {
     config: GatewayConfig,
     store: Arc<dyn Store>,
+    /// This instance's own limiter, for fail-open rules while the store is down.
+    fallback: Arc<MemoryStore>,
     client: UpstreamClient,
 }
 
@@ -42,9 +44,11 @@ impl Gateway {
     /// A gateway for `config`, keeping limit state in `store`.
     pub fn new(config: GatewayConfig, store: Arc<dyn Store>) -> Self {
         let client = client(&config.upstream);
+        let local = MemoryStore::new(MemoryStoreConfig::default(), Arc::new(SystemClock::new()));
         Self {
             config,
             store,
+            fallback: Arc::new(local),
             client,
         }
     }
@@ -134,6 +138,65 @@ pub async fn handle(
         })
         .collect();
 
+    // Decide on the shared store; if it cannot, apply each rule's failure policy:
+    // fail-closed rules answer 503, fail-open ones are decided by the local fallback.
+    let mut store: &dyn Store = gateway.store.as_ref();
+    let fallback_applied: Vec<Applied<'_>>;
+    let mut in_use = &applied;
+    let quotas = match limits(store, in_use).await {
+        Ok(quotas) => quotas,
+        Err(error) => {
+            if let Some(closed) = applied
+                .iter()
+                .find(|a| !a.rule.shadow && a.rule.failure == Failure::Closed)
+            {
+                tracing::warn!(%error, rule = %closed.rule.name, "store unavailable: failing closed");
+                return Problem::store_unavailable("the rate limiter cannot decide right now")
+                    .into_response();
+            }
+            tracing::debug!(%error, "store unavailable: failing open to the local fallback");
+            fallback_applied = applied
+                .iter()
+                .map(|a| Applied {
+                    policy: a.rule.fallback_policy,
+                    identity: a.identity.clone(),
+                    ..*a
+                })
+                .collect();
+            in_use = &fallback_applied;
+            store = gateway.fallback.as_ref();
+            match limits(store, in_use).await {
+                Ok(quotas) => quotas,
+                Err(error) => return store_failed(&error),
+            }
+        }
+    };
+    let quotas = match quotas {
+        Ok(quotas) => quotas,
+        Err(denied) => return too_many(&denied, config.legacy_headers),
+    };
+    let shadow: Vec<&Applied<'_>> = in_use.iter().filter(|a| a.rule.shadow).collect();
+    let shadow_denied = shadow_check(store, &shadow).await;
+
+    let mut response = forward(&gateway.client, &config.upstream, parts, body, peer.ip()).await;
+    add_quota_headers(response.headers_mut(), &quotas, config.legacy_headers);
+    if !shadow_denied.is_empty() {
+        tracing::info!(rules = ?shadow_denied, client = %ip, "shadow rules would have denied");
+        if let Ok(value) = HeaderValue::try_from(shadow_denied.join(", ")) {
+            response.headers_mut().insert(SHADOW_HEADER, value);
+        }
+    }
+    count_outcome(store, in_use, response.status()).await;
+    response
+}
+
+/// The decisions of every enforcing rule: `Ok(quotas)` when all pass, `Err(quotas)`
+/// when one denies (nothing consumed). Rules counted by outcome (and their lockouts)
+/// are previewed; the others are checked together, all or nothing.
+async fn limits<'a>(
+    store: &dyn Store,
+    applied: &'a [Applied<'a>],
+) -> Result<Result<Quotas<'a>, Quotas<'a>>, StoreError> {
     let enforced = |a: &&Applied<'_>| !a.rule.shadow;
     let by_outcome: Vec<&Applied<'_>> = applied
         .iter()
@@ -145,7 +208,6 @@ pub async fn handle(
         .filter(enforced)
         .filter(|a| a.rule.count_statuses.is_empty())
         .collect();
-    let shadow: Vec<&Applied<'_>> = applied.iter().filter(|a| a.rule.shadow).collect();
 
     // Limits counted by outcome block once reached, but count nothing yet; so do the
     // lockouts in force.
@@ -158,10 +220,7 @@ pub async fn handle(
     let mut outcome_decisions = if previews.is_empty() {
         Vec::new()
     } else {
-        match gateway.store.preview_all(&previews).await {
-            Ok(d) => d,
-            Err(e) => return store_failed(&e),
-        }
+        store.preview_all(&previews).await?
     };
     let lockout_decisions = outcome_decisions.split_off(by_outcome.len());
     for (keys, locked) in lockouts.iter().zip(lockout_decisions) {
@@ -180,33 +239,25 @@ pub async fn handle(
             };
         }
     }
-    let mut quotas: Vec<(&Applied<'_>, Decision)> =
-        by_outcome.iter().copied().zip(outcome_decisions).collect();
+    let mut quotas: Quotas<'a> = by_outcome.iter().copied().zip(outcome_decisions).collect();
     if quotas.iter().any(|(_, d)| !d.allowed) {
-        return too_many(&quotas, config.legacy_headers);
+        return Ok(Err(quotas));
     }
     let checks: Vec<Check<'_>> = up_front.iter().map(|a| a.check(a.cost)).collect();
-    let decisions = match gateway.store.check_all(&checks).await {
-        Ok(d) => d,
-        Err(e) => return store_failed(&e),
+    let decisions = if checks.is_empty() {
+        Vec::new()
+    } else {
+        store.check_all(&checks).await?
     };
     quotas.extend(up_front.iter().copied().zip(decisions));
     if quotas.iter().any(|(_, d)| !d.allowed) {
-        return too_many(&quotas, config.legacy_headers);
+        return Ok(Err(quotas));
     }
-    let shadow_denied = shadow_check(gateway.store.as_ref(), &shadow).await;
-
-    let mut response = forward(&gateway.client, &config.upstream, parts, body, peer.ip()).await;
-    add_quota_headers(response.headers_mut(), &quotas, config.legacy_headers);
-    if !shadow_denied.is_empty() {
-        tracing::info!(rules = ?shadow_denied, client = %ip, "shadow rules would have denied");
-        if let Ok(value) = HeaderValue::try_from(shadow_denied.join(", ")) {
-            response.headers_mut().insert(SHADOW_HEADER, value);
-        }
-    }
-    count_outcome(gateway.store.as_ref(), &applied, response.status()).await;
-    response
+    Ok(Ok(quotas))
 }
+
+/// Rules that applied, with what each decided.
+type Quotas<'a> = Vec<(&'a Applied<'a>, Decision)>;
 
 /// The rule's key for this caller: its identities, tagged and joined; a caller lacking
 /// one is counted by IP address (anonymous traffic).
