@@ -141,6 +141,27 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): it keeps its connections but answers nothing, as
+    /// a hung server does.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let status = Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success(), "kill {signal} {pid}");
+        }
+    }
+
     /// Starts the server again on the same port (after [`RedisServer::kill`]).
     pub fn restart(&mut self) {
         self.kill();
@@ -156,6 +177,8 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
+        // A paused server would not die of SIGKILL until resumed on some systems.
+        self.resume();
         self.kill();
     }
 }

@@ -1,0 +1,229 @@
+//! Faults under load (real processes, loopback, bounded in time): Redis killed and
+//! restarted, Redis frozen with SIGSTOP and thawed, with a fail-open and a fail-closed
+//! rule side by side behind the gateway.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use common::Server;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use weir_testkit::RedisServer;
+
+/// The store's per-check timeout in this test.
+const TIMEOUT: Duration = Duration::from_millis(100);
+/// What a request may take beyond the timeout on this shared, loaded machine.
+const MARGIN: Duration = Duration::from_millis(900);
+
+async fn start_upstream() -> std::net::SocketAddr {
+    let app = Router::new().fallback(|| async { "ok" });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// One request: its status and how long it took.
+async fn timed(addr: &str, path: &str) -> (u16, Duration) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
+    let started = Instant::now();
+    let request = axum::http::Request::get(format!("http://{addr}{path}"))
+        .body(Body::empty())
+        .unwrap();
+    let status = match tokio::time::timeout(Duration::from_secs(10), client.request(request)).await
+    {
+        Ok(Ok(response)) => response.status().as_u16(),
+        Ok(Err(_)) => 0,
+        Err(_) => 1,
+    };
+    (status, started.elapsed())
+}
+
+/// Requests to `path` from 4 clients for `during`; every (status, latency).
+async fn load(addr: &str, path: &'static str, during: Duration) -> Vec<(u16, Duration)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, stop) = (addr.to_owned(), stop.clone());
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    seen.push(timed(&addr, path).await);
+                }
+                seen
+            })
+        })
+        .collect();
+    tokio::time::sleep(during).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for client in clients {
+        all.extend(client.await.unwrap());
+    }
+    all
+}
+
+fn statuses(seen: &[(u16, Duration)]) -> std::collections::BTreeMap<u16, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for (status, _) in seen {
+        *counts.entry(*status).or_default() += 1;
+    }
+    counts
+}
+
+fn slowest(seen: &[(u16, Duration)]) -> Duration {
+    seen.iter().map(|(_, d)| *d).max().unwrap_or_default()
+}
+
+async fn wait_until_shared(addr: &str, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        if timed(addr, "/closed").await.0 == 200 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "limits were not shared again within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers() {
+    let upstream = start_upstream().await;
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nupstream:\n  url: http://{upstream}\nrules:\n\
+             \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: open\n\
+             \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n\
+             \x20 - name: tight\n    match: {{ path_prefix: /tight }}\n    algorithm: fixed_window\n    limit: 5\n    period: 1h\n",
+            redis.url()
+        ),
+    )
+    .unwrap();
+    let weir = Server::start(&path);
+    let addr = weir.addr.clone();
+    let rss = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", weir.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Healthy: everything through, and the tight rule's shared count starts.
+    for path in ["/open", "/closed"] {
+        assert_eq!(
+            statuses(&load(&addr, path, Duration::from_millis(300)).await)
+                .keys()
+                .collect::<Vec<_>>(),
+            [&200],
+            "{path}"
+        );
+    }
+    assert_eq!(timed(&addr, "/tight").await.0, 200);
+    let rss_before = rss();
+
+    // Redis killed.
+    redis.kill();
+    let open = load(&addr, "/open", Duration::from_millis(1500)).await;
+    let closed = load(&addr, "/closed", Duration::from_millis(800)).await;
+    assert_eq!(
+        statuses(&open).keys().collect::<Vec<_>>(),
+        [&200],
+        "fail open keeps serving"
+    );
+    assert_eq!(
+        statuses(&closed).keys().collect::<Vec<_>>(),
+        [&503],
+        "fail closed answers 503, never 429"
+    );
+    assert!(
+        slowest(&open) < TIMEOUT + MARGIN,
+        "slowest {:?}",
+        slowest(&open)
+    );
+    assert!(
+        slowest(&closed) < TIMEOUT + MARGIN,
+        "slowest {:?}",
+        slowest(&closed)
+    );
+    report("killed", &open, &closed);
+    // Fail open still limits, with the local fallback (this instance's full share: 5).
+    let tight: Vec<u16> = futures_statuses(&addr, "/tight", 7).await;
+    assert_eq!(
+        tight,
+        [200, 200, 200, 200, 200, 429, 429],
+        "the fallback limits"
+    );
+
+    // Redis back: limits are shared again within seconds.
+    redis.restart();
+    let recovered = wait_until_shared(&addr, Duration::from_secs(10)).await;
+    assert_eq!(
+        timed(&addr, "/tight").await.0,
+        200,
+        "the shared count (1 of 5) is used again"
+    );
+
+    // Redis frozen (it hangs instead of refusing): bounded waits, the same policies.
+    redis.pause();
+    let open = load(&addr, "/open", Duration::from_millis(1500)).await;
+    let closed = load(&addr, "/closed", Duration::from_millis(800)).await;
+    assert_eq!(statuses(&open).keys().collect::<Vec<_>>(), [&200]);
+    assert_eq!(statuses(&closed).keys().collect::<Vec<_>>(), [&503]);
+    assert!(
+        slowest(&open) < TIMEOUT + MARGIN,
+        "slowest {:?}",
+        slowest(&open)
+    );
+    assert!(
+        slowest(&closed) < TIMEOUT + MARGIN,
+        "slowest {:?}",
+        slowest(&closed)
+    );
+    report("frozen", &open, &closed);
+    redis.resume();
+    let thawed = wait_until_shared(&addr, Duration::from_secs(10)).await;
+    eprintln!("recovered after restart in {recovered:?}, after thaw in {thawed:?}");
+    let rss_after = rss();
+    eprintln!("weir RSS: {rss_before} kB before the faults, {rss_after} kB after");
+    assert!(
+        rss_after < rss_before + 16 * 1024,
+        "memory grew from {rss_before} to {rss_after} kB"
+    );
+    let (status, _) = timed(weir.admin.as_deref().unwrap(), "/readyz").await;
+    assert_eq!(status, 200);
+}
+
+/// Prints a phase's figures (for RELIABILITY.md; run with --nocapture).
+fn report(phase: &str, open: &[(u16, Duration)], closed: &[(u16, Duration)]) {
+    eprintln!(
+        "{phase}: fail-open {} requests {:?}, slowest {:?}; fail-closed {} requests {:?}, slowest {:?}",
+        open.len(),
+        statuses(open),
+        slowest(open),
+        closed.len(),
+        statuses(closed),
+        slowest(closed)
+    );
+}
+
+async fn futures_statuses(addr: &str, path: &str, n: usize) -> Vec<u16> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(timed(addr, path).await.0);
+    }
+    out
+}
