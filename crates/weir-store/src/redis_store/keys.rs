@@ -85,6 +85,21 @@ mod tests {
         assert!(long.starts_with("weir:{#"));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_identity_stays_in_one_bounded_hash_tag(a in ".{0,300}", b in ".{0,300}") {
+            let (ka, kb) = (key(&a), key(&b));
+            for k in [&ka, &kb] {
+                proptest::prop_assert_eq!(k.matches('{').count(), 1);
+                proptest::prop_assert_eq!(k.matches('}').count(), 1);
+                proptest::prop_assert!(k.ends_with("}:api") && k.starts_with("weir:{"));
+                proptest::prop_assert!(k.len() <= "weir:{}:api".len() + MAX_PLAIN);
+                proptest::prop_assert!(!k.contains(['\n', '\r', ' ']));
+            }
+            proptest::prop_assert_eq!(ka == kb, a == b);
+        }
+    }
+
     #[test]
     fn distinct_identities_get_distinct_keys() {
         let identities = [
