@@ -92,9 +92,12 @@ mod tests {
             for k in [&ka, &kb] {
                 proptest::prop_assert_eq!(k.matches('{').count(), 1);
                 proptest::prop_assert_eq!(k.matches('}').count(), 1);
-                proptest::prop_assert!(k.ends_with("}:api") && k.starts_with("weir:{"));
-                proptest::prop_assert!(k.len() <= "weir:{}:api".len() + MAX_PLAIN);
-                proptest::prop_assert!(!k.contains(['\n', '\r', ' ']));
+                let framed = k.ends_with("}:api") && k.starts_with("weir:{");
+                proptest::prop_assert!(framed, "{}", k);
+                let bounded = k.len() <= "weir:{}:api".len() + MAX_PLAIN;
+                proptest::prop_assert!(bounded, "{}", k);
+                let plain = !k.contains(['\n', '\r', ' ']);
+                proptest::prop_assert!(plain, "{}", k);
             }
             proptest::prop_assert_eq!(ka == kb, a == b);
         }
