@@ -757,3 +757,60 @@ async fn repeated_lockouts_grow_the_wait_up_to_the_cap() {
         Some("1")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_come_from_a_verified_claim_or_a_trusted_header() {
+    let upstream = start_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = "rules:\n\
+        \x20 - { name: free, match: { path_prefix: / }, plans: [free], key: [client_ip], algorithm: gcra, limit: 2, period: 1m }\n\
+        \x20 - { name: pro, match: { path_prefix: / }, plans: [pro], key: [client_ip], algorithm: gcra, limit: 5, period: 1m }\n\
+        \x20 - { name: anon, match: { path_prefix: / }, plans: [anonymous], key: [client_ip], algorithm: gcra, limit: 1, period: 1m }\n";
+    let policy_of = |reply: &Reply| reply.header("ratelimit-policy").unwrap_or_default();
+
+    // From a verified JWT claim.
+    let path = dir.path().join("jwt.yaml");
+    std::fs::write(&path, format!(
+        "upstream:\n  url: http://{upstream}\nidentities:\n  user:\n    jwt: {{ claim: sub, hs256_secret: a-secret-of-sixteen-bytes }}\nplans:\n  jwt_claim: plan\n  identity: user\n  default: free\n{rules}"
+    )).unwrap();
+    let weir = Server::start(&path);
+    let key = EncodingKey::from_secret(b"a-secret-of-sixteen-bytes").unwrap();
+    let with_plan = jsonwebtoken::encode(
+        &Header::default(),
+        &json!({"sub": "u1", "plan": "pro", "exp": now() + 600}),
+        &key,
+    )
+    .unwrap();
+    let without = token(Algorithm::HS256, &key, "u2", now() + 600, None);
+    let forged = jsonwebtoken::encode(
+        &Header::default(),
+        &json!({"sub": "u3", "plan": "pro", "exp": now() + 600}),
+        &EncodingKey::from_secret(b"not-the-secret-at-all").unwrap(),
+    )
+    .unwrap();
+    for (token, want) in [
+        (with_plan, "\"pro\";q=5;w=60"),
+        (without, "\"free\";q=2;w=60"),
+        (forged, "\"anon\";q=1;w=60"),
+    ] {
+        assert_eq!(policy_of(&book(&weir, &token).await), want);
+    }
+    assert_eq!(
+        policy_of(&send(&weir.addr, "GET", "/x", &[], "").await),
+        "\"anon\";q=1;w=60"
+    );
+    drop(weir);
+
+    // From a header set by a trusted authentication layer.
+    let path = dir.path().join("header.yaml");
+    std::fs::write(&path, format!("upstream:\n  url: http://{upstream}\nplans:\n  header: X-Plan\n  default: free\n{rules}")).unwrap();
+    let weir = Server::start(&path);
+    assert_eq!(
+        policy_of(&send(&weir.addr, "GET", "/x", &[("x-plan", "pro")], "").await),
+        "\"pro\";q=5;w=60"
+    );
+    assert_eq!(
+        policy_of(&send(&weir.addr, "GET", "/x", &[], "").await),
+        "\"free\";q=2;w=60"
+    );
+}
