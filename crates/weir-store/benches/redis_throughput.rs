@@ -143,7 +143,10 @@ async fn main() {
     let half_rate = full.per_second / 2.0;
     let pace = Duration::from_secs_f64(PACED_TASKS as f64 / half_rate);
     let half = run(store, PACED_TASKS, Some(pace)).await;
-    report(&format!("paced at half of that, {PACED_TASKS} tasks"), &half);
+    report(
+        &format!("paced at half of that, {PACED_TASKS} tasks"),
+        &half,
+    );
     let stats = server.cli(&["INFO", "commandstats"]);
     let usec = stats
         .lines()

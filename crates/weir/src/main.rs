@@ -7,11 +7,13 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 use weir::config::Config;
+use weir::server::ConnectionLimits;
 
 /// weir: a rate limiter for real APIs.
 ///
@@ -42,6 +44,10 @@ enum Command {
         /// In gateway mode, where the decision API and /healthz listen.
         #[arg(long, default_value = "127.0.0.1:9090")]
         admin_listen: SocketAddr,
+        /// The longest a client may take to send a request's headers, in milliseconds;
+        /// slower clients (and idle keep-alive connections) are closed.
+        #[arg(long, default_value_t = 10_000)]
+        header_timeout_ms: u64,
     },
     /// Check a configuration file: exit 0 if it is valid, else print the error (file,
     /// line and field) and exit 1.
@@ -61,7 +67,14 @@ fn main() -> ExitCode {
             config,
             listen,
             admin_listen,
-        } => serve(&config, listen, admin_listen),
+            header_timeout_ms,
+        } => {
+            let limits = ConnectionLimits {
+                header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
+                ..ConnectionLimits::default()
+            };
+            serve(&config, listen, admin_listen, limits)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -76,6 +89,7 @@ fn serve(
     config_path: &std::path::Path,
     listen: SocketAddr,
     admin_listen: SocketAddr,
+    limits: ConnectionLimits,
 ) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
     tracing_subscriber::fmt()
@@ -118,7 +132,12 @@ fn serve(
                     "weir admin listening on http://{}",
                     listener.local_addr()?
                 ));
-                Some(weir::server::serve(listener, router, until_stopped()))
+                Some(weir::server::serve(
+                    listener,
+                    router,
+                    limits,
+                    until_stopped(),
+                ))
             }
             None => None,
         };
@@ -127,7 +146,7 @@ fn serve(
             gateway = config.gateway.is_some(),
             "serving"
         );
-        let main = weir::server::serve(listener, main, until_stopped());
+        let main = weir::server::serve(listener, main, limits, until_stopped());
         tokio::spawn(async move {
             shutdown_signal().await;
             let _ = stop.send(());

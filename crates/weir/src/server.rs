@@ -2,15 +2,22 @@
 //! reloading the configuration without dropping requests.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::serve::ListenerExt;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::Request;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 use weir_core::Clock;
 use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreError, SystemClock};
 
@@ -188,21 +195,66 @@ fn hangups() -> tokio::sync::mpsc::Receiver<()> {
     receive
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then finishes the requests
-/// in flight and returns.
+/// Limits on what a client may do with a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// The longest a client may take to send a request's headers (slow clients, and
+    /// idle keep-alive connections, are closed after it).
+    pub header_timeout: Duration,
+    /// The most bytes of request headers read (more is answered `431`).
+    pub max_header_bytes: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            max_header_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes: then stops accepting,
+/// finishes the requests in flight, and returns.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Answers go out as soon as they are written (no Nagle delay on small responses).
-    let listener = listener.tap_io(|stream| {
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: wait a little rather than spin.
+                    tracing::warn!(%error, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Answers go out as soon as they are written (no Nagle delay on small ones).
         let _ = stream.set_nodelay(true);
-    });
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+        let router = router.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.clone().oneshot(request.map(Body::new))
+        });
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(limits.max_header_bytes.max(8192))
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -95,6 +95,16 @@ impl Problem {
         }
     }
 
+    /// The client took too long to send the body (408).
+    pub fn body_timeout(limit: std::time::Duration) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body-timeout",
+            "Request body too slow",
+            format!("the body must arrive within {limit:?}"),
+        )
+    }
+
     /// The upstream could not be reached or failed (502).
     pub fn bad_gateway(detail: impl Into<String>) -> Self {
         Self::new(

@@ -33,6 +33,7 @@ pub(super) struct RawUpstream {
     pub(super) url: Spanned<String>,
     pub(super) connect_timeout: Option<Spanned<Period>>,
     pub(super) timeout: Option<Spanned<Period>>,
+    pub(super) body_timeout: Option<Spanned<Period>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
 }
 

@@ -27,6 +27,7 @@ use crate::gateway::{CLIENT_IP, Failure, GatewayConfig, GatewayRule, Lockout, Up
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BODY_BYTES: usize = 64 * 1024;
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Builds errors that point into one file.
 pub(super) struct Errors<'a> {
@@ -200,6 +201,7 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
         base,
         connect_timeout: timeout(&raw.connect_timeout, "connect_timeout", CONNECT_TIMEOUT)?,
         timeout: timeout(&raw.timeout, "timeout", UPSTREAM_TIMEOUT)?,
+        body_timeout: timeout(&raw.body_timeout, "body_timeout", BODY_TIMEOUT)?,
         max_body_bytes,
     })
 }

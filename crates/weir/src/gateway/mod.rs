@@ -39,6 +39,8 @@ pub struct Upstream {
     pub timeout: Duration,
     /// The largest request body read when a rule identifies callers by a body field.
     pub max_body_bytes: usize,
+    /// The longest a client may take to send such a body (else `408`).
+    pub body_timeout: Duration,
 }
 
 /// A rule of the gateway: a limit, what it applies to, and whose it is.

@@ -105,11 +105,16 @@ pub async fn handle(
         .flat_map(|r| &r.key)
         .any(|name| config.identities.get(name).is_some_and(|i| i.reads_body()));
     let (body, bytes) = if reads_body {
-        match axum::body::to_bytes(body, config.upstream.max_body_bytes).await {
-            Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
-            Err(_) => {
-                return Problem::body_too_large(config.upstream.max_body_bytes).into_response();
-            }
+        let limit = config.upstream.max_body_bytes;
+        match tokio::time::timeout(
+            config.upstream.body_timeout,
+            axum::body::to_bytes(body, limit),
+        )
+        .await
+        {
+            Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),
+            Ok(Err(_)) => return Problem::body_too_large(limit).into_response(),
+            Err(_) => return Problem::body_timeout(config.upstream.body_timeout).into_response(),
         }
     } else {
         (body, None)
