@@ -137,29 +137,7 @@ async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers
 
     // Redis killed.
     redis.kill();
-    let open = load(&addr, "/open", Duration::from_millis(1500)).await;
-    let closed = load(&addr, "/closed", Duration::from_millis(800)).await;
-    assert_eq!(
-        statuses(&open).keys().collect::<Vec<_>>(),
-        [&200],
-        "fail open keeps serving"
-    );
-    assert_eq!(
-        statuses(&closed).keys().collect::<Vec<_>>(),
-        [&503],
-        "fail closed answers 503, never 429"
-    );
-    assert!(
-        slowest(&open) < TIMEOUT + MARGIN,
-        "slowest {:?}",
-        slowest(&open)
-    );
-    assert!(
-        slowest(&closed) < TIMEOUT + MARGIN,
-        "slowest {:?}",
-        slowest(&closed)
-    );
-    report("killed", &open, &closed);
+    under_fault(&addr, "killed").await;
     // Fail open still limits, with the local fallback (this instance's full share: 5).
     let tight: Vec<u16> = futures_statuses(&addr, "/tight", 7).await;
     assert_eq!(
@@ -179,21 +157,7 @@ async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers
 
     // Redis frozen (it hangs instead of refusing): bounded waits, the same policies.
     redis.pause();
-    let open = load(&addr, "/open", Duration::from_millis(1500)).await;
-    let closed = load(&addr, "/closed", Duration::from_millis(800)).await;
-    assert_eq!(statuses(&open).keys().collect::<Vec<_>>(), [&200]);
-    assert_eq!(statuses(&closed).keys().collect::<Vec<_>>(), [&503]);
-    assert!(
-        slowest(&open) < TIMEOUT + MARGIN,
-        "slowest {:?}",
-        slowest(&open)
-    );
-    assert!(
-        slowest(&closed) < TIMEOUT + MARGIN,
-        "slowest {:?}",
-        slowest(&closed)
-    );
-    report("frozen", &open, &closed);
+    under_fault(&addr, "frozen").await;
     redis.resume();
     let thawed = wait_until_shared(&addr, Duration::from_secs(10)).await;
     eprintln!("recovered after restart in {recovered:?}, after thaw in {thawed:?}");
@@ -205,6 +169,31 @@ async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers
     );
     let (status, _) = timed(weir.admin.as_deref().unwrap(), "/readyz").await;
     assert_eq!(status, 200);
+}
+
+/// Load on both rules while the store is broken: fail open keeps serving, fail closed
+/// answers 503 (never 429), and no request waits past the timeout and a margin.
+async fn under_fault(addr: &str, phase: &str) {
+    let open = load(addr, "/open", Duration::from_millis(1500)).await;
+    let closed = load(addr, "/closed", Duration::from_millis(800)).await;
+    assert_eq!(
+        statuses(&open).keys().collect::<Vec<_>>(),
+        [&200],
+        "{phase}: fail open keeps serving"
+    );
+    assert_eq!(
+        statuses(&closed).keys().collect::<Vec<_>>(),
+        [&503],
+        "{phase}: fail closed answers 503, never 429"
+    );
+    for seen in [&open, &closed] {
+        assert!(
+            slowest(seen) < TIMEOUT + MARGIN,
+            "{phase}: slowest {:?}",
+            slowest(seen)
+        );
+    }
+    report(phase, &open, &closed);
 }
 
 /// Prints a phase's figures (for RELIABILITY.md; run with --nocapture).
