@@ -216,3 +216,75 @@ async fn futures_statuses(addr: &str, path: &str, n: usize) -> Vec<u16> {
     }
     out
 }
+
+/// A TCP proxy in front of Redis that delays every chunk by a settable number of
+/// milliseconds: Redis made slow, not dead.
+async fn latency_proxy(target: u16, delay_ms: Arc<std::sync::atomic::AtomicU64>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                continue;
+            };
+            let (client_read, client_write) = client.into_split();
+            let (server_read, server_write) = server.into_split();
+            let pairs: [(
+                tokio::net::tcp::OwnedReadHalf,
+                tokio::net::tcp::OwnedWriteHalf,
+            ); 2] = [(client_read, server_write), (server_read, client_write)];
+            for (mut from, mut to) in pairs {
+                let delay_ms = delay_ms.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut buffer = vec![0u8; 16 * 1024];
+                    loop {
+                        let Ok(n) = from.read(&mut buffer).await else {
+                            break;
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        let delay = delay_ms.load(Ordering::Relaxed);
+                        if delay > 0 {
+                            tokio::time::sleep(Duration::from_millis(delay)).await;
+                        }
+                        if to.write_all(&buffer[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_costs_at_most_the_rules_timeout_and_recovers() {
+    let upstream = start_upstream().await;
+    let redis = RedisServer::start();
+    let delay_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let proxy = latency_proxy(redis.port(), delay_ms.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store:\n  type: redis\n  url: redis://127.0.0.1:{proxy}\n  timeout: 5s\nupstream:\n  url: http://{upstream}\nrules:\n\
+             \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    store_timeout: 100ms\n\
+             \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n    store_timeout: 100ms\n"
+        ),
+    )
+    .unwrap();
+    let weir = Server::start(&path);
+    assert_eq!(timed(&weir.addr, "/closed").await.0, 200);
+
+    // 1.5 s per reply: far past the rules' 100 ms (the store's own timeout is 5 s).
+    delay_ms.store(1_500, Ordering::Relaxed);
+    under_fault(&weir.addr, "slow").await;
+
+    delay_ms.store(0, Ordering::Relaxed);
+    let recovered = wait_until_shared(&weir.addr, Duration::from_secs(15)).await;
+    eprintln!("recovered from slowness in {recovered:?}");
+}

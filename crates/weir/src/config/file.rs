@@ -173,6 +173,7 @@ pub(super) struct RawRule {
     pub(super) lockout: Option<Spanned<RawLockout>>,
     #[serde(default)]
     pub(super) failure: FailureName,
+    pub(super) store_timeout: Option<Spanned<Period>>,
 }
 
 /// What a rule does when the store cannot decide.

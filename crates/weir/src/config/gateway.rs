@@ -504,8 +504,20 @@ fn gateway_rule(
         policy.burst().map(share),
     )
     .unwrap_or(policy);
+    let store_timeout = match &raw.store_timeout {
+        Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(60) => {
+            return Err(errors.at(
+                t.referenced,
+                field("store_timeout"),
+                "store_timeout must be between 1ms and 60s",
+            ));
+        }
+        Some(t) => Some(t.value.0),
+        None => None,
+    };
     Ok(Some(GatewayRule {
         lockout,
+        store_timeout,
         failure: match raw.failure {
             FailureName::Open => Failure::Open,
             FailureName::Closed => Failure::Closed,
@@ -536,6 +548,7 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
         (!raw.reset_statuses.is_empty(), "reset_statuses"),
         (raw.lockout.is_some(), "lockout"),
         (raw.failure != FailureName::Open, "failure"),
+        (raw.store_timeout.is_some(), "store_timeout"),
     ];
     match fields.iter().find(|(present, _)| *present) {
         Some((_, name)) => Err(errors.at(

@@ -72,6 +72,9 @@ pub struct GatewayRule {
     pub lockout: Option<Lockout>,
     /// What to do when the store cannot decide.
     pub failure: Failure,
+    /// A shorter wait for the store than the store's own `timeout`, for this rule's
+    /// requests (the shortest of the rules that apply wins).
+    pub store_timeout: Option<Duration>,
     /// The policy each instance enforces locally while the store is down (fail open).
     pub fallback_policy: Policy,
 }

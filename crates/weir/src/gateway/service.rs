@@ -1,8 +1,10 @@
 //! One request through the gateway: identify, check every limit that applies, answer
 //! 429 or forward, then count the outcome.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -148,7 +150,7 @@ pub async fn handle(
     let mut store: &dyn Store = gateway.store.as_ref();
     let fallback_applied: Vec<Applied<'_>>;
     let mut in_use = &applied;
-    let quotas = match limits(store, in_use).await {
+    let quotas = match within(store_timeout(&applied), limits(store, in_use)).await {
         Ok(quotas) => quotas,
         Err(error) => {
             if let Some(closed) = applied
@@ -259,6 +261,24 @@ async fn limits<'a>(
         return Ok(Err(quotas));
     }
     Ok(Ok(quotas))
+}
+
+/// The shortest store timeout of the rules that apply, if any sets one.
+fn store_timeout(applied: &[Applied<'_>]) -> Option<Duration> {
+    applied.iter().filter_map(|a| a.rule.store_timeout).min()
+}
+
+/// `call`, given up after `limit` (when there is one) as a store timeout.
+async fn within<T>(
+    limit: Option<Duration>,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(limit))),
+        None => call.await,
+    }
 }
 
 /// Rules that applied, with what each decided.
