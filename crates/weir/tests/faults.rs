@@ -238,13 +238,7 @@ async fn latency_proxy(target: u16, delay_ms: Arc<std::sync::atomic::AtomicU64>)
                 tokio::spawn(async move {
                     use tokio::io::{AsyncReadExt, AsyncWriteExt};
                     let mut buffer = vec![0u8; 16 * 1024];
-                    loop {
-                        let Ok(n) = from.read(&mut buffer).await else {
-                            break;
-                        };
-                        if n == 0 {
-                            break;
-                        }
+                    while let Ok(n @ 1..) = from.read(&mut buffer).await {
                         let delay = delay_ms.load(Ordering::Relaxed);
                         if delay > 0 {
                             tokio::time::sleep(Duration::from_millis(delay)).await;
