@@ -108,6 +108,7 @@ fn serve(
             .await
             .context("cannot open the store")?;
         let (stop, stopped) = tokio::sync::watch::channel(());
+        let stopped_rx = stopped.clone();
         let until_stopped = move || {
             let mut stopped = stopped.clone();
             async move {
@@ -120,10 +121,12 @@ fn serve(
             None => (api, None),
         };
         tokio::spawn(service.watch(config_path.to_path_buf()));
-        let listener = bind(listen).await?;
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let listeners = weir::server::bind_shared(listen, threads)
+            .with_context(|| format!("cannot listen on {listen}"))?;
         announce(&format!(
             "weir listening on http://{}",
-            listener.local_addr()?
+            listeners[0].local_addr()?
         ));
         let admin = match admin {
             Some(router) => {
@@ -132,31 +135,37 @@ fn serve(
                     "weir admin listening on http://{}",
                     listener.local_addr()?
                 ));
-                Some(weir::server::serve(
+                Some(tokio::spawn(weir::server::serve(
                     listener,
                     router,
                     limits,
                     until_stopped(),
-                ))
+                )))
             }
             None => None,
         };
         tracing::info!(
             rules = config.rules.len(),
             gateway = config.gateway.is_some(),
+            threads,
             "serving"
         );
-        let main = weir::server::serve(listener, main, limits, until_stopped());
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            let _ = stop.send(());
-        });
-        match admin {
-            Some(admin) => {
-                tokio::try_join!(main, admin)?;
-            }
-            None => main.await?,
+        let workers = weir::server::serve_on_threads(listeners, main, limits, stopped_rx.clone())?;
+        shutdown_signal().await;
+        let _ = stop.send(());
+        if let Some(admin) = admin {
+            admin.await??;
         }
+        // The server threads finish their requests in flight, then end.
+        tokio::task::spawn_blocking(move || {
+            for worker in workers {
+                worker
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a server thread panicked"))??;
+            }
+            Ok::<_, anyhow::Error>(())
+        })
+        .await??;
         tracing::info!("stopped");
         Ok(())
     })

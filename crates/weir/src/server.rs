@@ -2,6 +2,7 @@
 //! reloading the configuration without dropping requests.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -16,6 +17,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use socket2::{Domain, Socket, Type};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use weir_core::Clock;
@@ -212,6 +214,66 @@ impl Default for ConnectionLimits {
             max_header_bytes: 64 * 1024,
         }
     }
+}
+
+/// Binds `count` listening sockets to one address (`SO_REUSEPORT`: the kernel spreads
+/// connections over them), for one server thread each. Port 0 picks one free port
+/// for all.
+pub fn bind_shared(
+    address: SocketAddr,
+    count: usize,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut listeners: Vec<std::net::TcpListener> = Vec::with_capacity(count.max(1));
+    let mut address = address;
+    for _ in 0..count.max(1) {
+        let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+        socket.set_reuse_address(true)?;
+        #[cfg(unix)]
+        socket.set_reuse_port(true)?;
+        socket.bind(&address.into())?;
+        socket.listen(1024)?;
+        socket.set_nonblocking(true)?;
+        let listener: std::net::TcpListener = socket.into();
+        address = listener.local_addr()?;
+        listeners.push(listener);
+        if cfg!(not(unix)) {
+            break;
+        }
+    }
+    Ok(listeners)
+}
+
+/// Serves `router` on each listener from its own thread, each with a single-threaded
+/// runtime: a request, its checks and its upstream connection stay on one thread
+/// (no hand-offs between threads), as nginx's workers do. Returns when `stopped`
+/// fires and every thread has finished its requests in flight.
+pub fn serve_on_threads(
+    listeners: Vec<std::net::TcpListener>,
+    router: Router,
+    limits: ConnectionLimits,
+    stopped: tokio::sync::watch::Receiver<()>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<std::io::Result<()>>>> {
+    listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let (router, mut stopped) = (router.clone(), stopped.clone());
+            std::thread::Builder::new()
+                .name(format!("weir-http-{i}"))
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    runtime.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        let shutdown = async move {
+                            let _ = stopped.changed().await;
+                        };
+                        serve(listener, router, limits, shutdown).await
+                    })
+                })
+        })
+        .collect()
 }
 
 /// Serves `router` on `listener` until `shutdown` completes: then stops accepting,

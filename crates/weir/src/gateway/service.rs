@@ -1,9 +1,11 @@
 //! One request through the gateway: identify, check every limit that applies, answer
 //! 429 or forward, then count the outcome.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -31,7 +33,17 @@ pub struct Gateway {
     store: Arc<dyn Store>,
     /// This instance's own limiter, for fail-open rules while the store is down.
     fallback: Arc<MemoryStore>,
-    client: UpstreamClient,
+    /// Tells this gateway's upstream clients apart from a reloaded one's.
+    id: u64,
+}
+
+/// Gateways made so far, for their ids.
+static GATEWAYS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Each server thread's pooled clients to upstreams, by gateway id: a connection
+    /// stays on the thread (and runtime) that opened it.
+    static CLIENTS: RefCell<Vec<(u64, UpstreamClient)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl std::fmt::Debug for Gateway {
@@ -45,14 +57,30 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// A gateway for `config`, keeping limit state in `store`.
     pub fn new(config: GatewayConfig, store: Arc<dyn Store>) -> Self {
-        let client = client(&config.upstream);
         let local = MemoryStore::new(MemoryStoreConfig::default(), Arc::new(SystemClock::new()));
         Self {
             config,
             store,
             fallback: Arc::new(local),
-            client,
+            id: GATEWAYS.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// This thread's client to the upstream.
+    fn client(&self) -> UpstreamClient {
+        CLIENTS.with(|clients| {
+            let mut clients = clients.borrow_mut();
+            if let Some((_, found)) = clients.iter().find(|(id, _)| *id == self.id) {
+                return found.clone();
+            }
+            // Clients of gateways replaced by reloads go, oldest first.
+            if clients.len() >= 4 {
+                clients.remove(0);
+            }
+            let made = client(&self.config.upstream);
+            clients.push((self.id, made.clone()));
+            made
+        })
     }
 }
 
@@ -98,7 +126,7 @@ pub async fn handle(
         .filter(|r| r.route.matches(&parts.method, host, parts.uri.path()))
         .collect();
     if matched.is_empty() {
-        return forward(&gateway.client, &config.upstream, parts, body, peer.ip()).await;
+        return forward(&gateway.client(), &config.upstream, parts, body, peer.ip()).await;
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
@@ -185,7 +213,7 @@ pub async fn handle(
     let shadow: Vec<&Applied<'_>> = in_use.iter().filter(|a| a.rule.shadow).collect();
     let shadow_denied = shadow_check(store, &shadow).await;
 
-    let mut response = forward(&gateway.client, &config.upstream, parts, body, peer.ip()).await;
+    let mut response = forward(&gateway.client(), &config.upstream, parts, body, peer.ip()).await;
     add_quota_headers(response.headers_mut(), &quotas, config.legacy_headers);
     if !shadow_denied.is_empty() {
         tracing::info!(rules = ?shadow_denied, client = %ip, "shadow rules would have denied");
