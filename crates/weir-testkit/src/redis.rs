@@ -242,4 +242,57 @@ impl RedisCluster {
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
     }
+
+    /// A node, to kill, pause or restart it.
+    pub fn node_mut(&mut self, index: usize) -> &mut RedisServer {
+        &mut self.nodes[index]
+    }
+
+    /// The index of the node that serves `key`'s slot.
+    pub fn owner_of(&self, key: &str) -> usize {
+        let slot: u16 = self.nodes[0]
+            .cli(&["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("a slot");
+        let nodes = self.nodes[0].cli(&["CLUSTER", "NODES"]);
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let Some(port) = fields.get(1).and_then(|a| a.split(['@', ':']).nth(1)) else {
+                continue;
+            };
+            let serves = fields
+                .iter()
+                .skip(8)
+                .any(|range| match range.split_once('-') {
+                    Some((a, b)) => {
+                        a.parse::<u16>().is_ok_and(|a| a <= slot)
+                            && b.parse::<u16>().is_ok_and(|b| slot <= b)
+                    }
+                    None => range.parse::<u16>() == Ok(slot),
+                });
+            if serves {
+                if let Some(index) = self.nodes.iter().position(|n| n.port().to_string() == port) {
+                    return index;
+                }
+            }
+        }
+        panic!("no node serves slot {slot}:\n{nodes}");
+    }
+
+    /// Waits until every node reports the cluster ready again.
+    pub fn wait_ready(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self
+            .nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }

@@ -13,7 +13,7 @@ use axum::body::Body;
 use common::Server;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use weir_testkit::RedisServer;
+use weir_testkit::{RedisCluster, RedisServer};
 
 /// The store's per-check timeout in this test.
 const TIMEOUT: Duration = Duration::from_millis(100);
@@ -281,4 +281,34 @@ async fn a_slow_redis_costs_at_most_the_rules_timeout_and_recovers() {
     delay_ms.store(0, Ordering::Relaxed);
     let recovered = wait_until_shared(&weir.addr, Duration::from_secs(15)).await;
     eprintln!("recovered from slowness in {recovered:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_primary_killed_fails_as_configured_and_recovers_when_it_rejoins() {
+    let upstream = start_upstream().await;
+    let mut cluster = RedisCluster::start();
+    let nodes = cluster.urls().join(", ");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store:\n  type: redis_cluster\n  nodes: [{nodes}]\n  timeout: 100ms\nupstream:\n  url: http://{upstream}\nrules:\n\
+             \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n\
+             \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n"
+        ),
+    )
+    .unwrap();
+    let weir = Server::start(&path);
+    assert_eq!(timed(&weir.addr, "/closed").await.0, 200);
+
+    // Kill the primary that holds this client's keys (both rules share its hash tag).
+    let owner = cluster.owner_of("weir:{client_ip=127.0.0.1}:closed");
+    cluster.node_mut(owner).kill();
+    under_fault(&weir.addr, "cluster primary killed").await;
+
+    cluster.node_mut(owner).restart();
+    cluster.wait_ready(Duration::from_secs(20));
+    let recovered = wait_until_shared(&weir.addr, Duration::from_secs(20)).await;
+    eprintln!("recovered after the primary rejoined in {recovered:?}");
 }
