@@ -134,6 +134,9 @@ async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers
     }
     assert_eq!(timed(&addr, "/tight").await.0, 200);
     let rss_before = rss();
+    let open_files =
+        || std::fs::read_dir(format!("/proc/{}/fd", weir.child.id())).map_or(0, |d| d.count());
+    let files_before = open_files();
 
     // Redis killed.
     redis.kill();
@@ -163,6 +166,14 @@ async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers
     eprintln!("recovered after restart in {recovered:?}, after thaw in {thawed:?}");
     let rss_after = rss();
     eprintln!("weir RSS: {rss_before} kB before the faults, {rss_after} kB after");
+    // Connections made during the faults are closed again (a few may be pooled).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let files_after = open_files();
+    eprintln!("weir open files: {files_before} before the faults, {files_after} after");
+    assert!(
+        files_after <= files_before + 16,
+        "file descriptors grew from {files_before} to {files_after}"
+    );
     assert!(
         rss_after < rss_before + 16 * 1024,
         "memory grew from {rss_before} to {rss_after} kB"
