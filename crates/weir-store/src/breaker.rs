@@ -167,6 +167,17 @@ impl<S: Store> Store for Breaker<S> {
         Box::pin(self.guarded(self.inner.preview_all(checks)))
     }
 
+    fn decide_within<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+        preview: bool,
+        timeout: std::time::Duration,
+    ) -> StoreFuture<'a, Vec<Decision>> {
+        // The shorter wait counts as a failure here too, so a slow store opens the
+        // circuit whichever timeout caught it.
+        Box::pin(self.guarded(self.inner.decide_within(checks, preview, timeout)))
+    }
+
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
         Box::pin(self.guarded(self.inner.reset(key)))
     }

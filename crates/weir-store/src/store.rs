@@ -59,6 +59,27 @@ pub trait Store: Send + Sync + 'static {
     /// it up front once reached.
     fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>>;
 
+    /// [`Store::check_all`], or [`Store::preview_all`] when `preview`, given up after
+    /// `timeout` with [`StoreError::Timeout`]: for callers that must wait less than the
+    /// store's own timeout. A store that tracks its health counts that as a failure.
+    fn decide_within<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+        preview: bool,
+        timeout: std::time::Duration,
+    ) -> StoreFuture<'a, Vec<Decision>> {
+        let call = if preview {
+            self.preview_all(checks)
+        } else {
+            self.check_all(checks)
+        };
+        Box::pin(async move {
+            tokio::time::timeout(timeout, call)
+                .await
+                .unwrap_or(Err(StoreError::Timeout(timeout)))
+        })
+    }
+
     /// Forgets a key's state: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
 
@@ -86,6 +107,15 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
         (**self).preview_all(checks)
+    }
+
+    fn decide_within<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+        preview: bool,
+        timeout: std::time::Duration,
+    ) -> StoreFuture<'a, Vec<Decision>> {
+        (**self).decide_within(checks, preview, timeout)
     }
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {

@@ -2,7 +2,6 @@
 //! 429 or forward, then count the outcome.
 
 use std::cell::RefCell;
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -178,7 +177,7 @@ pub async fn handle(
     let mut store: &dyn Store = gateway.store.as_ref();
     let fallback_applied: Vec<Applied<'_>>;
     let mut in_use = &applied;
-    let quotas = match within(store_timeout(&applied), limits(store, in_use)).await {
+    let quotas = match limits(store, in_use, store_timeout(&applied)).await {
         Ok(quotas) => quotas,
         Err(error) => {
             if let Some(closed) = applied
@@ -200,7 +199,7 @@ pub async fn handle(
                 .collect();
             in_use = &fallback_applied;
             store = gateway.fallback.as_ref();
-            match limits(store, in_use).await {
+            match limits(store, in_use, None).await {
                 Ok(quotas) => quotas,
                 Err(error) => return store_failed(&error),
             }
@@ -231,6 +230,7 @@ pub async fn handle(
 async fn limits<'a>(
     store: &dyn Store,
     applied: &'a [Applied<'a>],
+    timeout: Option<Duration>,
 ) -> Result<Result<Quotas<'a>, Quotas<'a>>, StoreError> {
     let enforced = |a: &&Applied<'_>| !a.rule.shadow;
     let by_outcome: Vec<&Applied<'_>> = applied
@@ -255,7 +255,7 @@ async fn limits<'a>(
     let mut outcome_decisions = if previews.is_empty() {
         Vec::new()
     } else {
-        store.preview_all(&previews).await?
+        decide(store, &previews, true, timeout).await?
     };
     let lockout_decisions = outcome_decisions.split_off(by_outcome.len());
     for (keys, locked) in lockouts.iter().zip(lockout_decisions) {
@@ -282,7 +282,7 @@ async fn limits<'a>(
     let decisions = if checks.is_empty() {
         Vec::new()
     } else {
-        store.check_all(&checks).await?
+        decide(store, &checks, false, timeout).await?
     };
     quotas.extend(up_front.iter().copied().zip(decisions));
     if quotas.iter().any(|(_, d)| !d.allowed) {
@@ -296,16 +296,17 @@ fn store_timeout(applied: &[Applied<'_>]) -> Option<Duration> {
     applied.iter().filter_map(|a| a.rule.store_timeout).min()
 }
 
-/// `call`, given up after `limit` (when there is one) as a store timeout.
-async fn within<T>(
-    limit: Option<Duration>,
-    call: impl Future<Output = Result<T, StoreError>>,
-) -> Result<T, StoreError> {
-    match limit {
-        Some(limit) => tokio::time::timeout(limit, call)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(limit))),
-        None => call.await,
+/// Previews or checks `checks`, waiting at most `timeout` when given.
+async fn decide(
+    store: &dyn Store,
+    checks: &[Check<'_>],
+    preview: bool,
+    timeout: Option<Duration>,
+) -> Result<Vec<Decision>, StoreError> {
+    match timeout {
+        Some(timeout) => store.decide_within(checks, preview, timeout).await,
+        None if preview => store.preview_all(checks).await,
+        None => store.check_all(checks).await,
     }
 }
 
