@@ -1,6 +1,7 @@
-//! Reloading the configuration under load: on SIGHUP and when the file changes; an
-//! invalid file is refused and the old configuration keeps serving; requests in flight
-//! are not dropped.
+//! A running weir's life: reloading the configuration under load (on SIGHUP and when
+//! the file changes; an invalid file is refused and the old configuration keeps
+//! serving; requests in flight are not dropped), and stopping on SIGTERM after the
+//! requests in flight.
 
 mod common;
 
@@ -140,4 +141,38 @@ async fn reloads_under_load_without_dropping_requests() {
         Ok((200, "\"api\";q=100000;w=60".to_owned())),
         "the request in flight finished on the configuration it started with"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_requests_in_flight_then_exits() {
+    let upstream = start_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    write_config(&path, upstream, 1_000);
+    let mut weir = Server::start(&path);
+    let addr = weir.addr.clone();
+    let slow = tokio::spawn(async move { get_path(&addr, "/slow").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = Command::new("kill")
+        .args(["-TERM", &weir.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // New connections are refused soon after...
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(&weir.addr).is_ok() {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // ... while the request in flight completes, and then the process exits cleanly.
+    assert_eq!(slow.await.unwrap().map(|(status, _)| status), Ok(200));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = weir.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "weir did not exit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
