@@ -2,6 +2,7 @@
 //! forwarding headers a proxy adds, and bounded waits.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::request::Parts;
@@ -9,7 +10,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
 use axum::response::{IntoResponse, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Upstream;
 use crate::api::Problem;
@@ -17,12 +18,23 @@ use crate::api::Problem;
 /// A pooled HTTP/1.1 client to the upstream.
 pub(super) type UpstreamClient = Client<HttpConnector, Body>;
 
+/// Idle upstream connections kept per client (one client per server thread): a burst
+/// may open more, but no more than this many wait around afterwards.
+const MAX_IDLE_CONNECTIONS: usize = 64;
+
+/// How long an idle upstream connection is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A client with the upstream's connect timeout; connections are kept alive and reused.
 pub(super) fn client(upstream: &Upstream) -> UpstreamClient {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(upstream.connect_timeout));
     connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).build(connector)
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_timer(TokioTimer::new())
+        .build(connector)
 }
 
 /// Headers that describe one connection, not the message: never forwarded.

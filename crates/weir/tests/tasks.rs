@@ -1,0 +1,91 @@
+//! No tasks leak through store faults: the gateway in process, on the test's runtime,
+//! counted with Tokio's runtime metrics before and after Redis dies and comes back.
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use weir::config::Config;
+use weir::server::ConnectionLimits;
+use weir_testkit::RedisServer;
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> u16 {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
+    let request = axum::http::Request::get(format!("http://{addr}{path}"))
+        .header("connection", "close")
+        .body(Body::empty())
+        .unwrap();
+    client
+        .request(request)
+        .await
+        .map_or(0, |r| r.status().as_u16())
+}
+
+async fn burst(addr: std::net::SocketAddr, n: usize) {
+    let requests: Vec<_> = (0..n)
+        .map(|i| {
+            tokio::spawn(
+                async move { get(addr, if i % 2 == 0 { "/open" } else { "/closed" }).await },
+            )
+        })
+        .collect();
+    for request in requests {
+        assert_ne!(request.await.unwrap(), 0, "a request failed outright");
+    }
+}
+
+async fn settled_tasks() -> usize {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_faults_leak_no_tasks() {
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream_addr = upstream.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(upstream, Router::new().fallback(|| async { "ok" }))
+            .await
+            .unwrap()
+    });
+    let mut redis = RedisServer::start();
+    let text = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nupstream:\n  url: http://{upstream_addr}\nrules:\n\
+         \x20 - {{ name: open, match: {{ path_prefix: /open }}, algorithm: gcra, limit: 1000000, period: 1m }}\n\
+         \x20 - {{ name: closed, match: {{ path_prefix: /closed }}, algorithm: gcra, limit: 1000000, period: 1m, failure: closed }}\n",
+        redis.url()
+    );
+    let config = Config::parse(&text, std::path::Path::new("tasks.yaml")).unwrap();
+    let service = weir::server::service(&config).await.unwrap();
+    let router = weir::api::gateway_router(service.gateway.clone().unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(weir::server::serve(
+        listener,
+        router,
+        ConnectionLimits::default(),
+        std::future::pending(),
+    ));
+
+    burst(addr, 200).await;
+    let before = settled_tasks().await;
+
+    redis.kill();
+    for _ in 0..5 {
+        burst(addr, 200).await;
+    }
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while get(addr, "/closed").await != 200 {
+        assert!(Instant::now() < deadline, "did not recover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    burst(addr, 200).await;
+    let after = settled_tasks().await;
+    eprintln!("alive tasks: {before} before the fault, {after} after");
+    assert!(after <= before + 8, "tasks grew from {before} to {after}");
+}
