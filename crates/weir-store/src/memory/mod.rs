@@ -111,6 +111,11 @@ impl MemoryStore {
 
     /// Checks several keys now, all-or-nothing: what [`Store::check_all`] does.
     pub fn check_all_sync(&self, checks: &[Check<'_>]) -> Result<Vec<Decision>, StoreError> {
+        // One check is all-or-nothing by itself: the single-key path, without the
+        // batch's bookkeeping.
+        if let [only] = checks {
+            return self.check_sync(only.key, only.policy, only.cost).map(|d| vec![d]);
+        }
         self.try_check_all(checks, true).or_else(|ShardFull| {
             if self.sweep_if_due() {
                 self.try_check_all(checks, true)
