@@ -33,7 +33,9 @@ enum Command {
     ///
     /// Prints `weir listening on http://ADDR` once the socket is bound (with port 0, the
     /// port the system chose), and `weir admin listening on http://ADDR` in gateway
-    /// mode. Stops on SIGTERM or Ctrl-C after finishing the requests in flight.
+    /// mode. Reloads the configuration on SIGHUP or when the file changes (an invalid
+    /// file is refused; the old one keeps serving). Stops on SIGTERM or Ctrl-C after
+    /// finishing the requests in flight.
     Serve {
         /// The configuration file.
         #[arg(long, short)]
