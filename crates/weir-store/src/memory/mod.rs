@@ -114,7 +114,9 @@ impl MemoryStore {
         // One check is all-or-nothing by itself: the single-key path, without the
         // batch's bookkeeping.
         if let [only] = checks {
-            return self.check_sync(only.key, only.policy, only.cost).map(|d| vec![d]);
+            return self
+                .check_sync(only.key, only.policy, only.cost)
+                .map(|d| vec![d]);
         }
         self.try_check_all(checks, true).or_else(|ShardFull| {
             if self.sweep_if_due() {

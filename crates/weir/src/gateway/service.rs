@@ -153,24 +153,37 @@ pub async fn handle(
         client_ip: ip,
         body: bytes.as_deref(),
     };
-    let identity_of = |name: &str| -> Option<String> {
-        if name == CLIENT_IP {
-            Some(ip.to_string())
-        } else {
-            config.identities.get(name)?.identify(facts)
-        }
+    let applied: Vec<Applied<'_>> = {
+        // Each identity is worked out once per request, however many rules use it (a JWT
+        // is verified once).
+        let known: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
+        let identity_of = |name: &str| -> Option<String> {
+            if let Some((_, value)) = known.borrow().iter().find(|(n, _)| n == name) {
+                return value.clone();
+            }
+            let value = if name == CLIENT_IP {
+                Some(ip.to_string())
+            } else {
+                config.identities.get(name).and_then(|i| i.identify(facts))
+            };
+            known.borrow_mut().push((name.to_owned(), value.clone()));
+            value
+        };
+        let plan = config.plans.as_ref().map(|p| p.plan_of(facts, identity_of));
+        let applied: Vec<Applied<'_>> = matched
+            .into_iter()
+            .filter(|r| {
+                r.plans.is_empty() || plan.as_ref().is_some_and(|p| r.plans.contains(&p.name))
+            })
+            .map(|rule| Applied {
+                rule,
+                identity: identity(rule, ip, identity_of),
+                policy: policy(rule, plan.as_ref()),
+                cost: rule.cost_of(&parts.method, host, parts.uri.path()),
+            })
+            .collect();
+        applied
     };
-    let plan = config.plans.as_ref().map(|p| p.plan_of(facts, identity_of));
-    let applied: Vec<Applied<'_>> = matched
-        .into_iter()
-        .filter(|r| r.plans.is_empty() || plan.as_ref().is_some_and(|p| r.plans.contains(&p.name)))
-        .map(|rule| Applied {
-            rule,
-            identity: identity(rule, ip, identity_of),
-            policy: policy(rule, plan.as_ref()),
-            cost: rule.cost_of(&parts.method, host, parts.uri.path()),
-        })
-        .collect();
 
     // Decide on the shared store; if it cannot, apply each rule's failure policy:
     // fail-closed rules answer 503, fail-open ones are decided by the local fallback.
