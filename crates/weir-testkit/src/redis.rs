@@ -218,18 +218,7 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout)
         );
         let cluster = Self { nodes };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !cluster
-            .nodes
-            .iter()
-            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the cluster did not become ready"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        cluster.wait_ready(Duration::from_secs(20));
         cluster
     }
 
