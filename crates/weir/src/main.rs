@@ -59,6 +59,10 @@ enum Command {
     },
 }
 
+/// mimalloc: the allocator matters on a path that allocates for every request.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
