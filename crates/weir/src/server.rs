@@ -223,6 +223,11 @@ pub fn bind_shared(
     address: SocketAddr,
     count: usize,
 ) -> std::io::Result<Vec<std::net::TcpListener>> {
+    // SO_REUSEPORT would let a second weir (of the same user) share a port that is
+    // already in use and split its traffic silently: refuse a port in use first.
+    if address.port() != 0 {
+        drop(std::net::TcpListener::bind(address)?);
+    }
     let mut listeners: Vec<std::net::TcpListener> = Vec::with_capacity(count.max(1));
     let mut address = address;
     for _ in 0..count.max(1) {

@@ -93,3 +93,21 @@ fn serve_answers_checks_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn serve_refuses_a_port_another_weir_serves() {
+    // Both would set SO_REUSEPORT: without a check they would split the traffic.
+    let first = Server::start(&example("basic.yaml"));
+    let address = first.addr.clone();
+    let out = weir()
+        .args(["serve", "--listen", &address, "--config"])
+        .arg(example("basic.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot listen on"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
