@@ -46,7 +46,7 @@ impl ScriptPolicy {
     /// Checks that `policy` can be decided exactly by the scripts, and derives their
     /// numbers.
     pub(crate) fn new(policy: &Policy) -> Result<Self, RedisPolicyError> {
-        if policy.period_ns() % 1_000 != 0 {
+        if !policy.period_ns().is_multiple_of(1_000) {
             return Err(RedisPolicyError::SubMicrosecondPeriod);
         }
         let period_us = policy.period_ns() / 1_000;
