@@ -96,10 +96,10 @@ impl RedisServer {
     fn wait_ready(&mut self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
-            if let Some(child) = &mut self.child {
-                if child.try_wait().ok().flatten().is_some() {
-                    return false;
-                }
+            if let Some(child) = &mut self.child
+                && child.try_wait().ok().flatten().is_some()
+            {
+                return false;
             }
             let out = redis_cli(&["-p", &self.port.to_string(), "PING"]);
             if String::from_utf8_lossy(&out.stdout).trim() == "PONG" {
@@ -260,10 +260,10 @@ impl RedisCluster {
                     }
                     None => range.parse::<u16>() == Ok(slot),
                 });
-            if serves {
-                if let Some(index) = self.nodes.iter().position(|n| n.port().to_string() == port) {
-                    return index;
-                }
+            if serves
+                && let Some(index) = self.nodes.iter().position(|n| n.port().to_string() == port)
+            {
+                return index;
             }
         }
         panic!("no node serves slot {slot}:\n{nodes}");
