@@ -96,11 +96,13 @@ impl JwtVerifier {
     /// The claim of a valid token in the request, as a string; `None` when there is no
     /// token, or it is forged, expired, or lacks the claim.
     pub fn claim(&self, headers: &HeaderMap) -> Option<String> {
-        self.claim_named(headers, &self.claim)
+        self.verified(headers)
+            .and_then(|claims| claims.get(&self.claim))
     }
 
-    /// Another claim of the same valid token (e.g. the plan).
-    pub fn claim_named(&self, headers: &HeaderMap, claim: &str) -> Option<String> {
+    /// The claims of a valid token in the request (verified once, read as often as
+    /// needed); `None` when there is no token, or it is forged or expired.
+    pub fn verified(&self, headers: &HeaderMap) -> Option<Claims> {
         let value = headers.get(&self.header)?.to_str().ok()?.trim();
         let token = value
             .strip_prefix("Bearer ")
@@ -116,7 +118,23 @@ impl JwtVerifier {
         validation.validate_aud = false;
         validation.set_required_spec_claims(&["exp"]);
         let data = jsonwebtoken::decode::<serde_json::Value>(token, key, &validation).ok()?;
-        match data.claims.get(claim)? {
+        Some(Claims(data.claims))
+    }
+
+    /// The claim this verifier identifies callers by.
+    pub fn identity_claim(&self) -> &str {
+        &self.claim
+    }
+}
+
+/// The claims of a verified token.
+#[derive(Debug, Clone)]
+pub struct Claims(serde_json::Value);
+
+impl Claims {
+    /// A claim as a string (a non-empty string, or a number).
+    pub fn get(&self, claim: &str) -> Option<String> {
+        match self.0.get(claim)? {
             serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
             serde_json::Value::Number(n) => Some(n.to_string()),
             _ => None,

@@ -68,13 +68,12 @@ impl Plans {
     ) -> CallerPlan {
         let named = |name: String| CallerPlan { name, limit: None };
         match &self.source {
-            PlanSource::JwtClaim { verifier, claim } => match verifier.claim(facts.headers) {
-                None => named(ANONYMOUS.into()),
-                Some(_) => named(
-                    verifier
-                        .claim_named(facts.headers, claim)
-                        .unwrap_or_else(|| self.default.clone()),
-                ),
+            // One verification for both claims.
+            PlanSource::JwtClaim { verifier, claim } => match verifier.verified(facts.headers) {
+                Some(claims) if claims.get(verifier.identity_claim()).is_some() => {
+                    named(claims.get(claim).unwrap_or_else(|| self.default.clone()))
+                }
+                _ => named(ANONYMOUS.into()),
             },
             PlanSource::Header(header) => {
                 match facts.headers.get(header).and_then(|v| v.to_str().ok()) {
