@@ -489,10 +489,9 @@ fn gateway_rule(
                     "max must be at least the rule's period, and at most 366d",
                 ));
             }
-            Some(Lockout {
-                growth: l.value.growth,
-                max,
-            })
+            let lockout = Lockout::new(&raw.name.value, l.value.growth, max)
+                .map_err(|e| errors.at(at, field("lockout"), e.to_string()))?;
+            Some(lockout)
         }
     };
     // Each instance's share of the limit, for when the shared store is down.

@@ -93,19 +93,46 @@ pub enum Failure {
 
 /// Each time a caller reaches a rule's limit, it is locked out for the rule's period
 /// times `growth` to the power of its earlier lockouts, capped at `max`: 15 minutes,
-/// then 30, then an hour... Lockouts are remembered for [`Lockout::memory`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// then 30, then an hour... Lockouts are remembered for a day (or `max`, if longer).
+///
+/// Its state lives under two more keys per caller, `<rule>/lockout` (the lockout in
+/// force) and `<rule>/lockouts` (the lockouts remembered): rule names cannot hold `/`,
+/// so these never meet a configured rule's keys. Names and policies are made once, at
+/// load.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lockout {
     /// The factor between successive waits.
     pub growth: u32,
     /// The longest wait.
     pub max: Duration,
+    /// The rule name of the key holding the lockout in force.
+    pub in_force_rule: String,
+    /// The rule name of the key counting lockouts.
+    pub count_rule: String,
+    /// Reads the lockout in force (any one-unit GCRA policy reads that key alike).
+    pub probe: Policy,
+    /// Counts the lockouts remembered.
+    pub counter: Policy,
 }
 
 impl Lockout {
+    /// The lockouts of rule `rule`, growing by `growth` up to `max`.
+    pub fn new(rule: &str, growth: u32, max: Duration) -> Result<Self, weir_core::PolicyError> {
+        use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT};
+        let memory = Self::memory_for(max);
+        Ok(Self {
+            growth,
+            max,
+            in_force_rule: format!("{rule}/lockout"),
+            count_rule: format!("{rule}/lockouts"),
+            probe: Policy::new(Algorithm::Gcra, 1, max, None)?,
+            counter: Policy::new(Algorithm::SlidingLog, MAX_SLIDING_LOG_LIMIT, memory, None)?,
+        })
+    }
+
     /// How long a lockout counts towards the next one's wait: a day, or `max` if longer.
-    pub fn memory(&self) -> Duration {
-        self.max.max(Duration::from_secs(24 * 3600))
+    fn memory_for(max: Duration) -> Duration {
+        max.max(Duration::from_secs(24 * 3600))
     }
 
     /// The wait of the `n`-th lockout (from 1) for a rule of `period`.

@@ -405,7 +405,7 @@ async fn count_outcome(store: &dyn Store, applied: &[Applied<'_>], status: Statu
         let lockout = LockoutKeys::of(a);
         let mut keys = vec![a.check(0).key];
         if let Some(lockout) = &lockout {
-            keys.extend([lockout.key(LOCKOUT), lockout.key(LOCKOUTS)]);
+            keys.extend([lockout.in_force_key(), lockout.count_key()]);
         }
         for key in keys {
             if let Err(error) = store.reset(key).await {
@@ -415,50 +415,30 @@ async fn count_outcome(store: &dyn Store, applied: &[Applied<'_>], status: Statu
     }
 }
 
-/// The rule suffix of the key holding a lockout in force.
-const LOCKOUT: &str = "/lockout";
-/// The rule suffix of the key counting a caller's lockouts.
-const LOCKOUTS: &str = "/lockouts";
-
-/// The store keys of a rule's lockouts for one caller. Rule names cannot hold `/`, so
-/// these never meet a configured rule's keys.
+/// The lockout keys of one caller under one rule.
 struct LockoutKeys<'a> {
     applied: &'a Applied<'a>,
-    lockout: super::Lockout,
-    in_force_rule: String,
-    count_rule: String,
-    /// Any lockout policy reads the key alike (one unit, so ticks are nanoseconds).
-    probe: Policy,
-    counter: Policy,
+    lockout: &'a super::Lockout,
 }
 
 impl<'a> LockoutKeys<'a> {
     fn of(applied: &'a Applied<'a>) -> Option<Self> {
-        let lockout = applied.rule.lockout?;
         Some(Self {
             applied,
-            lockout,
-            in_force_rule: format!("{}{LOCKOUT}", applied.rule.name),
-            count_rule: format!("{}{LOCKOUTS}", applied.rule.name),
-            probe: Policy::new(Algorithm::Gcra, 1, lockout.max, None).ok()?,
-            counter: Policy::new(
-                Algorithm::SlidingLog,
-                MAX_SLIDING_LOG_LIMIT,
-                lockout.memory(),
-                None,
-            )
-            .ok()?,
+            lockout: applied.rule.lockout.as_ref()?,
         })
     }
 
-    fn key(&self, suffix: &str) -> Key<'_> {
-        let rule = if suffix == LOCKOUT {
-            &self.in_force_rule
-        } else {
-            &self.count_rule
-        };
+    fn in_force_key(&self) -> Key<'_> {
         Key {
-            rule,
+            rule: &self.lockout.in_force_rule,
+            identity: &self.applied.identity,
+        }
+    }
+
+    fn count_key(&self) -> Key<'_> {
+        Key {
+            rule: &self.lockout.count_rule,
             identity: &self.applied.identity,
         }
     }
@@ -466,8 +446,8 @@ impl<'a> LockoutKeys<'a> {
     /// A preview that denies while a lockout is in force, until it ends.
     fn in_force(&self) -> Check<'_> {
         Check {
-            key: self.key(LOCKOUT),
-            policy: &self.probe,
+            key: self.in_force_key(),
+            policy: &self.lockout.probe,
             cost: 1,
         }
     }
@@ -475,8 +455,8 @@ impl<'a> LockoutKeys<'a> {
     /// Starts the next lockout: the n-th remembered lasts period × growth^(n-1).
     async fn begin(&self, store: &dyn Store) {
         let count = Check {
-            key: self.key(LOCKOUTS),
-            policy: &self.counter,
+            key: self.count_key(),
+            policy: &self.lockout.counter,
             cost: 1,
         };
         let n = match store.check_all(std::slice::from_ref(&count)).await {
@@ -488,7 +468,7 @@ impl<'a> LockoutKeys<'a> {
             return;
         };
         let lock = Check {
-            key: self.key(LOCKOUT),
+            key: self.in_force_key(),
             policy: &policy,
             cost: 1,
         };
