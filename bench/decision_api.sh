@@ -3,16 +3,7 @@
 # ceiling for plain INCR, in one run:  bench/decision_api.sh [seconds]
 # Needs wrk, redis-server, redis-cli and redis-benchmark (apt-get install wrk
 # redis-server redis-tools). Everything listens on loopback only.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-secs=${1:-10}
-cargo build --release -q -p weir
-dir=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$(dirname "$0")/common.sh"
 
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >/dev/null &
@@ -27,15 +18,6 @@ rules='rules:
 printf 'store:\n  type: memory\n%s\n' "$rules" > "$dir/memory.yaml"
 printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n%s\n' "$redis_port" "$rules" > "$dir/redis.yaml"
 
-# Starts weir on $1; sets weir_pid and url (not in a subshell, so the pid is kept).
-serve() {
-  rm -f "$dir/out"
-  ./target/release/weir serve --listen 127.0.0.1:0 --config "$1" > "$dir/out" 2>/dev/null &
-  weir_pid=$!
-  pids+=("$weir_pid")
-  until grep -q listening "$dir/out" 2>/dev/null; do sleep 0.05; done
-  url=$(sed -n 's/weir listening on //p' "$dir/out")
-}
 
 echo "== Redis ceiling: redis-benchmark -t incr -c 64 -n 400000"
 redis-benchmark -p "$redis_port" -t incr -c 64 -n 400000 -q | tr '\r' '\n' | grep 'requests per second'
@@ -43,7 +25,7 @@ redis-benchmark -p "$redis_port" -t incr -c 64 -n 400000 -P 16 -q | tr '\r' '\n'
 redis-cli -p "$redis_port" flushall >/dev/null
 
 for store in memory redis; do
-  serve "$dir/$store.yaml"
+  serve_weir "$dir/$store.yaml"
   echo "== decision API, $store store: wrk -t2 -c64 -d${secs}s --latency"
   wrk -t2 -c64 -d"${secs}s" --latency -s bench/check.lua "$url" | grep -E 'Requests/sec|Latency|50%|90%|99%|Non-2xx|Socket errors'
   kill "$weir_pid"

@@ -6,15 +6,7 @@
 #   3. weir's gateway (GCRA keyed by client IP, memory store) to that upstream.
 # The limits are set high enough that nothing is denied: this measures the cost of the
 # check and the proxying. Needs wrk and nginx (apt-get install wrk nginx-light).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-secs=${1:-10}
-cargo build --release -q -p weir
-dir=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$(dirname "$0")/common.sh"
 
 upstream=$(free_port); proxy=$(free_port)
 mkdir -p "$dir/logs"
@@ -54,10 +46,8 @@ rules:
     limit: 1000000000
     period: 1s
 YAML
-./target/release/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$dir/weir.yaml" > "$dir/weir.out" 2>/dev/null &
-pids+=($!)
-until grep -q "weir listening" "$dir/weir.out" 2>/dev/null; do sleep 0.05; done
-weir=$(sed -n 's/^weir listening on //p' "$dir/weir.out")
+serve_weir "$dir/weir.yaml"
+weir=$url
 
 run() {
   echo "== $1: wrk -t2 -c64 -d${secs}s --latency $2"

@@ -1,0 +1,23 @@
+# Shared by the bench/ scripts (sourced, not run): builds weir, makes a temporary
+# directory, and stops every process started through `pids` on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+cargo build --release -q -p weir
+dir=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Starts weir with the configuration $1; sets weir_pid and url (the main listener).
+# Not in a subshell, so that the pid is kept.
+serve_weir() {
+  rm -f "$dir/out"
+  ./target/release/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$1" > "$dir/out" 2>/dev/null &
+  weir_pid=$!
+  pids+=("$weir_pid")
+  until grep -q "weir listening" "$dir/out" 2>/dev/null; do sleep 0.05; done
+  url=$(sed -n 's/^weir listening on //p' "$dir/out")
+}
