@@ -122,10 +122,7 @@ fn serve(
             }
         };
         let api = weir::api::router(service.engine.clone());
-        let (main, admin) = match &service.gateway {
-            Some(gateway) => (weir::api::gateway_router(gateway.clone()), Some(api)),
-            None => (api, None),
-        };
+        let gateway = service.gateway.clone();
         tokio::spawn(service.watch(config_path.to_path_buf()));
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
         let listeners = weir::server::bind_shared(listen, threads)
@@ -134,8 +131,9 @@ fn serve(
             "weir listening on http://{}",
             listeners[0].local_addr()?
         ));
-        let admin = match admin {
-            Some(router) => {
+        // In gateway mode the decision API moves to the admin listener.
+        let admin = match gateway {
+            Some(_) => {
                 let listener = bind(admin_listen).await?;
                 announce(&format!(
                     "weir admin listening on http://{}",
@@ -143,7 +141,7 @@ fn serve(
                 ));
                 Some(tokio::spawn(weir::server::serve(
                     listener,
-                    router,
+                    api.clone(),
                     limits,
                     until_stopped(),
                 )))
@@ -156,7 +154,12 @@ fn serve(
             threads,
             "serving"
         );
-        let workers = weir::server::serve_on_threads(listeners, main, limits, stopped_rx.clone())?;
+        let workers = match gateway {
+            Some(gateway) => {
+                weir::server::serve_on_threads(listeners, gateway, limits, stopped_rx.clone())?
+            }
+            None => weir::server::serve_on_threads(listeners, api, limits, stopped_rx.clone())?,
+        };
         shutdown_signal().await;
         let _ = stop.send(());
         if let Some(admin) = admin {

@@ -12,6 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
+use axum::response::Response;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -248,13 +249,53 @@ pub fn bind_shared(
     Ok(listeners)
 }
 
-/// Serves `router` on each listener from its own thread, each with a single-threaded
+/// What answers a listener's requests: the decision API's axum [`Router`], or the
+/// gateway called directly (every request goes to it, so it needs no routing).
+pub trait Handler: Clone + Send + Sync + 'static {
+    /// The answer to `request`, which came from `peer`.
+    fn call(
+        &self,
+        request: Request<Body>,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Response> + Send + use<Self>;
+}
+
+impl Handler for Router {
+    fn call(
+        &self,
+        mut request: Request<Body>,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Response> + Send + use<> {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        let answer = self.clone().oneshot(request);
+        async move {
+            match answer.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
+
+impl Handler for Shared<Gateway> {
+    fn call(
+        &self,
+        request: Request<Body>,
+        peer: SocketAddr,
+    ) -> impl Future<Output = Response> + Send + use<> {
+        // The gateway as configured now: a reload while the request runs does not
+        // affect it.
+        crate::gateway::handle(self.load_full(), peer, request)
+    }
+}
+
+/// Serves `handler` on each listener from its own thread, each with a single-threaded
 /// runtime: a request, its checks and its upstream connection stay on one thread
 /// (no hand-offs between threads), as nginx's workers do. Returns when `stopped`
 /// fires and every thread has finished its requests in flight.
 pub fn serve_on_threads(
     listeners: Vec<std::net::TcpListener>,
-    router: Router,
+    handler: impl Handler,
     limits: ConnectionLimits,
     stopped: tokio::sync::watch::Receiver<()>,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<std::io::Result<()>>>> {
@@ -262,7 +303,7 @@ pub fn serve_on_threads(
         .into_iter()
         .enumerate()
         .map(|(i, listener)| {
-            let (router, mut stopped) = (router.clone(), stopped.clone());
+            let (handler, mut stopped) = (handler.clone(), stopped.clone());
             std::thread::Builder::new()
                 .name(format!("weir-http-{i}"))
                 .spawn(move || {
@@ -274,18 +315,18 @@ pub fn serve_on_threads(
                         let shutdown = async move {
                             let _ = stopped.changed().await;
                         };
-                        serve(listener, router, limits, shutdown).await
+                        serve(listener, handler, limits, shutdown).await
                     })
                 })
         })
         .collect()
 }
 
-/// Serves `router` on `listener` until `shutdown` completes: then stops accepting,
+/// Serves `handler` on `listener` until `shutdown` completes: then stops accepting,
 /// finishes the requests in flight, and returns.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    handler: impl Handler,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -306,10 +347,10 @@ pub async fn serve(
         };
         // Answers go out as soon as they are written (no Nagle delay on small ones).
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
-        let service = service_fn(move |mut request: Request<Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            router.clone().oneshot(request.map(Body::new))
+        let handler = handler.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            let answer = handler.call(request.map(Body::new), peer);
+            async move { Ok::<_, std::convert::Infallible>(answer.await) }
         });
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())

@@ -61,12 +61,12 @@ async fn store_faults_leak_no_tasks() {
     );
     let config = Config::parse(&text, std::path::Path::new("tasks.yaml")).unwrap();
     let service = weir::server::service(&config).await.unwrap();
-    let router = weir::api::gateway_router(service.gateway.clone().unwrap());
+    let gateway = service.gateway.clone().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(weir::server::serve(
         listener,
-        router,
+        gateway,
         ConnectionLimits::default(),
         std::future::pending(),
     ));

@@ -79,6 +79,12 @@ pub fn insert(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
 
 /// Sets a list field to its existing items (all lines, joined) followed by `items`.
 fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
+    if !headers.contains_key(name) {
+        if let Ok(value) = HeaderValue::try_from(items) {
+            headers.insert(name.clone(), value);
+        }
+        return;
+    }
     let mut all: Vec<&str> = headers
         .get_all(name)
         .iter()

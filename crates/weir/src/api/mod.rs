@@ -16,13 +16,10 @@ use axum::routing::{get, post};
 pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
 pub use self::problem::Problem;
 use crate::engine::Engine;
-use crate::gateway::Gateway;
 use crate::server::Shared;
 
 /// The service: `POST /v1/check`, `GET /healthz`, `GET /readyz`, and problem+json for
 /// anything else.
-/// Serve it with `into_make_service_with_connect_info::<SocketAddr>()` when it is the
-/// gateway's (see [`gateway_router`]).
 pub fn router(engine: Shared<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
@@ -44,12 +41,4 @@ async fn ready(State(engine): State<Shared<Engine>>) -> Response {
         )
         .into_response()
     }
-}
-
-/// The gateway: every request goes through the limits to the upstream. Needs the peer
-/// address: serve it with `into_make_service_with_connect_info::<SocketAddr>()`.
-pub fn gateway_router(gateway: Shared<Gateway>) -> Router {
-    Router::new()
-        .fallback(crate::gateway::handle)
-        .with_state(gateway)
 }

@@ -2,13 +2,14 @@
 //! 429 or forward, then count the outcome.
 
 use std::cell::RefCell;
+use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use weir_core::{Algorithm, Decision, MAX_SLIDING_LOG_LIMIT, Policy};
@@ -21,7 +22,6 @@ use super::proxy::{UpstreamClient, client, forward};
 use super::{CLIENT_IP, Failure, GatewayConfig, GatewayRule};
 use crate::api::Problem;
 use crate::api::headers::{self, Quota, ceil_secs};
-use crate::server::Shared;
 
 /// The header that reports shadow rules that would have denied the request.
 pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
@@ -104,14 +104,8 @@ impl Applied<'_> {
     }
 }
 
-/// The gateway's handler: every request that is not for weir itself.
-pub async fn handle(
-    State(gateway): State<Shared<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-) -> Response {
-    // The gateway as configured now; a reload while this request runs does not affect it.
-    let gateway = gateway.load_full();
+/// The gateway's handler: every request on its listener, from `peer`.
+pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -> Response {
     let config = &gateway.config;
     let (parts, body) = request.into_parts();
     let ip = client_ip(peer.ip(), &parts.headers, &config.trusted_proxies);
@@ -129,10 +123,9 @@ pub async fn handle(
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
-    let reads_body = matched
-        .iter()
-        .flat_map(|r| &r.key)
-        .any(|name| config.identities.get(name).is_some_and(|i| i.reads_body()));
+    let reads_body = matched.iter().flat_map(|r| &r.key).any(|name| {
+        name != CLIENT_IP && config.identities.get(name).is_some_and(|i| i.reads_body())
+    });
     let (body, bytes) = if reads_body {
         let limit = config.upstream.max_body_bytes;
         match tokio::time::timeout(
@@ -156,21 +149,21 @@ pub async fn handle(
     let applied: Vec<Applied<'_>> = {
         // Each identity is worked out once per request, however many rules use it (a JWT
         // is verified once).
-        let known: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
+        let known: RefCell<Vec<(&str, Option<String>)>> = RefCell::new(Vec::new());
         let identity_of = |name: &str| -> Option<String> {
-            if let Some((_, value)) = known.borrow().iter().find(|(n, _)| n == name) {
+            if name == CLIENT_IP {
+                return Some(ip.to_string());
+            }
+            if let Some((_, value)) = known.borrow().iter().find(|(n, _)| *n == name) {
                 return value.clone();
             }
-            let value = if name == CLIENT_IP {
-                Some(ip.to_string())
-            } else {
-                config.identities.get(name).and_then(|i| i.identify(facts))
-            };
-            known.borrow_mut().push((name.to_owned(), value.clone()));
+            let (name, source) = config.identities.get_key_value(name)?;
+            let value = source.identify(facts);
+            known.borrow_mut().push((name, value.clone()));
             value
         };
         let plan = config.plans.as_ref().map(|p| p.plan_of(facts, identity_of));
-        let applied: Vec<Applied<'_>> = matched
+        matched
             .into_iter()
             .filter(|r| {
                 r.plans.is_empty() || plan.as_ref().is_some_and(|p| r.plans.contains(&p.name))
@@ -181,8 +174,7 @@ pub async fn handle(
                 policy: policy(rule, plan.as_ref()),
                 cost: rule.cost_of(&parts.method, host, parts.uri.path()),
             })
-            .collect();
-        applied
+            .collect()
     };
 
     // Decide on the shared store; if it cannot, apply each rule's failure policy:
@@ -333,18 +325,35 @@ fn identity(
     ip: IpAddr,
     identity_of: impl Fn(&str) -> Option<String>,
 ) -> String {
-    let mut parts = Vec::with_capacity(rule.key.len());
+    let mut key = String::new();
     for name in &rule.key {
-        match identity_of(name) {
-            // Tagged with the identity's name, and `&` / `%` escaped: injective.
-            Some(value) => parts.push(format!(
-                "{name}={}",
-                value.replace('%', "%25").replace('&', "%26")
-            )),
-            None => return format!("{CLIENT_IP}={ip}"),
+        let Some(value) = identity_of(name) else {
+            key.clear();
+            let _ = write!(key, "{CLIENT_IP}={ip}");
+            return key;
+        };
+        push_tagged(&mut key, name, &value);
+    }
+    key
+}
+
+/// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
+/// so that different lists of identities never make the same key.
+fn push_tagged(key: &mut String, name: &str, value: &str) {
+    if !key.is_empty() {
+        key.push('&');
+    }
+    key.push_str(name);
+    key.push('=');
+    for part in value.split_inclusive(['%', '&']) {
+        match part.strip_suffix(['%', '&']) {
+            Some(plain) => {
+                key.push_str(plain);
+                key.push_str(if part.ends_with('%') { "%25" } else { "%26" });
+            }
+            None => key.push_str(part),
         }
     }
-    parts.join("&")
 }
 
 /// The rule's policy, with the caller's custom limit when its plan gives one.
@@ -516,4 +525,40 @@ fn too_many(quotas: &[(&Applied<'_>, Decision)], legacy: bool) -> Response {
 fn store_failed(error: &weir_store::StoreError) -> Response {
     tracing::warn!(%error, "the store could not decide");
     Problem::store_unavailable(error.to_string()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::push_tagged;
+
+    fn key_of(identities: &[(&str, String)]) -> String {
+        let mut key = String::new();
+        for (name, value) in identities {
+            push_tagged(&mut key, name, value);
+        }
+        key
+    }
+
+    #[test]
+    fn values_are_escaped() {
+        let key = key_of(&[("user", "a&b%c".into()), ("client_ip", "::1".into())]);
+        assert_eq!(key, "user=a%26b%25c&client_ip=::1");
+    }
+
+    proptest! {
+        /// A value holding `&name=` cannot pass for a second identity, nor an escape
+        /// for the character it stands for.
+        #[test]
+        fn keys_are_injective(
+            a in proptest::collection::vec("[a-c&%=]{0,6}", 2),
+            b in proptest::collection::vec("[a-c&%=]{0,6}", 2),
+        ) {
+            let names = ["user", "route"];
+            let a: Vec<(&str, String)> = names.iter().copied().zip(a).collect();
+            let b: Vec<(&str, String)> = names.iter().copied().zip(b).collect();
+            prop_assert_eq!(a == b, key_of(&a) == key_of(&b));
+        }
+    }
 }
