@@ -39,6 +39,7 @@ async fn echo(request: Request) -> impl IntoResponse {
     };
     axum::Json(json!({
         "method": parts.method.as_str(),
+        "host": header("host"),
         "path": parts.uri.path(),
         "query": parts.uri.query(),
         "x-forwarded-for": header("x-forwarded-for"),
@@ -80,6 +81,9 @@ async fn own_headers() -> impl IntoResponse {
     (headers, "mine")
 }
 
+/// The size of the large bodies the upstream sends and receives.
+const BIG: usize = 3 << 20;
+
 async fn start_upstream() -> SocketAddr {
     let app = Router::new()
         .route("/login", post(login))
@@ -91,6 +95,16 @@ async fn start_upstream() -> SocketAddr {
             }),
         )
         .route("/own-headers", get(own_headers))
+        .route("/big", get(|| async { vec![b'x'; BIG] }))
+        .route(
+            "/count",
+            post(|body: Body| async move {
+                match axum::body::to_bytes(body, 2 * BIG).await {
+                    Ok(bytes) => bytes.len().to_string(),
+                    Err(_) => "too large".into(),
+                }
+            }),
+        )
         .fallback(echo);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -160,7 +174,7 @@ async fn send(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], bo
         .await
         .unwrap();
     let (parts, body) = response.into_parts();
-    let body = axum::body::to_bytes(Body::new(body), 1 << 20)
+    let body = axum::body::to_bytes(Body::new(body), 8 << 20)
         .await
         .unwrap();
     Reply {
@@ -193,6 +207,8 @@ async fn allowed_requests_reach_the_upstream_intact_with_forwarding_headers() {
     assert_eq!(reply.status, StatusCode::OK);
     let seen = reply.json();
     assert_eq!(seen["method"], "POST");
+    // The Host the client asked for, as a reverse proxy keeps it.
+    assert_eq!(seen["host"], weir.addr.as_str());
     assert_eq!(seen["path"], "/api/books");
     assert_eq!(seen["query"], "sort=title&page=2");
     assert_eq!(seen["body"], "a body");
@@ -211,6 +227,26 @@ async fn allowed_requests_reach_the_upstream_intact_with_forwarding_headers() {
     let reply = send(&weir.addr, "GET", "/public/page", &[], "").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.header("ratelimit"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_stream_through_both_ways() {
+    let upstream = start_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Server::start(&example(dir.path(), "shadow.yaml", upstream, |t| {
+        t.replace("path: \"/books/{id}\"", "path_prefix: /")
+    }));
+    let upload = "y".repeat(BIG);
+    for _ in 0..3 {
+        let reply = send(&weir.addr, "GET", "/big", &[], "").await;
+        assert_eq!((reply.status, reply.body.len()), (StatusCode::OK, BIG));
+        assert!(reply.body.bytes().all(|b| b == b'x'));
+        let reply = send(&weir.addr, "POST", "/count", &[], &upload).await;
+        assert_eq!(
+            (reply.status, reply.body.as_str()),
+            (StatusCode::OK, "3145728")
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ pub mod client_ip;
 pub mod identity;
 pub mod jwt;
 pub mod plan;
+mod pool;
 mod proxy;
 pub mod route;
 mod service;

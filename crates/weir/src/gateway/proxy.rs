@@ -2,40 +2,16 @@
 //! forwarding headers a proxy adds, and bounded waits.
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
 use axum::response::{IntoResponse, Response};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Upstream;
+use super::pool::UpstreamPool;
 use crate::api::Problem;
-
-/// A pooled HTTP/1.1 client to the upstream.
-pub(super) type UpstreamClient = Client<HttpConnector, Body>;
-
-/// Idle upstream connections kept per client (one client per server thread): a burst
-/// may open more, but no more than this many wait around afterwards.
-const MAX_IDLE_CONNECTIONS: usize = 64;
-
-/// How long an idle upstream connection is kept.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A client with the upstream's connect timeout; connections are kept alive and reused.
-pub(super) fn client(upstream: &Upstream) -> UpstreamClient {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(upstream.connect_timeout));
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
-        .pool_idle_timeout(IDLE_TIMEOUT)
-        .pool_timer(TokioTimer::new())
-        .build(connector)
-}
 
 /// Headers that describe one connection, not the message: never forwarded.
 const HOP_BY_HOP: [HeaderName; 7] = [
@@ -65,26 +41,32 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Sends the request to the upstream and returns its answer (or a 502/504 problem).
 pub(super) async fn forward(
-    client: &UpstreamClient,
+    pool: &Arc<UpstreamPool>,
     upstream: &Upstream,
     mut parts: Parts,
     body: Body,
     peer: IpAddr,
 ) -> Response {
+    // Origin form (`/path?query`) on the connection to the upstream; the client's Host
+    // is kept, or the upstream's given when the client sent none.
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut uri = upstream.base.clone().into_parts();
-    uri.path_and_query = path.parse().ok();
-    parts.uri = match Uri::from_parts(uri) {
+    parts.uri = match path.parse::<Uri>() {
         Ok(uri) => uri,
         Err(_) => {
             return Problem::invalid_request("the request target cannot be forwarded")
                 .into_response();
         }
     };
+    if !parts.headers.contains_key(header::HOST)
+        && let Some(host) = upstream.base.authority()
+        && let Ok(host) = HeaderValue::try_from(host.as_str())
+    {
+        parts.headers.insert(header::HOST, host);
+    }
     strip_hop_by_hop(&mut parts.headers);
     add_forwarding(&mut parts.headers, peer);
     let request = Request::from_parts(parts, body);
-    match tokio::time::timeout(upstream.timeout, client.request(request)).await {
+    match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
         Err(_) => Problem::gateway_timeout(format!(
             "the upstream did not answer within {:?}",
             upstream.timeout

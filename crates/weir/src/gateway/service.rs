@@ -18,7 +18,8 @@ use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError, 
 use super::client_ip::client_ip;
 use super::identity::RequestFacts;
 use super::plan::CallerPlan;
-use super::proxy::{UpstreamClient, client, forward};
+use super::pool::UpstreamPool;
+use super::proxy::forward;
 use super::{CLIENT_IP, Failure, GatewayConfig, GatewayRule};
 use crate::api::Problem;
 use crate::api::headers::{self, Quota, ceil_secs};
@@ -40,9 +41,9 @@ pub struct Gateway {
 static GATEWAYS: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// Each server thread's pooled clients to upstreams, by gateway id: a connection
+    /// Each server thread's connections to upstreams, by gateway id: a connection
     /// stays on the thread (and runtime) that opened it.
-    static CLIENTS: RefCell<Vec<(u64, UpstreamClient)>> = const { RefCell::new(Vec::new()) };
+    static POOLS: RefCell<Vec<(u64, Arc<UpstreamPool>)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl std::fmt::Debug for Gateway {
@@ -65,19 +66,20 @@ impl Gateway {
         }
     }
 
-    /// This thread's client to the upstream.
-    fn client(&self) -> UpstreamClient {
-        CLIENTS.with(|clients| {
-            let mut clients = clients.borrow_mut();
-            if let Some((_, found)) = clients.iter().find(|(id, _)| *id == self.id) {
-                return found.clone();
+    /// This thread's connections to the upstream.
+    fn pool(&self) -> Arc<UpstreamPool> {
+        POOLS.with(|pools| {
+            let mut pools = pools.borrow_mut();
+            if let Some((_, found)) = pools.iter().find(|(id, _)| *id == self.id) {
+                return Arc::clone(found);
             }
-            // Clients of gateways replaced by reloads go, oldest first.
-            if clients.len() >= 4 {
-                clients.remove(0);
+            // Pools of gateways replaced by reloads go, oldest first.
+            if pools.len() >= 4 {
+                pools.remove(0);
             }
-            let made = client(&self.config.upstream);
-            clients.push((self.id, made.clone()));
+            let upstream = &self.config.upstream;
+            let made = UpstreamPool::new(&upstream.base, upstream.connect_timeout);
+            pools.push((self.id, Arc::clone(&made)));
             made
         })
     }
@@ -119,7 +121,7 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         .filter(|r| r.route.matches(&parts.method, host, parts.uri.path()))
         .collect();
     if matched.is_empty() {
-        return forward(&gateway.client(), &config.upstream, parts, body, peer.ip()).await;
+        return forward(&gateway.pool(), &config.upstream, parts, body, peer.ip()).await;
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
@@ -217,7 +219,7 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     let shadow: Vec<&Applied<'_>> = in_use.iter().filter(|a| a.rule.shadow).collect();
     let shadow_denied = shadow_check(store, &shadow).await;
 
-    let mut response = forward(&gateway.client(), &config.upstream, parts, body, peer.ip()).await;
+    let mut response = forward(&gateway.pool(), &config.upstream, parts, body, peer.ip()).await;
     add_quota_headers(response.headers_mut(), &quotas, config.legacy_headers);
     if !shadow_denied.is_empty() {
         tracing::info!(rules = ?shadow_denied, client = %ip, "shadow rules would have denied");

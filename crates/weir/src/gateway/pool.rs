@@ -1,0 +1,383 @@
+//! Connections to the upstream: HTTP/1.1 kept alive, each carrying one request at a
+//! time, and kept in a small pool between requests.
+//!
+//! Each server thread has its own pool, so a connection stays on the thread (and
+//! runtime) that opened it and taking one locks nothing another thread holds. A
+//! connection goes back to the pool when the response that used it has been read to
+//! its end: the response body hands it back as it is dropped. One cut short leaves the
+//! connection mid-message, so it is closed instead. (hyper-util's pooled client does the
+//! same job for any number of hosts and protocols, but locks a shared pool twice and
+//! spawns a task per request to wait for the connection to be idle again.)
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, Response, Uri};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// The most idle connections a pool keeps: a burst may open more, but no more than
+/// this many wait around afterwards.
+const MAX_IDLE: usize = 64;
+
+/// How long an idle connection is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the upstream could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// No connection within the connect timeout.
+    #[error("connecting to {0} timed out")]
+    ConnectTimeout(String),
+    /// The connection was refused, or the address does not resolve.
+    #[error("cannot connect to {0}: {1}")]
+    Connect(String, std::io::Error),
+    /// The connection failed while the request was sent or its answer read.
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
+}
+
+/// One server thread's connections to one upstream.
+#[derive(Debug)]
+pub struct UpstreamPool {
+    /// `host:port`, to connect to.
+    address: String,
+    connect_timeout: Duration,
+    idle: Mutex<Vec<Idle>>,
+}
+
+#[derive(Debug)]
+struct Idle {
+    sender: SendRequest<Body>,
+    since: Instant,
+}
+
+impl UpstreamPool {
+    /// An empty pool for the upstream at `base` (`http://host[:port]`), with a task
+    /// that closes connections idle for longer than the idle timeout. Call it inside a
+    /// Tokio runtime.
+    pub fn new(base: &Uri, connect_timeout: Duration) -> Arc<Self> {
+        let authority = base.authority().map_or("", |a| a.as_str());
+        let address = match base.port_u16() {
+            Some(_) => authority.to_owned(),
+            None => format!("{authority}:80"),
+        };
+        let pool = Arc::new(Self {
+            address,
+            connect_timeout,
+            idle: Mutex::new(Vec::new()),
+        });
+        tokio::spawn(close_idle(Arc::downgrade(&pool)));
+        pool
+    }
+
+    /// Sends `request` (in origin form) on an idle connection, or a new one, and
+    /// returns the upstream's answer as it starts.
+    pub async fn send(
+        self: &Arc<Self>,
+        mut request: Request<Body>,
+    ) -> Result<Response<Body>, UpstreamError> {
+        loop {
+            let (mut sender, reused) = match self.take_idle().await {
+                Some(sender) => (sender, true),
+                None => (self.connect().await?, false),
+            };
+            match sender.try_send_request(request).await {
+                Ok(response) => return Ok(self.lend(sender, response)),
+                Err(mut error) => match error.take_message() {
+                    // The upstream closed an idle connection as it was taken: the
+                    // request was not sent, so it can go on another.
+                    Some(unsent) if reused => request = unsent,
+                    _ => return Err(error.into_error().into()),
+                },
+            }
+        }
+    }
+
+    /// The most recently used idle connection that is still open, ready for a request.
+    async fn take_idle(&self) -> Option<SendRequest<Body>> {
+        loop {
+            let idle = self.lock().pop()?;
+            if idle.since.elapsed() > IDLE_TIMEOUT || idle.sender.is_closed() {
+                continue;
+            }
+            let mut sender = idle.sender;
+            // Back in the pool only once its last answer was read, so ready at once
+            // unless it is closing.
+            if sender.ready().await.is_ok() {
+                return Some(sender);
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Body>, UpstreamError> {
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.address))
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout(self.address.clone()))?
+            .map_err(|error| UpstreamError::Connect(self.address.clone(), error))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "an upstream connection failed");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// The response, with a body that returns `sender` to the pool once read to its end.
+    fn lend(
+        self: &Arc<Self>,
+        sender: SendRequest<Body>,
+        response: Response<Incoming>,
+    ) -> Response<Body> {
+        let (parts, body) = response.into_parts();
+        let body = if body.is_end_stream() {
+            self.put(sender);
+            Body::new(body)
+        } else {
+            Body::new(Lent {
+                body,
+                ended: false,
+                lease: Some((sender, Arc::clone(self))),
+            })
+        };
+        Response::from_parts(parts, body)
+    }
+
+    fn put(&self, sender: SendRequest<Body>) {
+        let mut idle = self.lock();
+        if idle.len() < MAX_IDLE && !sender.is_closed() {
+            idle.push(Idle {
+                sender,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many connections are idle in the pool.
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Every half idle timeout, closes the connections idle for longer (until the pool goes).
+async fn close_idle(pool: Weak<UpstreamPool>) {
+    let mut every = tokio::time::interval(IDLE_TIMEOUT / 2);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let Some(pool) = pool.upgrade() else { break };
+        pool.lock()
+            .retain(|idle| idle.since.elapsed() <= IDLE_TIMEOUT && !idle.sender.is_closed());
+    }
+}
+
+/// An upstream response body that holds the connection it came on, and hands it back
+/// to the pool when dropped after its end.
+struct Lent {
+    body: Incoming,
+    ended: bool,
+    lease: Option<(SendRequest<Body>, Arc<UpstreamPool>)>,
+}
+
+impl HttpBody for Lent {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if (self.ended || self.body.is_end_stream())
+            && let Some((sender, pool)) = self.lease.take()
+        {
+            pool.put(sender);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::http::StatusCode;
+    use http_body_util::BodyExt;
+    use hyper::service::service_fn;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// An upstream answering every request with `status` and `body_bytes` bytes; it
+    /// counts the connections it accepted. With `keep_alive` off it closes each after
+    /// one answer.
+    async fn upstream(status: u16, body_bytes: usize, keep_alive: bool) -> (Uri, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base: Uri = format!("http://{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                counted.fetch_add(1, Ordering::SeqCst);
+                let answer = service_fn(move |_| async move {
+                    let mut response = Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from(vec![b'x'; body_bytes]),
+                    ));
+                    *response.status_mut() = StatusCode::from_u16(status).unwrap();
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .keep_alive(keep_alive)
+                        .serve_connection(TokioIo::new(stream), answer),
+                );
+            }
+        });
+        (base, accepted)
+    }
+
+    fn get() -> Request<Body> {
+        Request::get("/")
+            .header("host", "upstream")
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    async fn read_all(pool: &Arc<UpstreamPool>) -> (StatusCode, usize) {
+        let response = pool.send(get()).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, body.len())
+    }
+
+    #[tokio::test]
+    async fn sequential_requests_share_one_connection() {
+        let (base, accepted) = upstream(200, 10_000, true).await;
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        for _ in 0..20 {
+            assert_eq!(read_all(&pool).await, (StatusCode::OK, 10_000));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.idle_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn answers_without_a_body_give_the_connection_back_at_once() {
+        let (base, accepted) = upstream(204, 0, true).await;
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        for _ in 0..5 {
+            let response = pool.send(get()).await.unwrap();
+            assert_eq!(response.status(), StatusCode::NO_CONTENT);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_open_connections_and_keep_them() {
+        let (base, accepted) = upstream(200, 100, true).await;
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let (a, b) = tokio::join!(pool.send(get()), pool.send(get()));
+        drop((a.unwrap(), b.unwrap()));
+        // Both bodies were dropped before their end: neither connection is reused.
+        assert_eq!(pool.idle_count(), 0);
+        let (a, b) = tokio::join!(read_all(&pool), read_all(&pool));
+        assert_eq!((a, b), ((StatusCode::OK, 100), (StatusCode::OK, 100)));
+        assert_eq!(accepted.load(Ordering::SeqCst), 4);
+        assert_eq!(pool.idle_count(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_closes_its_connection() {
+        let (base, accepted) = upstream(200, 4 << 20, true).await;
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let mut body = pool.send(get()).await.unwrap().into_body();
+        body.frame().await.unwrap().unwrap();
+        drop(body);
+        assert_eq!(pool.idle_count(), 0);
+        assert_eq!(read_all(&pool).await, (StatusCode::OK, 4 << 20));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn connections_the_upstream_closes_are_not_reused() {
+        let (base, accepted) = upstream(200, 10, false).await;
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        for _ in 0..5 {
+            assert_eq!(read_all(&pool).await, (StatusCode::OK, 10));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 5);
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_closed_by_the_upstream_is_replaced() {
+        // Answers one request per connection, keep-alive as far as the client can
+        // tell, then closes it while it is idle.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base: Uri = format!("http://{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request).await.unwrap();
+                stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                drop(stream);
+            }
+        });
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        for _ in 0..3 {
+            assert_eq!(read_all(&pool).await, (StatusCode::OK, 2));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_is_not_there_is_an_error() {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let base: Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let error = pool.send(get()).await.unwrap_err();
+        assert!(matches!(error, UpstreamError::Connect(..)), "{error}");
+    }
+}
