@@ -370,6 +370,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn chunked_answers_give_the_connection_back_at_their_end() {
+        // A chunked answer has no length: only its last chunk tells that it ended.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base: Uri = format!("http://{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = [0u8; 1024];
+                    // One GET per read: the client sends the next only after this answer.
+                    while stream.read(&mut request).await.is_ok_and(|n| n > 0) {
+                        let answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                                       2\r\nok\r\n3\r\n!!!\r\n0\r\n\r\n";
+                        stream.write_all(answer).await.unwrap();
+                    }
+                });
+            }
+        });
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        for _ in 0..5 {
+            assert_eq!(read_all(&pool).await, (StatusCode::OK, 5));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(pool.idle_count(), 1);
+    }
+
+    #[tokio::test]
     async fn an_upstream_that_is_not_there_is_an_error() {
         let port = {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
