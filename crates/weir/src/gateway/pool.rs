@@ -320,6 +320,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn at_most_64_connections_wait_idle_after_a_burst() {
+        let (base, accepted) = upstream(200, 10, true).await;
+        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        // Every answer held until all have started: 80 connections at once.
+        let responses: Vec<Response<Body>> = {
+            let mut burst = tokio::task::JoinSet::new();
+            for _ in 0..80 {
+                let pool = Arc::clone(&pool);
+                burst.spawn(async move { pool.send(get()).await.unwrap() });
+            }
+            burst.join_all().await
+        };
+        assert_eq!(accepted.load(Ordering::SeqCst), 80);
+        for response in responses {
+            response.into_body().collect().await.unwrap();
+        }
+        assert_eq!(pool.idle_count(), MAX_IDLE);
+    }
+
+    #[tokio::test]
     async fn a_body_cut_short_closes_its_connection() {
         let (base, accepted) = upstream(200, 4 << 20, true).await;
         let pool = UpstreamPool::new(&base, Duration::from_secs(1));
