@@ -1,6 +1,7 @@
 //! Forwarding to the upstream: streamed bodies both ways, keep-alive connections, the
 //! forwarding headers a proxy adds, and bounded waits.
 
+use std::fmt::Write;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use super::pool::UpstreamPool;
 use crate::api::Problem;
 
 /// Headers that describe one connection, not the message: never forwarded.
-const HOP_BY_HOP: [HeaderName; 7] = [
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
@@ -25,6 +26,11 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 ];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass over the names, without hashing, finds out.
+    let hop = |name: &HeaderName| HOP_BY_HOP.contains(name) || name == header::TRANSFER_ENCODING;
+    if !headers.keys().any(hop) {
+        return;
+    }
     // Headers the Connection header names are hop-by-hop too.
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -84,29 +90,108 @@ pub(super) async fn forward(
     }
 }
 
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+
 /// `X-Forwarded-For` (appended), `X-Forwarded-Proto` and `Forwarded` (appended).
 fn add_forwarding(headers: &mut HeaderMap, peer: IpAddr) {
-    // Every earlier line of the header, then this hop.
-    let appended = |name: &str, item: String| {
-        let mut items: Vec<&str> = headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .filter(|v| !v.trim().is_empty())
-            .collect();
-        items.push(&item);
-        HeaderValue::try_from(items.join(", ")).ok()
+    let mut xff = String::with_capacity(48);
+    let _ = write!(xff, "{peer}");
+    let mut forwarded = String::with_capacity(64);
+    let _ = match peer {
+        IpAddr::V4(ip) => write!(forwarded, "for={ip};proto=http"),
+        IpAddr::V6(ip) => write!(forwarded, "for=\"[{ip}]\";proto=http"),
     };
-    let xff = appended("x-forwarded-for", peer.to_string());
-    let node = match peer {
-        IpAddr::V4(ip) => ip.to_string(),
-        IpAddr::V6(ip) => format!("\"[{ip}]\""),
-    };
-    let forwarded = appended("forwarded", format!("for={node};proto=http"));
-    for (name, value) in [("x-forwarded-for", xff), ("forwarded", forwarded)] {
-        if let Some(value) = value {
-            headers.insert(name, value);
+    for (name, item) in [(&X_FORWARDED_FOR, xff), (&FORWARDED, forwarded)] {
+        if let Some(value) = appended(headers, name, item) {
+            headers.insert(name.clone(), value);
         }
     }
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+}
+
+/// Every earlier line of the list field `name`, then `item` (this hop).
+fn appended(headers: &HeaderMap, name: &HeaderName, item: String) -> Option<HeaderValue> {
+    let earlier: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter(|v| !v.trim().is_empty())
+        .collect();
+    if earlier.is_empty() {
+        return HeaderValue::try_from(item).ok();
+    }
+    HeaderValue::try_from(format!("{}, {item}", earlier.join(", "))).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_stripped() {
+        let mut map = headers(&[
+            ("connection", "keep-alive, X-Secret"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("upgrade", "websocket"),
+            ("transfer-encoding", "chunked"),
+            ("proxy-authorization", "Basic eA=="),
+            ("accept", "*/*"),
+            ("set-cookie", "a=1"),
+        ]);
+        strip_hop_by_hop(&mut map);
+        let mut left: Vec<&str> = map.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["accept", "set-cookie"]);
+
+        // Without a Connection header too.
+        let mut map = headers(&[("accept", "*/*"), ("transfer-encoding", "chunked")]);
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map, headers(&[("accept", "*/*")]));
+    }
+
+    #[test]
+    fn messages_without_hop_by_hop_headers_are_left_as_they_are() {
+        let mut map = headers(&[("accept", "*/*"), ("x-api-key", "k"), ("x-api-key", "k2")]);
+        let before = map.clone();
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map, before);
+    }
+
+    #[test]
+    fn forwarding_headers_append_this_hop_to_every_earlier_line() {
+        let mut map = headers(&[
+            ("x-forwarded-for", "203.0.113.1"),
+            ("x-forwarded-for", "198.51.100.2, 192.0.2.3"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        add_forwarding(&mut map, "127.0.0.1".parse().unwrap());
+        assert_eq!(
+            map["x-forwarded-for"],
+            "203.0.113.1, 198.51.100.2, 192.0.2.3, 127.0.0.1"
+        );
+        assert_eq!(map["forwarded"], "for=127.0.0.1;proto=http");
+        // This hop's protocol (weir listens on plain HTTP) replaces what the client said.
+        assert_eq!(map["x-forwarded-proto"], "http");
+        assert_eq!(map.get_all("x-forwarded-for").iter().count(), 1);
+
+        let mut map = headers(&[("forwarded", "for=192.0.2.60;proto=https")]);
+        add_forwarding(&mut map, "::1".parse().unwrap());
+        assert_eq!(
+            map["forwarded"],
+            "for=192.0.2.60;proto=https, for=\"[::1]\";proto=http"
+        );
+        assert_eq!(map["x-forwarded-for"], "::1");
+    }
 }

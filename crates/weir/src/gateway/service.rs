@@ -329,6 +329,14 @@ fn identity(
 ) -> String {
     let mut key = String::new();
     for name in &rule.key {
+        if name == CLIENT_IP {
+            // An address needs no escaping; written in place, it allocates nothing.
+            if !key.is_empty() {
+                key.push('&');
+            }
+            let _ = write!(key, "{CLIENT_IP}={ip}");
+            continue;
+        }
         let Some(value) = identity_of(name) else {
             key.clear();
             let _ = write!(key, "{CLIENT_IP}={ip}");
