@@ -11,11 +11,11 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# Starts weir with the configuration $1; sets weir_pid and url (the main listener).
-# Not in a subshell, so that the pid is kept.
+# Starts weir (the binary $2, by default this checkout's) with the configuration $1;
+# sets weir_pid and url (the main listener). Not in a subshell, so that the pid is kept.
 serve_weir() {
   rm -f "$dir/out"
-  ./target/release/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$1" > "$dir/out" 2>/dev/null &
+  "${2:-./target/release/weir}" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$1" > "$dir/out" 2>/dev/null &
   weir_pid=$!
   pids+=("$weir_pid")
   until grep -q "weir listening" "$dir/out" 2>/dev/null; do sleep 0.05; done

@@ -77,21 +77,21 @@ pub fn insert(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
     }
 }
 
-/// Sets a list field to its existing items (all lines, joined) followed by `items`.
-fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
-    if !headers.contains_key(name) {
-        if let Ok(value) = HeaderValue::try_from(items) {
-            headers.insert(name.clone(), value);
-        }
-        return;
-    }
-    let mut all: Vec<&str> = headers
+/// Sets a list field to its existing items (all non-empty lines, joined) followed by
+/// `items`: an upstream's RateLimit items, or the earlier hops of `X-Forwarded-For`.
+pub(crate) fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
+    let earlier: Vec<&str> = headers
         .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
+        .filter(|v| !v.trim().is_empty())
         .collect();
-    all.push(&items);
-    if let Ok(value) = HeaderValue::try_from(all.join(", ")) {
+    let all = if earlier.is_empty() {
+        HeaderValue::try_from(items)
+    } else {
+        HeaderValue::try_from(format!("{}, {items}", earlier.join(", ")))
+    };
+    if let Ok(value) = all {
         headers.insert(name.clone(), value);
     }
 }

@@ -58,6 +58,13 @@ struct Idle {
     since: Instant,
 }
 
+impl Idle {
+    /// Open, and idle for no longer than the idle timeout.
+    fn usable(&self) -> bool {
+        self.since.elapsed() <= IDLE_TIMEOUT && !self.sender.is_closed()
+    }
+}
+
 impl UpstreamPool {
     /// An empty pool for the upstream at `base` (`http://host[:port]`), with a task
     /// that closes connections idle for longer than the idle timeout. Call it inside a
@@ -104,7 +111,7 @@ impl UpstreamPool {
     async fn take_idle(&self) -> Option<SendRequest<Body>> {
         loop {
             let idle = self.lock().pop()?;
-            if idle.since.elapsed() > IDLE_TIMEOUT || idle.sender.is_closed() {
+            if !idle.usable() {
                 continue;
             }
             let mut sender = idle.sender;
@@ -131,24 +138,20 @@ impl UpstreamPool {
         Ok(sender)
     }
 
-    /// The response, with a body that returns `sender` to the pool once read to its end.
+    /// The response, with a body that returns `sender` to the pool once read to its end
+    /// (at once, when the answer has no body).
     fn lend(
         self: &Arc<Self>,
         sender: SendRequest<Body>,
         response: Response<Incoming>,
     ) -> Response<Body> {
-        let (parts, body) = response.into_parts();
-        let body = if body.is_end_stream() {
-            self.put(sender);
-            Body::new(body)
-        } else {
+        response.map(|body| {
             Body::new(Lent {
                 body,
                 ended: false,
                 lease: Some((sender, Arc::clone(self))),
             })
-        };
-        Response::from_parts(parts, body)
+        })
     }
 
     fn put(&self, sender: SendRequest<Body>) {
@@ -179,8 +182,7 @@ async fn close_idle(pool: Weak<UpstreamPool>) {
     loop {
         every.tick().await;
         let Some(pool) = pool.upgrade() else { break };
-        pool.lock()
-            .retain(|idle| idle.since.elapsed() <= IDLE_TIMEOUT && !idle.sender.is_closed());
+        pool.lock().retain(Idle::usable);
     }
 }
 
@@ -242,10 +244,7 @@ mod tests {
     /// counts the connections it accepted. With `keep_alive` off it closes each after
     /// one answer.
     async fn upstream(status: u16, body_bytes: usize, keep_alive: bool) -> (Uri, Arc<AtomicUsize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base: Uri = format!("http://{}", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, base) = listen().await;
         let accepted = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&accepted);
         tokio::spawn(async move {
@@ -267,6 +266,13 @@ mod tests {
             }
         });
         (base, accepted)
+    }
+
+    /// A loopback listener and its `http://` address.
+    async fn listen() -> (TcpListener, Uri) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        (listener, base.parse().unwrap())
     }
 
     fn get() -> Request<Body> {
@@ -365,10 +371,7 @@ mod tests {
     async fn an_idle_connection_closed_by_the_upstream_is_replaced() {
         // Answers one request per connection, keep-alive as far as the client can
         // tell, then closes it while it is idle.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base: Uri = format!("http://{}", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, base) = listen().await;
         tokio::spawn(async move {
             loop {
                 let (mut stream, _) = listener.accept().await.unwrap();
@@ -392,10 +395,7 @@ mod tests {
     #[tokio::test]
     async fn chunked_answers_give_the_connection_back_at_their_end() {
         // A chunked answer has no length: only its last chunk tells that it ended.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base: Uri = format!("http://{}", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, base) = listen().await;
         let accepted = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&accepted);
         tokio::spawn(async move {

@@ -1,7 +1,6 @@
 //! Forwarding to the upstream: streamed bodies both ways, keep-alive connections, the
 //! forwarding headers a proxy adds, and bounded waits.
 
-use std::fmt::Write;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -13,22 +12,24 @@ use axum::response::{IntoResponse, Response};
 use super::Upstream;
 use super::pool::UpstreamPool;
 use crate::api::Problem;
+use crate::api::headers::append_list;
 
-/// Headers that describe one connection, not the message: never forwarded.
-static HOP_BY_HOP: [HeaderName; 7] = [
+/// Headers that describe one connection (or how the message is framed on it), not the
+/// message: never forwarded.
+static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
     header::TRAILER,
+    header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none: one pass over the names, without hashing, finds out.
-    let hop = |name: &HeaderName| HOP_BY_HOP.contains(name) || name == header::TRANSFER_ENCODING;
-    if !headers.keys().any(hop) {
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
         return;
     }
     // Headers the Connection header names are hop-by-hop too.
@@ -42,7 +43,6 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in HOP_BY_HOP.iter().chain(&named) {
         headers.remove(name);
     }
-    headers.remove(header::TRANSFER_ENCODING);
 }
 
 /// Sends the request to the upstream and returns its answer (or a 502/504 problem).
@@ -96,33 +96,13 @@ static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 
 /// `X-Forwarded-For` (appended), `X-Forwarded-Proto` and `Forwarded` (appended).
 fn add_forwarding(headers: &mut HeaderMap, peer: IpAddr) {
-    let mut xff = String::with_capacity(48);
-    let _ = write!(xff, "{peer}");
-    let mut forwarded = String::with_capacity(64);
-    let _ = match peer {
-        IpAddr::V4(ip) => write!(forwarded, "for={ip};proto=http"),
-        IpAddr::V6(ip) => write!(forwarded, "for=\"[{ip}]\";proto=http"),
+    append_list(headers, &X_FORWARDED_FOR, peer.to_string());
+    let forwarded = match peer {
+        IpAddr::V4(ip) => format!("for={ip};proto=http"),
+        IpAddr::V6(ip) => format!("for=\"[{ip}]\";proto=http"),
     };
-    for (name, item) in [(&X_FORWARDED_FOR, xff), (&FORWARDED, forwarded)] {
-        if let Some(value) = appended(headers, name, item) {
-            headers.insert(name.clone(), value);
-        }
-    }
+    append_list(headers, &FORWARDED, forwarded);
     headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
-}
-
-/// Every earlier line of the list field `name`, then `item` (this hop).
-fn appended(headers: &HeaderMap, name: &HeaderName, item: String) -> Option<HeaderValue> {
-    let earlier: Vec<&str> = headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter(|v| !v.trim().is_empty())
-        .collect();
-    if earlier.is_empty() {
-        return HeaderValue::try_from(item).ok();
-    }
-    HeaderValue::try_from(format!("{}, {item}", earlier.join(", "))).ok()
 }
 
 #[cfg(test)]

@@ -125,9 +125,10 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
-    let reads_body = matched.iter().flat_map(|r| &r.key).any(|name| {
-        name != CLIENT_IP && config.identities.get(name).is_some_and(|i| i.reads_body())
-    });
+    let reads_body = matched
+        .iter()
+        .flat_map(|r| &r.key)
+        .any(|name| config.identities.get(name).is_some_and(|i| i.reads_body()));
     let (body, bytes) = if reads_body {
         let limit = config.upstream.max_body_bytes;
         match tokio::time::timeout(
@@ -329,14 +330,6 @@ fn identity(
 ) -> String {
     let mut key = String::new();
     for name in &rule.key {
-        if name == CLIENT_IP {
-            // An address needs no escaping; written in place, it allocates nothing.
-            if !key.is_empty() {
-                key.push('&');
-            }
-            let _ = write!(key, "{CLIENT_IP}={ip}");
-            continue;
-        }
         let Some(value) = identity_of(name) else {
             key.clear();
             let _ = write!(key, "{CLIENT_IP}={ip}");
