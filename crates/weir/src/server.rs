@@ -51,6 +51,7 @@ pub struct Service {
     pub gateway: Option<Shared<Gateway>>,
     store: Arc<dyn Store>,
     store_config: StoreConfig,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Service {
@@ -65,21 +66,32 @@ impl std::fmt::Debug for Service {
 /// Builds the service the configuration describes, on one store: connects to Redis, or
 /// starts the memory store's sweeper (so call it inside a Tokio runtime).
 pub async fn service(config: &Config) -> Result<Service, StoreError> {
-    let store = store(&config.store).await?;
-    Ok(Service {
-        engine: shared(Engine::new(config, store.clone())),
-        gateway: config
-            .gateway
-            .clone()
-            .map(|g| shared(Gateway::new(g, store.clone()))),
-        store,
-        store_config: config.store.clone(),
-    })
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let store = store(&config.store, clock.clone()).await?;
+    Ok(Service::with_store(config, store, clock))
+}
+
+impl Service {
+    /// The service of `config` on a store made by the caller, reading time from
+    /// `clock`: how tests run the gateway in process, on a memory store with a manual
+    /// clock. Reloads are not available without the store's configuration.
+    pub fn with_store(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let engine = Arc::new(Engine::new(config, store.clone(), clock.clone()));
+        Service {
+            gateway: config
+                .gateway
+                .clone()
+                .map(|g| shared(Gateway::new(g, Arc::clone(&engine)))),
+            engine: Arc::new(ArcSwap::new(engine)),
+            store,
+            store_config: config.store.clone(),
+            clock,
+        }
+    }
 }
 
 /// The store the configuration describes.
-async fn store(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+async fn store(config: &StoreConfig, clock: Arc<dyn Clock>) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match config {
         StoreConfig::Redis(redis, _) => {
             let store = RedisStore::start(redis, clock);
@@ -136,13 +148,13 @@ impl Service {
             return Err(ReloadError::ModeChange);
         }
         if config.store != self.store_config {
-            self.store = store(&config.store).await?;
+            self.store = store(&config.store, self.clock.clone()).await?;
             self.store_config = config.store.clone();
         }
-        self.engine
-            .store(Arc::new(Engine::new(&config, self.store.clone())));
+        let engine = Arc::new(Engine::new(&config, self.store.clone(), self.clock.clone()));
+        self.engine.store(Arc::clone(&engine));
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
-            shared.store(Arc::new(Gateway::new(gateway, self.store.clone())));
+            shared.store(Arc::new(Gateway::new(gateway, engine)));
         }
         Ok(())
     }

@@ -45,7 +45,10 @@ fn service(max_keys: Option<usize>) -> (Arc<ManualClock>, Router) {
     };
     let clock = Arc::new(ManualClock::new(MIDNIGHT));
     let store = Arc::new(MemoryStore::new(memory, clock.clone()));
-    (clock, router(shared(Engine::new(&config, store))))
+    (
+        clock.clone(),
+        router(shared(Engine::new(&config, store, clock))),
+    )
 }
 
 struct Reply {

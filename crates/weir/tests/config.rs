@@ -140,10 +140,6 @@ fn errors_name_file_line_and_field() {
         ),
         ("rules: []\n", "weir.yaml: rules: no rules"),
         (
-            "rules:\n  - name: a\n    match: { path: /x }\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
-            "weir.yaml:3:12: rules[0].match: `match` needs an `upstream` to forward to",
-        ),
-        (
             "upstream:\n  url: https://api\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
             "weir.yaml:2:8: upstream.url: `https://api` is not an upstream URL",
         ),

@@ -69,8 +69,9 @@ proptest! {
     #[test]
     fn the_decision_api_answers_any_body_with_json_and_a_4xx_or_a_decision(body in any::<Vec<u8>>()) {
         let config = Config::parse("rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1s\n", Path::new("t.yaml")).unwrap();
-        let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default(), Arc::new(ManualClock::new(0))));
-        let app = weir::api::router(shared(weir::engine::Engine::new(&config, store)));
+        let clock = Arc::new(ManualClock::new(0));
+        let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default(), clock.clone()));
+        let app = weir::api::router(shared(weir::engine::Engine::new(&config, store, clock)));
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let status = runtime.block_on(async {
             let request = Request::post("/v1/check").body(Body::from(body)).unwrap();

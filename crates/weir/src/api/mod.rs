@@ -4,6 +4,8 @@
 //! a socket and `weir serve` can put it on one.
 
 mod check;
+mod decide;
+pub mod edge;
 pub mod headers;
 mod problem;
 
@@ -14,15 +16,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
+pub use self::decide::{MAX_DECIDE_BYTES, SETTLE_WITHIN};
 pub use self::problem::Problem;
 use crate::engine::Engine;
 use crate::server::Shared;
 
-/// The service: `POST /v1/check`, `GET /healthz`, `GET /readyz`, and problem+json for
-/// anything else.
+/// The service: `POST /v1/check` (one rule), `POST /v1/decide` and `POST /v1/settle`
+/// (a request's facts, decided as the gateway would), `GET /healthz`, `GET /readyz`,
+/// and problem+json for anything else.
 pub fn router(engine: Shared<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
+        .route("/v1/decide", post(decide::decide))
+        .route("/v1/settle", post(decide::settle))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })

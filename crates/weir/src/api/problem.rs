@@ -47,6 +47,17 @@ impl Problem {
         )
     }
 
+    /// No settlement is waiting under the id given: settled already, expired, or made
+    /// before a reload (404). Its reservations stay counted.
+    pub fn unknown_settlement() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown-settlement",
+            "Unknown settlement",
+            "no settlement is waiting under this id (settled already, expired, or made before a reload); its reservations stay counted",
+        )
+    }
+
     /// Nothing is served at this path (404).
     pub fn not_found(path: &str) -> Self {
         Self::new(

@@ -1,6 +1,6 @@
-//! The gateway's sections: `upstream`, `client_ip`, `identities`, `plans`,
-//! `response_headers`, and each rule's `match`, `key`, `plans`, `cost`, `shadow`,
-//! `count_statuses`, `reset_statuses`.
+//! The sections about requests: the gateway's `upstream` and `client_ip`; the engine's
+//! `identities`, `plans`, `response_headers`, and each rule's `match`, `key`, `plans`,
+//! `cost`, `shadow`, `count_statuses`, `reset_statuses`, `lockout`, `failure`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,11 +17,12 @@ use super::Fallback;
 use super::file::{
     FailureName, NormalizeName, RawConfig, RawIdentity, RawJwt, RawMatch, RawPlans, RawRule,
 };
-use crate::gateway::identity::{IdentitySource, Normalize, Source};
+use crate::engine::identity::{IdentitySource, Normalize, Source};
+use crate::engine::plan::{KeyPlan, PlanSource, Plans};
+use crate::engine::route::{PathMatch, RouteMatch};
+use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
 use crate::gateway::jwt::{JwtKey, JwtVerifier};
-use crate::gateway::plan::{KeyPlan, PlanSource, Plans};
-use crate::gateway::route::{PathMatch, RouteMatch};
-use crate::gateway::{CLIENT_IP, Failure, GatewayConfig, GatewayRule, Lockout, Upstream};
+use crate::gateway::{GatewayConfig, Upstream};
 
 /// Defaults of the `upstream` section.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -68,27 +69,12 @@ impl Errors<'_> {
     }
 }
 
-/// The gateway, when the configuration has an `upstream`; `policies` are the rules'
-/// validated policies, in file order.
+/// The gateway, when the configuration has an `upstream`.
 pub(super) fn gateway(
     raw: &RawConfig,
-    policies: &[Policy],
     errors: &Errors<'_>,
-    check_policy: &dyn Fn(&Policy) -> Result<(), String>,
-    fallback: Fallback,
 ) -> Result<Option<GatewayConfig>, ConfigError> {
     let Some(upstream) = &raw.upstream else {
-        // Without an upstream, nothing may ask for gateway behaviour.
-        for (i, rule) in raw.rules.iter().enumerate() {
-            if let Some(route) = &rule.route {
-                return Err(errors.at(
-                    route.referenced,
-                    format!("rules[{i}].match"),
-                    "`match` needs an `upstream` to forward to",
-                ));
-            }
-            needs_match(i, rule, errors)?;
-        }
         return Ok(None);
     };
     let upstream = self::upstream(upstream, errors)?;
@@ -112,6 +98,21 @@ pub(super) fn gateway(
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };
+    Ok(Some(GatewayConfig {
+        upstream,
+        trusted_proxies,
+    }))
+}
+
+/// What the engine needs to decide requests: identities, plans and the rules with a
+/// `match`. `policies` are the rules' validated policies, in file order.
+pub(super) fn routing(
+    raw: &RawConfig,
+    policies: &[Policy],
+    errors: &Errors<'_>,
+    check_policy: &dyn Fn(&Policy) -> Result<(), String>,
+    fallback: Fallback,
+) -> Result<Routing, ConfigError> {
     let mut identities = HashMap::new();
     for (name, raw_identity) in &raw.identities {
         identities.insert(name.clone(), identity(name, raw_identity, errors)?);
@@ -123,7 +124,7 @@ pub(super) fn gateway(
         .transpose()?;
     let mut rules = Vec::new();
     for (i, (rule, policy)) in raw.rules.iter().zip(policies).enumerate() {
-        if let Some(rule) = gateway_rule(i, rule, *policy, &identities, errors, fallback)? {
+        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, fallback)? {
             rules.push(rule);
         }
     }
@@ -157,14 +158,12 @@ pub(super) fn gateway(
             }
         }
     }
-    Ok(Some(GatewayConfig {
-        upstream,
-        trusted_proxies,
+    Ok(Routing {
         identities,
         plans,
-        legacy_headers: raw.response_headers.legacy,
         rules,
-    }))
+        legacy_headers: raw.response_headers.legacy,
+    })
 }
 
 fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstream, ConfigError> {
@@ -394,14 +393,14 @@ fn plans(
     })
 }
 
-fn gateway_rule(
+fn routed_rule(
     i: usize,
     raw: &RawRule,
     policy: Policy,
     identities: &HashMap<String, IdentitySource>,
     errors: &Errors<'_>,
     fallback: Fallback,
-) -> Result<Option<GatewayRule>, ConfigError> {
+) -> Result<Option<Rule>, ConfigError> {
     let field = |name: &str| format!("rules[{i}].{name}");
     let Some(route) = &raw.route else {
         needs_match(i, raw, errors)?;
@@ -514,7 +513,7 @@ fn gateway_rule(
         Some(t) => Some(t.value.0),
         None => None,
     };
-    Ok(Some(GatewayRule {
+    Ok(Some(Rule {
         lockout,
         store_timeout,
         failure: match raw.failure {

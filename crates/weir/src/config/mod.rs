@@ -17,6 +17,7 @@ use std::path::Path;
 use serde_saphyr::{Location, Options};
 use weir_core::{Algorithm, Policy, PolicyError};
 
+use crate::engine::Routing;
 use crate::gateway::GatewayConfig;
 
 pub use self::error::ConfigError;
@@ -34,6 +35,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// The rules, in file order, with unique names.
     pub rules: Vec<RuleConfig>,
+    /// How requests are decided: identities, plans, and the rules with a `match`.
+    pub routing: Routing,
     /// The gateway, when an `upstream` is configured.
     pub gateway: Option<GatewayConfig>,
 }
@@ -74,10 +77,12 @@ impl Config {
             StoreConfig::Redis(_, fallback) => *fallback,
             StoreConfig::Memory(_) => Fallback { instances: 1 },
         };
-        let gateway = gateway::gateway(&raw, &policies, &errors, &check_policy, fallback)?;
+        let routing = gateway::routing(&raw, &policies, &errors, &check_policy, fallback)?;
+        let gateway = gateway::gateway(&raw, &errors)?;
         Ok(Config {
             store,
             rules,
+            routing,
             gateway,
         })
     }

@@ -90,7 +90,10 @@ impl PathMatch {
 impl RouteMatch {
     /// Whether a request with this method, `Host` and path is matched.
     pub fn matches(&self, method: &Method, host: Option<&str>, path: &str) -> bool {
-        (self.methods.is_empty() || self.methods.contains(method))
+        (self.methods.is_empty()
+            || self.methods.contains(method)
+            // Servers answer HEAD with their GET handler: it is limited as a GET.
+            || (method == Method::HEAD && self.methods.contains(&Method::GET)))
             && self.host.as_deref().is_none_or(|want| {
                 host.map(|h| h.rsplit_once(':').map_or(h, |(name, _)| name))
                     .is_some_and(|h| h.eq_ignore_ascii_case(want))
@@ -135,6 +138,12 @@ mod tests {
         };
         assert!(r.matches(&Method::POST, Some("API.example.com:8080"), "/"));
         assert!(!r.matches(&Method::GET, Some("api.example.com"), "/"));
+        let get = RouteMatch {
+            methods: vec![Method::GET],
+            ..r.clone()
+        };
+        assert!(get.matches(&Method::HEAD, Some("api.example.com"), "/"));
+        assert!(!get.matches(&Method::POST, Some("api.example.com"), "/"));
         assert!(!r.matches(&Method::POST, Some("other.example.com"), "/"));
         assert!(!r.matches(&Method::POST, None, "/"));
     }

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use axum::http::HeaderName;
 
-use super::identity::RequestFacts;
-use super::jwt::JwtVerifier;
+use super::facts::Facts;
+use crate::gateway::jwt::JwtVerifier;
 
 /// The plan of a caller whose identity could not be found.
 pub const ANONYMOUS: &str = "anonymous";
@@ -63,7 +63,7 @@ impl Plans {
     /// The plan of the caller of a request; `identity_of` finds a named identity.
     pub fn plan_of(
         &self,
-        facts: RequestFacts<'_>,
+        facts: Facts<'_>,
         identity_of: impl Fn(&str) -> Option<String>,
     ) -> CallerPlan {
         let named = |name: String| CallerPlan { name, limit: None };

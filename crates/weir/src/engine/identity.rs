@@ -1,11 +1,10 @@
 //! Who the caller is, for a rule: an API key header, a verified JWT claim, the client
 //! IP, a field of the request body (a login email), normalised where users expect it.
 
-use std::net::IpAddr;
-
 use axum::http::{HeaderMap, HeaderName, header};
 
-use super::jwt::JwtVerifier;
+use super::facts::Facts;
+use crate::gateway::jwt::JwtVerifier;
 
 /// The longest identity used as is; a longer one is not trusted (the caller counts as
 /// anonymous), which keeps keys bounded.
@@ -45,21 +44,10 @@ pub struct IdentitySource {
     pub normalize: Normalize,
 }
 
-/// What identification may look at in a request.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestFacts<'a> {
-    /// The request's headers.
-    pub headers: &'a HeaderMap,
-    /// The client's address.
-    pub client_ip: IpAddr,
-    /// The body, when a rule needs to read it.
-    pub body: Option<&'a [u8]>,
-}
-
 impl IdentitySource {
     /// The caller's identity, or `None` when the request does not carry one (or carries
     /// an invalid one).
-    pub fn identify(&self, facts: RequestFacts<'_>) -> Option<String> {
+    pub fn identify(&self, facts: Facts<'_>) -> Option<String> {
         let raw = match &self.source {
             Source::Header(name) => facts.headers.get(name)?.to_str().ok()?.to_owned(),
             Source::Jwt(verifier) => verifier.claim(facts.headers)?,
@@ -102,8 +90,11 @@ fn body_field(headers: &HeaderMap, body: &[u8], field: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn facts<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> RequestFacts<'a> {
-        RequestFacts {
+    fn facts<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> Facts<'a> {
+        Facts {
+            method: &axum::http::Method::POST,
+            path: "/",
+            host: None,
             headers,
             client_ip: "192.0.2.1".parse().unwrap(),
             body: Some(body),

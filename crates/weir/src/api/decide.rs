@@ -1,0 +1,242 @@
+//! `POST /v1/decide` and `POST /v1/settle`: the gateway's decision for services that
+//! receive requests themselves (the shape of Envoy's external authorization).
+//!
+//! A service sends a request's facts (method, path, host, headers, client IP, body)
+//! and gets exactly the verdict the gateway would reach for that request, with the
+//! header fields to send: 200 (go on), 429 (answer too many), 503 (the limiter cannot
+//! decide; answer 503). When a rule that applies is counted by outcome (failed
+//! logins), an allowed verdict carries a `settlement` id: report the app's status with
+//! `POST /v1/settle` so the reservation is kept or given back. A settlement not
+//! reported within [`SETTLE_WITHIN`] stays counted.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::edge;
+use super::headers::ceil_millis;
+use super::problem::Problem;
+use crate::engine::{Engine, Facts, RuleDecision, SettlementId, Verdict, host_name};
+use crate::server::Shared;
+
+/// The largest `/v1/decide` request read, in bytes (the facts, a body included).
+pub const MAX_DECIDE_BYTES: usize = 256 * 1024;
+
+/// How long a settlement waits for `POST /v1/settle` before it stays counted.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(60);
+
+/// One header's value, or several for a header sent more than once.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum HeaderValues {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecideRequest {
+    method: String,
+    path: String,
+    host: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, HeaderValues>,
+    client_ip: IpAddr,
+    body: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct QuotaJson<'a> {
+    rule: &'a str,
+    limit: u64,
+    remaining: u64,
+    reset_after_ms: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct DecideResponse<'a> {
+    allowed: bool,
+    quotas: Vec<QuotaJson<'a>>,
+    violated: Vec<&'a str>,
+    retry_after_ms: Option<u64>,
+    shadow_denied: Vec<&'a str>,
+    settlement: Option<String>,
+    /// The header fields to add to the answer sent to the client.
+    headers: BTreeMap<String, String>,
+}
+
+pub(super) async fn decide(State(engine): State<Shared<Engine>>, body: Body) -> Response {
+    let engine = engine.load_full();
+    match read(body).await {
+        Ok(request) => answer(&engine, request).await,
+        Err(problem) => problem.into_response(),
+    }
+}
+
+async fn read(body: Body) -> Result<DecideRequest, Problem> {
+    let bytes = axum::body::to_bytes(body, MAX_DECIDE_BYTES)
+        .await
+        .map_err(|_| Problem::body_too_large(MAX_DECIDE_BYTES))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::invalid_request(format!("invalid decide request: {e}")))
+}
+
+async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
+    let method = match Method::from_bytes(request.method.as_bytes()) {
+        Ok(method) => method,
+        Err(_) => {
+            return Problem::invalid_request("`method` is not an HTTP method").into_response();
+        }
+    };
+    let path = request.path.split('?').next().unwrap_or_default();
+    if !path.starts_with('/') {
+        return Problem::invalid_request("`path` must start with `/`").into_response();
+    }
+    let headers = match header_map(&request.headers) {
+        Ok(headers) => headers,
+        Err(problem) => return problem.into_response(),
+    };
+    let host = request
+        .host
+        .as_deref()
+        .or_else(|| headers.get("host").and_then(|h| h.to_str().ok()))
+        .map(host_name);
+    let routed = engine.route(&method, host.as_deref(), path);
+    let facts = Facts {
+        method: &method,
+        path,
+        host: host.as_deref(),
+        headers: &headers,
+        client_ip: request.client_ip,
+        body: request.body.as_deref().map(str::as_bytes),
+    };
+    let legacy = engine.legacy_headers();
+    match engine.decide(routed, &facts).await {
+        Verdict::Allowed(allowed) => {
+            let settlement = allowed
+                .settlement
+                .map(|s| engine.park(s, SETTLE_WITHIN).to_string());
+            let mut fields = HeaderMap::new();
+            edge::add_quota_headers(&mut fields, &allowed.quotas, legacy);
+            respond(
+                StatusCode::OK,
+                fields,
+                DecideResponse {
+                    allowed: true,
+                    quotas: quotas(&allowed.quotas),
+                    violated: Vec::new(),
+                    retry_after_ms: None,
+                    shadow_denied: allowed.shadow_denied,
+                    settlement,
+                    headers: BTreeMap::new(),
+                },
+            )
+        }
+        Verdict::Denied(denied) => {
+            let mut fields = HeaderMap::new();
+            edge::add_quota_headers(&mut fields, &denied.quotas, legacy);
+            respond(
+                StatusCode::TOO_MANY_REQUESTS,
+                fields,
+                DecideResponse {
+                    allowed: false,
+                    quotas: quotas(&denied.quotas),
+                    violated: denied.violated().collect(),
+                    retry_after_ms: denied.retry_after().map(ceil_millis),
+                    shadow_denied: Vec::new(),
+                    settlement: None,
+                    headers: BTreeMap::new(),
+                },
+            )
+        }
+        Verdict::Unavailable(unavailable) => {
+            Problem::store_unavailable(unavailable.detail).into_response()
+        }
+    }
+}
+
+/// The verdict as JSON, its header fields both on the answer and listed in the body.
+fn respond(status: StatusCode, fields: HeaderMap, mut body: DecideResponse<'_>) -> Response {
+    body.headers = fields
+        .iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_owned())))
+        .collect();
+    let mut response = (status, Json(body)).into_response();
+    response.headers_mut().extend(fields);
+    response
+}
+
+fn quotas<'a>(quotas: &'a [RuleDecision<'a>]) -> Vec<QuotaJson<'a>> {
+    quotas
+        .iter()
+        .map(|q| QuotaJson {
+            rule: q.name,
+            limit: q.policy.limit(),
+            remaining: q.decision.remaining,
+            reset_after_ms: ceil_millis(q.decision.reset_after),
+        })
+        .collect()
+}
+
+fn header_map(headers: &BTreeMap<String, HeaderValues>) -> Result<HeaderMap, Problem> {
+    let mut map = HeaderMap::new();
+    for (name, values) in headers {
+        let name = HeaderName::try_from(name.as_str()).map_err(|_| {
+            Problem::invalid_request(format!("`{}` is not a header name", name.escape_debug()))
+        })?;
+        let values = match values {
+            HeaderValues::One(value) => std::slice::from_ref(value),
+            HeaderValues::Many(values) => values.as_slice(),
+        };
+        for value in values {
+            let value = HeaderValue::try_from(value.as_str()).map_err(|_| {
+                Problem::invalid_request(format!("the value of header `{name}` is not valid"))
+            })?;
+            map.append(name.clone(), value);
+        }
+    }
+    Ok(map)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettleRequest {
+    settlement: String,
+    status: u16,
+}
+
+pub(super) async fn settle(State(engine): State<Shared<Engine>>, body: Body) -> Response {
+    let engine = engine.load_full();
+    let request: SettleRequest = match axum::body::to_bytes(body, 1024).await {
+        Err(_) => return Problem::body_too_large(1024).into_response(),
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(request) => request,
+            Err(e) => {
+                return Problem::invalid_request(format!("invalid settle request: {e}"))
+                    .into_response();
+            }
+        },
+    };
+    if !(100..=599).contains(&request.status) {
+        return Problem::invalid_request("`status` must be an HTTP status (100 to 599)")
+            .into_response();
+    }
+    let Ok(id) = request.settlement.parse::<SettlementId>() else {
+        return Problem::invalid_request("`settlement` is not a settlement id").into_response();
+    };
+    match engine.unpark(id) {
+        Some(settlement) => {
+            settlement.settle(request.status).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => Problem::unknown_settlement().into_response(),
+    }
+}

@@ -1,0 +1,471 @@
+//! The engine: every decision weir makes, whichever front door asked.
+//!
+//! A front door reads a request's [`Facts`] and asks [`Engine::decide`]; the engine
+//! finds the rules that apply (route, method, host, the caller's plan), works out each
+//! identity once, prices the request, and checks every enforcing rule on the store in
+//! one all-or-nothing step, rules counted by outcome included: their cost is
+//! *reserved* before the request goes on, and the [`Settlement`] that comes with the
+//! verdict keeps it or gives it back once the answer's status is known. A settlement
+//! that is never settled (the client hung up, the caller forgot) keeps its reservation:
+//! an attempt that reached the app counts. When the shared store cannot decide, each
+//! rule's failure policy applies before anything goes on: fail closed (503) or fail
+//! open to this instance's share of the limit, on a local store. The front doors only
+//! translate the [`Verdict`] (a 429, a 503, or forward and settle).
+
+mod facts;
+pub mod identity;
+mod key;
+mod pending;
+pub mod plan;
+pub mod route;
+mod rule;
+mod settlement;
+mod verdict;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::http::Method;
+use weir_core::{Clock, Decision, Policy};
+use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
+
+pub use self::facts::{Facts, host_name};
+use self::identity::IdentitySource;
+use self::key::Identities;
+use self::pending::Pending;
+pub use self::pending::SettlementId;
+use self::plan::{CallerPlan, Plans};
+pub use self::rule::{Failure, Lockout, Rule};
+pub use self::settlement::Settlement;
+use self::settlement::{Reserved, StoreUsed};
+pub use self::verdict::{Allowed, Denied, RuleDecision, Unavailable, Verdict};
+use crate::config::{Config, RuleConfig, StoreConfig};
+
+/// The identity every engine has: the client's IP address.
+pub const CLIENT_IP: &str = "client_ip";
+
+/// The most keys the local fallback store holds while the shared store is down.
+const FALLBACK_MAX_KEYS: usize = 1_000_000;
+
+/// How often, at most, the engine logs that it decides on the local fallback.
+const FALLBACK_LOG_EVERY: u64 = 10_000_000_000;
+
+/// What the engine needs to decide requests: the rules with a `match`, and how callers
+/// are identified and given plans.
+#[derive(Debug, Clone, Default)]
+pub struct Routing {
+    /// Named ways to identify callers.
+    pub identities: HashMap<String, IdentitySource>,
+    /// How callers get their plan, if plans are used.
+    pub plans: Option<Plans>,
+    /// The rules with a `match`, in file order.
+    pub rules: Vec<Rule>,
+    /// Also send `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*`.
+    pub legacy_headers: bool,
+}
+
+/// Decides requests against the configured rules, on one store.
+///
+/// Cheap to share (`Arc<Engine>`); a reload builds a new one. Time (for the local
+/// fallback and for settlements left pending) comes from the clock it is given.
+pub struct Engine {
+    named: HashMap<String, RuleConfig>,
+    routing: Routing,
+    store: Arc<dyn Store>,
+    /// This instance's own limiter, for fail-open rules while a shared store is down;
+    /// none when the store is in process (it never becomes unreachable).
+    fallback: Option<MemoryStore>,
+    clock: Arc<dyn Clock>,
+    pending: Pending,
+    /// When the engine last logged that it decides on the fallback.
+    fallback_logged: AtomicU64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("rules", &self.named.len())
+            .field("routed", &self.routing.rules.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The rules whose route matches a request, found from its request line alone (before
+/// its body is read, which only some rules need).
+#[derive(Debug, Default)]
+pub struct Routed {
+    rules: Vec<usize>,
+    reads_body: bool,
+}
+
+impl Routed {
+    /// Whether no rule applies: the request goes on unlimited.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Whether a rule that applies keys on a field of the body.
+    pub fn reads_body(&self) -> bool {
+        self.reads_body
+    }
+}
+
+/// One rule applied to one request: whose key, under which policy, at what cost.
+#[derive(Debug)]
+struct Applied<'e> {
+    index: usize,
+    rule: &'e Rule,
+    identity: String,
+    policy: Policy,
+    cost: u64,
+}
+
+impl Applied<'_> {
+    fn check(&self) -> Check<'_> {
+        Check {
+            key: Key {
+                rule: &self.rule.name,
+                identity: &self.identity,
+            },
+            policy: &self.policy,
+            cost: self.cost,
+        }
+    }
+}
+
+impl Engine {
+    /// An engine for the configuration's rules, keeping state in `store` and reading
+    /// time from `clock`.
+    pub fn new(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let named = config
+            .rules
+            .iter()
+            .map(|rule| (rule.name.clone(), rule.clone()))
+            .collect();
+        let fallback = matches!(config.store, StoreConfig::Redis(..)).then(|| {
+            let limits = MemoryStoreConfig {
+                max_keys: FALLBACK_MAX_KEYS,
+            };
+            MemoryStore::new(limits, clock.clone())
+        });
+        Self {
+            named,
+            routing: config.routing.clone(),
+            store,
+            fallback,
+            pending: Pending::default(),
+            clock,
+            fallback_logged: AtomicU64::new(0),
+        }
+    }
+
+    /// The store the engine decides on.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The rule with this name (for `POST /v1/check`).
+    pub fn rule(&self, name: &str) -> Option<&RuleConfig> {
+        self.named.get(name)
+    }
+
+    /// Whether answers also carry the older `RateLimit-*` and `X-RateLimit-*` fields.
+    pub fn legacy_headers(&self) -> bool {
+        self.routing.legacy_headers
+    }
+
+    /// Checks `cost` units for `identity` under the named `rule`: the decision API's
+    /// one-rule question, asked of the shared store.
+    ///
+    /// State is kept per (rule, identity); rule names cannot contain `:`, so no
+    /// identity can reach another rule's state.
+    pub async fn check(
+        &self,
+        rule: &RuleConfig,
+        identity: &str,
+        cost: u64,
+    ) -> Result<Decision, StoreError> {
+        let key = Key {
+            rule: &rule.name,
+            identity,
+        };
+        self.store.check(key, &rule.policy, cost).await
+    }
+
+    /// The rules whose route matches a request with this method, host and path.
+    pub fn route(&self, method: &Method, host: Option<&str>, path: &str) -> Routed {
+        let mut routed = Routed::default();
+        for (i, rule) in self.routing.rules.iter().enumerate() {
+            if rule.route.matches(method, host, path) {
+                routed.rules.push(i);
+                routed.reads_body |= rule.key.iter().any(|name| {
+                    self.routing
+                        .identities
+                        .get(name)
+                        .is_some_and(IdentitySource::reads_body)
+                });
+            }
+        }
+        routed
+    }
+
+    /// The verdict on a request: allowed (with the quotas to report, and a settlement
+    /// for rules counted by outcome), denied, or unavailable. `routed` is what
+    /// [`Engine::route`] found for the same facts.
+    pub async fn decide<'e>(self: &'e Arc<Self>, routed: Routed, facts: &Facts<'_>) -> Verdict<'e> {
+        let applied = self.apply(&routed, facts);
+        if applied.is_empty() {
+            return Verdict::Allowed(Allowed::unlimited());
+        }
+        let (enforced, shadow): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
+            applied.into_iter().partition(|a| !a.rule.shadow);
+        let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
+
+        let (used, reserved) = match reserve(self.store.as_ref(), &enforced, timeout).await {
+            Ok(reserved) => (StoreUsed::Shared, reserved),
+            Err(error) => match self.fail_over(&enforced, &error) {
+                Some(fallback) => {
+                    match reserve(fallback, &enforced_on_fallback(&enforced), None).await {
+                        Ok(reserved) => (StoreUsed::Fallback, reserved),
+                        Err(error) => return Verdict::Unavailable(Unavailable::from_error(&error)),
+                    }
+                }
+                None => return Verdict::Unavailable(Unavailable::from_error(&error)),
+            },
+        };
+        let (allowed, decisions) = reserved;
+        let fallback_policies: Vec<Policy>;
+        let policies: Vec<Policy> = match used {
+            StoreUsed::Shared => enforced.iter().map(|a| a.policy).collect(),
+            StoreUsed::Fallback => {
+                fallback_policies = enforced.iter().map(|a| a.rule.fallback_policy).collect();
+                fallback_policies
+            }
+        };
+        let quotas: Vec<RuleDecision<'e>> = enforced
+            .iter()
+            .zip(&policies)
+            .zip(&decisions)
+            .map(|((a, policy), decision)| RuleDecision {
+                name: &a.rule.name,
+                policy: *policy,
+                decision: *decision,
+            })
+            .collect();
+        if !allowed {
+            return Verdict::Denied(Denied::new(quotas));
+        }
+
+        let shadow_denied = self.shadow(used, &shadow).await;
+        let reserved: Vec<Reserved> = enforced
+            .into_iter()
+            .zip(policies)
+            .zip(&decisions)
+            .filter(|((a, _), _)| a.rule.settles())
+            .map(|((a, policy), decision)| Reserved {
+                rule: a.index,
+                identity: a.identity,
+                policy,
+                cost: a.cost,
+                last_unit: decision.remaining == 0,
+            })
+            .collect();
+        let settlement =
+            (!reserved.is_empty()).then(|| Settlement::new(Arc::clone(self), used, reserved));
+        Verdict::Allowed(Allowed {
+            quotas,
+            shadow_denied,
+            settlement,
+        })
+    }
+
+    /// The rules of `routed` that apply to this caller (its plan), with their keys,
+    /// policies and costs; each identity is worked out once (a JWT is verified once).
+    fn apply<'e>(&'e self, routed: &Routed, facts: &Facts<'_>) -> Vec<Applied<'e>> {
+        let identities = Identities::new(&self.routing.identities, facts);
+        let plan = self
+            .routing
+            .plans
+            .as_ref()
+            .map(|p| p.plan_of(*facts, |name| identities.get(name)));
+        routed
+            .rules
+            .iter()
+            .map(|&index| (index, &self.routing.rules[index]))
+            .filter(|(_, rule)| {
+                rule.plans.is_empty() || plan.as_ref().is_some_and(|p| rule.plans.contains(&p.name))
+            })
+            .map(|(index, rule)| Applied {
+                index,
+                rule,
+                identity: identities.key(&rule.key),
+                policy: policy(rule, plan.as_ref()),
+                cost: rule.cost_of(facts.method, facts.host, facts.path),
+            })
+            .collect()
+    }
+
+    /// The local store to decide on after the shared one failed with `error`, if every
+    /// rule fails open and the error is an outage; `None` when the request must get a
+    /// 503. A full store, a refused check or a protocol error is never an outage.
+    fn fail_over(&self, enforced: &[Applied<'_>], error: &StoreError) -> Option<&MemoryStore> {
+        let fallback = self.fallback.as_ref().filter(|_| error.is_unavailable());
+        let Some(fallback) = fallback else {
+            tracing::warn!(%error, "the store could not decide");
+            return None;
+        };
+        if let Some(closed) = enforced.iter().find(|a| a.rule.failure == Failure::Closed) {
+            tracing::warn!(%error, rule = %closed.rule.name, "store unavailable: failing closed");
+            return None;
+        }
+        let now = self.clock.now();
+        let last = self.fallback_logged.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= FALLBACK_LOG_EVERY
+            && self
+                .fallback_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(%error, "store unavailable: deciding fail-open rules on this instance's local fallback limits");
+        }
+        Some(fallback)
+    }
+
+    /// Counts the shadow rules on the store the request was decided on; returns the
+    /// names of those that would have denied.
+    async fn shadow<'e>(&'e self, used: StoreUsed, shadow: &[Applied<'e>]) -> Vec<&'e str> {
+        if shadow.is_empty() {
+            return Vec::new();
+        }
+        let fallback_policies: Vec<Policy>;
+        let checks: Vec<Check<'_>> = match used {
+            StoreUsed::Shared => shadow.iter().map(Applied::check).collect(),
+            StoreUsed::Fallback => {
+                fallback_policies = shadow.iter().map(|a| a.rule.fallback_policy).collect();
+                shadow
+                    .iter()
+                    .zip(&fallback_policies)
+                    .map(|(a, policy)| Check {
+                        policy,
+                        ..a.check()
+                    })
+                    .collect()
+            }
+        };
+        match self.store_used(used).check_all(&checks).await {
+            Ok(decisions) => shadow
+                .iter()
+                .zip(decisions)
+                .filter(|(_, d)| !d.allowed)
+                .map(|(a, _)| a.rule.name.as_str())
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "shadow rules could not be checked");
+                Vec::new()
+            }
+        }
+    }
+
+    fn store_used(&self, used: StoreUsed) -> &dyn Store {
+        match (used, &self.fallback) {
+            (StoreUsed::Fallback, Some(fallback)) => fallback,
+            _ => self.store.as_ref(),
+        }
+    }
+
+    /// Keeps a settlement for `POST /v1/settle`, under a new id. One left unsettled
+    /// past `keep_for` is dropped, and so kept (counted).
+    pub fn park(&self, settlement: Settlement, keep_for: Duration) -> SettlementId {
+        self.pending.park(settlement, self.clock.now(), keep_for)
+    }
+
+    /// Takes back the settlement parked under `id`, if it is still there.
+    pub fn unpark(&self, id: SettlementId) -> Option<Settlement> {
+        self.pending.unpark(id, self.clock.now())
+    }
+}
+
+/// The enforcing rules with each instance's share of their limits, for the fallback.
+fn enforced_on_fallback<'e>(enforced: &[Applied<'e>]) -> Vec<Applied<'e>> {
+    enforced
+        .iter()
+        .map(|a| Applied {
+            index: a.index,
+            rule: a.rule,
+            identity: a.identity.clone(),
+            policy: a.rule.fallback_policy,
+            cost: a.cost,
+        })
+        .collect()
+}
+
+/// The rule's policy, with the caller's custom limit when its plan gives one.
+fn policy(rule: &Rule, plan: Option<&CallerPlan>) -> Policy {
+    let p = rule.policy;
+    match plan.and_then(|plan| plan.limit.filter(|_| rule.plans.contains(&plan.name))) {
+        // Validated when the configuration was loaded.
+        Some(limit) => Policy::new(p.algorithm(), limit, p.period(), p.burst()).unwrap_or(p),
+        None => p,
+    }
+}
+
+/// Consumes every enforcing rule's cost, all or nothing, in one store step; rules
+/// counted by outcome are reserved like the others. A lockout in force denies its rule
+/// (and gives back what the step took). Returns whether the request is allowed, and
+/// each rule's decision.
+async fn reserve(
+    store: &dyn Store,
+    enforced: &[Applied<'_>],
+    timeout: Option<Duration>,
+) -> Result<(bool, Vec<Decision>), StoreError> {
+    if enforced.is_empty() {
+        return Ok((true, Vec::new()));
+    }
+    let mut checks: Vec<Check<'_>> = enforced.iter().map(Applied::check).collect();
+    // The lockouts in force, read (cost 0) in the same step.
+    let locked_rules: Vec<usize> = (0..enforced.len())
+        .filter(|&i| enforced[i].rule.lockout.is_some())
+        .collect();
+    for &i in &locked_rules {
+        let a = &enforced[i];
+        if let Some(lockout) = &a.rule.lockout {
+            checks.push(Check {
+                key: Key {
+                    rule: &lockout.in_force_rule,
+                    identity: &a.identity,
+                },
+                policy: &lockout.probe,
+                cost: 0,
+            });
+        }
+    }
+    let mut decisions = match timeout {
+        Some(timeout) => store.decide_within(&checks, false, timeout).await?,
+        None => store.check_all(&checks).await?,
+    };
+    let probes = decisions.split_off(enforced.len());
+    let consumed = decisions.iter().all(|d| d.allowed);
+    let mut locked = false;
+    for (&i, probe) in locked_rules.iter().zip(probes) {
+        if probe.remaining == 0 && !probe.reset_after.is_zero() {
+            locked = true;
+            let d = &mut decisions[i];
+            *d = Decision {
+                allowed: false,
+                remaining: 0,
+                retry_after: Some(probe.reset_after),
+                reset_after: d.reset_after.max(probe.reset_after),
+                ..*d
+            };
+        }
+    }
+    if consumed && locked {
+        // Nothing may stay consumed for a request that is denied.
+        if let Err(error) = store.refund_all(&checks[..enforced.len()]).await {
+            tracing::warn!(%error, "a locked-out request's reservation could not be given back");
+        }
+    }
+    Ok((consumed && !locked, decisions))
+}

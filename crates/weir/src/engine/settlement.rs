@@ -1,0 +1,174 @@
+//! Settling a request's reservations once its answer is known: kept when the status
+//! counts, given back when it does not, the caller's keys reset on a reset status, and
+//! a lockout begun when a counted failure took the last unit.
+//!
+//! A settlement dropped unsettled (the client hung up, the upstream never answered, a
+//! `/v1/decide` caller never reported) is settled as "no answer": every reservation is
+//! kept, so an attempt that may have reached the app always counts.
+
+use std::sync::Arc;
+
+use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
+use weir_store::{Check, Key, Store};
+
+use super::{Engine, Lockout, Rule};
+
+/// Which store a request was decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StoreUsed {
+    /// The configured store.
+    Shared,
+    /// This instance's local fallback, while the shared store was down.
+    Fallback,
+}
+
+/// One rule's reservation for one request.
+#[derive(Debug)]
+pub(super) struct Reserved {
+    /// The rule's index among the engine's routed rules.
+    pub(super) rule: usize,
+    pub(super) identity: String,
+    pub(super) policy: Policy,
+    pub(super) cost: u64,
+    /// Whether the reservation took the last unit: a counted failure then locks out.
+    pub(super) last_unit: bool,
+}
+
+impl Reserved {
+    fn check<'a>(&'a self, rule: &'a Rule) -> Check<'a> {
+        Check {
+            key: self.key(&rule.name),
+            policy: &self.policy,
+            cost: self.cost,
+        }
+    }
+
+    fn key<'a>(&'a self, rule: &'a str) -> Key<'a> {
+        Key {
+            rule,
+            identity: &self.identity,
+        }
+    }
+}
+
+/// The reservations of an allowed request, waiting for the answer's status.
+#[must_use = "a settlement dropped unsettled keeps every reservation"]
+pub struct Settlement {
+    engine: Arc<Engine>,
+    used: StoreUsed,
+    reserved: Vec<Reserved>,
+}
+
+impl std::fmt::Debug for Settlement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settlement")
+            .field("reserved", &self.reserved.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Settlement {
+    pub(super) fn new(engine: Arc<Engine>, used: StoreUsed, reserved: Vec<Reserved>) -> Self {
+        Self {
+            engine,
+            used,
+            reserved,
+        }
+    }
+
+    /// Settles with the answer's HTTP status.
+    pub async fn settle(mut self, status: u16) {
+        let reserved = std::mem::take(&mut self.reserved);
+        self.engine.settle(self.used, reserved, Some(status)).await;
+    }
+}
+
+impl Drop for Settlement {
+    fn drop(&mut self) {
+        if self.reserved.is_empty() {
+            return;
+        }
+        let reserved = std::mem::take(&mut self.reserved);
+        let (engine, used) = (Arc::clone(&self.engine), self.used);
+        // Outside a runtime nothing can be written; the reservations stay kept anyway.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { engine.settle(used, reserved, None).await });
+        }
+    }
+}
+
+impl Engine {
+    /// Keeps, gives back or resets each reservation by the answer's `status` (`None`:
+    /// no answer is known, so everything is kept).
+    async fn settle(&self, used: StoreUsed, reserved: Vec<Reserved>, status: Option<u16>) {
+        let store = self.store_used(used);
+        let rules = &self.routing.rules;
+        let mut refunds = Vec::new();
+        let mut resets = Vec::new();
+        let mut lockouts = Vec::new();
+        for r in &reserved {
+            let rule = &rules[r.rule];
+            match status {
+                Some(status) if rule.reset_statuses.contains(&status) => resets.push(r),
+                Some(status)
+                    if rule.counts_by_outcome() && !rule.count_statuses.contains(&status) =>
+                {
+                    refunds.push(r.check(rule));
+                }
+                _ => {
+                    if let (true, Some(lockout)) = (r.last_unit, &rule.lockout) {
+                        lockouts.push((r, rule, lockout));
+                    }
+                }
+            }
+        }
+        if !refunds.is_empty() {
+            if let Err(error) = store.refund_all(&refunds).await {
+                tracing::warn!(%error, "a reservation could not be given back; it stays counted");
+            }
+        }
+        for (r, rule, lockout) in lockouts {
+            begin_lockout(store, r, rule, lockout).await;
+        }
+        for r in resets {
+            let rule = &rules[r.rule];
+            let mut keys = vec![r.key(&rule.name)];
+            if let Some(lockout) = &rule.lockout {
+                keys.push(r.key(&lockout.in_force_rule));
+                keys.push(r.key(&lockout.count_rule));
+            }
+            for key in keys {
+                if let Err(error) = store.reset(key).await {
+                    tracing::warn!(%error, "a key could not be reset");
+                }
+            }
+        }
+    }
+}
+
+/// Starts the caller's next lockout under `rule`: the n-th remembered lasts
+/// period × growth^(n-1), capped.
+async fn begin_lockout(store: &dyn Store, r: &Reserved, rule: &Rule, lockout: &Lockout) {
+    let count = Check {
+        key: r.key(&lockout.count_rule),
+        policy: &lockout.counter,
+        cost: 1,
+    };
+    let n = match store.check_all(std::slice::from_ref(&count)).await {
+        Ok(d) => MAX_SLIDING_LOG_LIMIT - d[0].remaining,
+        Err(error) => return tracing::warn!(%error, "a lockout could not be counted"),
+    };
+    let wait = lockout.wait(r.policy.period(), n);
+    let Ok(policy) = Policy::new(Algorithm::Gcra, 1, wait, None) else {
+        return;
+    };
+    let lock = Check {
+        key: r.key(&lockout.in_force_rule),
+        policy: &policy,
+        cost: 1,
+    };
+    match store.check_all(std::slice::from_ref(&lock)).await {
+        Ok(_) => tracing::info!(rule = %rule.name, lockout = n, ?wait, "caller locked out"),
+        Err(error) => tracing::warn!(%error, "a lockout could not be started"),
+    }
+}
