@@ -122,10 +122,10 @@ impl Engine {
                 }
             }
         }
-        if !refunds.is_empty() {
-            if let Err(error) = store.refund_all(&refunds).await {
-                tracing::warn!(%error, "a reservation could not be given back; it stays counted");
-            }
+        if !refunds.is_empty()
+            && let Err(error) = store.refund_all(&refunds).await
+        {
+            tracing::warn!(%error, "a reservation could not be given back; it stays counted");
         }
         for (r, rule, lockout) in lockouts {
             begin_lockout(store, r, rule, lockout).await;
