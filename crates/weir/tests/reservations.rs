@@ -4,18 +4,17 @@
 //! of a real (slow) login app. Time is a manual clock (Redis with `clock: local`), so
 //! lockouts are passed by moving it, never by sleeping.
 
+mod common;
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::{HeaderMap, Request};
 use axum::response::Response;
-use axum::routing::post;
-use tokio::sync::watch;
+use common::login_app::App;
 use weir::config::Config;
 use weir::gateway::Gateway;
 use weir::server::{Handler, Service, Shared};
@@ -27,56 +26,6 @@ use weir_testkit::{RedisCluster, RedisServer};
 
 /// 2026-11-30 00:00:00 UTC.
 const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
-
-/// A login app that holds every answer until told to go: so that a test can have many
-/// attempts in flight at once, as against an app hashing passwords slowly. The
-/// password `right` logs in (200); `status-N` answers N; anything else is a 401.
-struct App {
-    addr: SocketAddr,
-    arrived: Arc<AtomicUsize>,
-    go: watch::Sender<bool>,
-}
-
-impl App {
-    async fn start() -> Self {
-        let arrived = Arc::new(AtomicUsize::new(0));
-        let (go, gate) = watch::channel(true);
-        let count = Arc::clone(&arrived);
-        let app = Router::new().route(
-            "/login",
-            post(move |body: String| {
-                let (count, mut gate) = (Arc::clone(&count), gate.clone());
-                async move {
-                    count.fetch_add(1, Ordering::SeqCst);
-                    let _ = gate.wait_for(|open| *open).await;
-                    let password = body.split("\"password\":\"").nth(1).unwrap_or("");
-                    let password = password.split('"').next().unwrap_or("");
-                    match password.strip_prefix("status-") {
-                        Some(code) => StatusCode::from_u16(code.parse().unwrap()).unwrap(),
-                        None if password == "right" => StatusCode::OK,
-                        None => StatusCode::UNAUTHORIZED,
-                    }
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { addr, arrived, go }
-    }
-
-    fn hold(&self) {
-        self.go.send_replace(false);
-    }
-
-    fn release(&self) {
-        self.go.send_replace(true);
-    }
-
-    fn arrived(&self) -> usize {
-        self.arrived.load(Ordering::SeqCst)
-    }
-}
 
 /// Where the gateway keeps its counts.
 enum Backend {
