@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod config;
+pub mod edge;
 pub mod engine;
 pub mod gateway;
 pub mod server;

@@ -13,8 +13,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::headers::{self, Quota, ceil_millis};
-use super::problem::Problem;
+use crate::edge::Problem;
+use crate::edge::ratelimit::{self, Quota, ceil_millis};
 use crate::engine::Engine;
 use crate::server::Shared;
 
@@ -104,6 +104,6 @@ async fn decide(engine: &Engine, body: Body) -> Result<Response, Response> {
         policy: &rule.policy,
         decision: &decision,
     };
-    headers::insert(response.headers_mut(), &[quota]);
+    ratelimit::insert(response.headers_mut(), &[quota]);
     Ok(response)
 }

@@ -21,9 +21,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::edge;
-use super::headers::ceil_millis;
-use super::problem::Problem;
+use crate::edge::{self, Problem, ratelimit::ceil_millis};
 use crate::engine::{Engine, Facts, RuleDecision, SettlementId, Verdict, host_name};
 use crate::server::Shared;
 

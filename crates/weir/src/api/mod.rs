@@ -5,9 +5,6 @@
 
 mod check;
 mod decide;
-pub mod edge;
-pub mod headers;
-mod problem;
 
 use axum::Router;
 use axum::extract::State;
@@ -17,7 +14,7 @@ use axum::routing::{get, post};
 
 pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
 pub use self::decide::{MAX_DECIDE_BYTES, SETTLE_WITHIN};
-pub use self::problem::Problem;
+use crate::edge::Problem;
 use crate::engine::Engine;
 use crate::server::Shared;
 

@@ -6,7 +6,7 @@ use weir_core::{Decision, Policy};
 use weir_store::StoreError;
 
 use super::Settlement;
-use crate::api::headers::Quota;
+use crate::edge::ratelimit::Quota;
 
 /// The engine's answer for one request.
 #[derive(Debug)]

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::Upstream;
 use super::pool::UpstreamPool;
-use crate::api::Problem;
-use crate::api::headers::append_list;
+use crate::edge::Problem;
+use crate::edge::ratelimit::append_list;
 
 /// Headers that describe one connection (or how the message is framed on it), not the
 /// message: never forwarded.

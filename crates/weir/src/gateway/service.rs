@@ -15,8 +15,7 @@ use super::GatewayConfig;
 use super::client_ip::client_ip;
 use super::pool::UpstreamPool;
 use super::proxy::forward;
-use crate::api::Problem;
-use crate::api::edge;
+use crate::edge::{self, Problem};
 use crate::engine::{Engine, Facts, Verdict, host_name};
 
 /// The header that reports shadow rules that would have denied the request.

@@ -1,19 +1,23 @@
-//! The engine's verdicts as HTTP answers, the same from every front door: the 429
-//! problem with `Retry-After`, and the RateLimit fields on every decided answer.
+//! The HTTP edge every front door shares: problems as `application/problem+json`, the
+//! RateLimit header fields, and the engine's verdicts as answers (the 429 with
+//! `Retry-After`, the RateLimit fields on every decided answer).
+
+mod problem;
+pub mod ratelimit;
 
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use super::headers::{self, Quota, ceil_secs};
-use super::problem::Problem;
+pub use self::problem::Problem;
+use self::ratelimit::{Quota, ceil_secs};
 use crate::engine::{Denied, RuleDecision};
 
 /// Adds the RateLimit fields of `quotas` (and the older fields when `legacy`).
 pub fn add_quota_headers(headers: &mut HeaderMap, quotas: &[RuleDecision<'_>], legacy: bool) {
     let list: Vec<Quota<'_>> = quotas.iter().map(RuleDecision::quota).collect();
-    headers::insert(headers, &list);
+    ratelimit::insert(headers, &list);
     if legacy {
-        headers::insert_legacy(headers, &list);
+        ratelimit::insert_legacy(headers, &list);
     }
 }
 

@@ -1,0 +1,117 @@
+//! Running the service: the store the configuration asks for, the engine and gateway on
+//! it, and reloading them without dropping requests. `listen` answers connections,
+//! `workers` runs one server thread per core, `reload` swaps the configuration.
+
+mod listen;
+mod reload;
+mod workers;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use weir_core::Clock;
+use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreError, SystemClock};
+
+pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
+pub use self::reload::ReloadError;
+pub use self::workers::serve_on_threads;
+use crate::config::{Config, StoreConfig};
+use crate::engine::Engine;
+use crate::gateway::Gateway;
+
+/// How often the memory store gives back the memory of keys that are full again.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// A value that handlers read per request and a reload replaces whole: requests in
+/// flight keep the value they started with.
+pub type Shared<T> = Arc<ArcSwap<T>>;
+
+/// Wraps a value for [`Shared`] use.
+pub fn shared<T>(value: T) -> Shared<T> {
+    Arc::new(ArcSwap::from_pointee(value))
+}
+
+/// What `weir serve` runs: the engine (decision API) and, with an upstream, the gateway.
+pub struct Service {
+    /// The engine behind the decision API.
+    pub engine: Shared<Engine>,
+    /// The gateway, when the configuration has an `upstream`.
+    pub gateway: Option<Shared<Gateway>>,
+    store: Arc<dyn Store>,
+    store_config: StoreConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("gateway", &self.gateway.is_some())
+            .field("store", &self.store_config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds the service the configuration describes, on one store: connects to Redis, or
+/// starts the memory store's sweeper (so call it inside a Tokio runtime).
+pub async fn service(config: &Config) -> Result<Service, StoreError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+    let store = store(&config.store, clock.clone()).await?;
+    Ok(Service::with_store(config, store, clock))
+}
+
+impl Service {
+    /// The service of `config` on a store made by the caller, reading time from
+    /// `clock`: how tests run the gateway in process, on a memory store with a manual
+    /// clock. Reloads are not available without the store's configuration.
+    pub fn with_store(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let engine = Arc::new(Engine::new(config, store.clone(), clock.clone()));
+        Service {
+            gateway: config
+                .gateway
+                .clone()
+                .map(|g| shared(Gateway::new(g, Arc::clone(&engine)))),
+            engine: Arc::new(ArcSwap::new(engine)),
+            store,
+            store_config: config.store.clone(),
+            clock,
+        }
+    }
+}
+
+/// The store the configuration describes.
+pub(crate) async fn store(
+    config: &StoreConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(match config {
+        StoreConfig::Redis(redis, _) => {
+            let store = RedisStore::start(redis, clock);
+            // Start connected when Redis is there; serve degraded (each rule's failure
+            // policy) when it is not, and connect in the background.
+            if !store
+                .wait_connected(redis.timeout.max(Duration::from_secs(2)))
+                .await
+            {
+                tracing::warn!(
+                    "Redis is unreachable: serving under each rule's failure policy until it is back"
+                );
+            }
+            Arc::new(Breaker::new(store, BreakerConfig::default()))
+        }
+        StoreConfig::Memory(memory) => {
+            let store = Arc::new(MemoryStore::new(*memory, clock));
+            let weak = Arc::downgrade(&store);
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(SWEEP_EVERY);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    let Some(store) = weak.upgrade() else { break };
+                    store.sweep_expired();
+                }
+            });
+            store
+        }
+    })
+}

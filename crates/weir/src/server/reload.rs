@@ -1,0 +1,103 @@
+//! Reloading the configuration: on SIGHUP or when the file changes, a valid file
+//! replaces the engine and gateway whole; requests in flight keep the ones they started
+//! with, and the store (with its counts) is kept when its section is unchanged.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use weir_store::StoreError;
+
+use super::{Service, store};
+use crate::config::{Config, ConfigError};
+use crate::engine::Engine;
+use crate::gateway::Gateway;
+
+/// How often the configuration file is looked at for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a new configuration was refused (the old one keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Its store cannot be opened.
+    #[error("cannot open the new store: {0}")]
+    Store(#[from] StoreError),
+    /// It would switch between gateway and decision-API mode, which changes listeners.
+    #[error("adding or removing `upstream` needs a restart")]
+    ModeChange,
+}
+
+impl Service {
+    /// Replaces the configuration with the one at `path`, if it is valid: requests in
+    /// flight finish on the old one, new requests get the new one. The store is kept
+    /// (with its state) when its section is unchanged.
+    pub async fn reload(&mut self, path: &Path) -> Result<(), ReloadError> {
+        let config = Config::load(path)?;
+        if config.gateway.is_some() != self.gateway.is_some() {
+            return Err(ReloadError::ModeChange);
+        }
+        if config.store != self.store_config {
+            self.store = store(&config.store, self.clock.clone()).await?;
+            self.store_config = config.store.clone();
+        }
+        let engine = Arc::new(Engine::new(&config, self.store.clone(), self.clock.clone()));
+        self.engine.store(Arc::clone(&engine));
+        if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
+            shared.store(Arc::new(Gateway::new(gateway, engine)));
+        }
+        Ok(())
+    }
+
+    /// Reloads on SIGHUP and whenever the file changes (checked every second), until
+    /// the process ends. A refused configuration is logged; the old one keeps serving.
+    pub async fn watch(mut self, path: PathBuf) {
+        let fingerprint = |path: &Path| {
+            std::fs::metadata(path)
+                .ok()
+                .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
+        };
+        let mut seen = fingerprint(&path);
+        let mut hangups = hangups();
+        let mut every = tokio::time::interval(WATCH_EVERY);
+        loop {
+            let cause = tokio::select! {
+                _ = hangups.recv() => "SIGHUP",
+                _ = every.tick() => {
+                    let now = fingerprint(&path);
+                    if now == seen { continue }
+                    seen = now;
+                    "the file changed"
+                }
+            };
+            match self.reload(&path).await {
+                Ok(()) => tracing::info!(cause, file = %path.display(), "configuration reloaded"),
+                Err(error) => {
+                    tracing::error!(cause, %error, "new configuration refused; the old one keeps serving")
+                }
+            }
+        }
+    }
+}
+
+/// SIGHUPs as a stream (nothing where there are no signals).
+fn hangups() -> tokio::sync::mpsc::Receiver<()> {
+    let (send, receive) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            if send.send(()).await.is_err() {
+                break;
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    drop(send);
+    receive
+}
