@@ -223,34 +223,26 @@ impl Engine {
             applied.into_iter().partition(|a| !a.rule.shadow);
         let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
 
-        let (used, reserved) = match reserve(self.store.as_ref(), &enforced, timeout).await {
-            Ok(reserved) => (StoreUsed::Shared, reserved),
-            Err(error) => match self.fail_over(&enforced, &error) {
-                Some(fallback) => {
-                    match reserve(fallback, &enforced_on_fallback(&enforced), None).await {
-                        Ok(reserved) => (StoreUsed::Fallback, reserved),
+        let (used, enforced, (allowed, decisions)) =
+            match reserve(self.store.as_ref(), &enforced, timeout).await {
+                Ok(reserved) => (StoreUsed::Shared, enforced, reserved),
+                Err(error) => {
+                    let Some(fallback) = self.fail_over(&enforced, &error) else {
+                        return Verdict::Unavailable(Unavailable::from_error(&error));
+                    };
+                    let enforced = on_fallback(enforced);
+                    match reserve(fallback, &enforced, None).await {
+                        Ok(reserved) => (StoreUsed::Fallback, enforced, reserved),
                         Err(error) => return Verdict::Unavailable(Unavailable::from_error(&error)),
                     }
                 }
-                None => return Verdict::Unavailable(Unavailable::from_error(&error)),
-            },
-        };
-        let (allowed, decisions) = reserved;
-        let fallback_policies: Vec<Policy>;
-        let policies: Vec<Policy> = match used {
-            StoreUsed::Shared => enforced.iter().map(|a| a.policy).collect(),
-            StoreUsed::Fallback => {
-                fallback_policies = enforced.iter().map(|a| a.rule.fallback_policy).collect();
-                fallback_policies
-            }
-        };
+            };
         let quotas: Vec<RuleDecision<'e>> = enforced
             .iter()
-            .zip(&policies)
             .zip(&decisions)
-            .map(|((a, policy), decision)| RuleDecision {
+            .map(|(a, decision)| RuleDecision {
                 name: &a.rule.name,
-                policy: *policy,
+                policy: a.policy,
                 decision: *decision,
             })
             .collect();
@@ -258,16 +250,19 @@ impl Engine {
             return Verdict::Denied(Denied::new(quotas));
         }
 
+        let shadow = match used {
+            StoreUsed::Shared => shadow,
+            StoreUsed::Fallback => on_fallback(shadow),
+        };
         let shadow_denied = self.shadow(used, &shadow).await;
         let reserved: Vec<Reserved> = enforced
             .into_iter()
-            .zip(policies)
             .zip(&decisions)
-            .filter(|((a, _), _)| a.rule.settles())
-            .map(|((a, policy), decision)| Reserved {
+            .filter(|(a, _)| a.rule.settles())
+            .map(|(a, decision)| Reserved {
                 rule: a.index,
                 identity: a.identity,
-                policy,
+                policy: a.policy,
                 cost: a.cost,
                 last_unit: decision.remaining == 0,
             })
@@ -339,21 +334,7 @@ impl Engine {
         if shadow.is_empty() {
             return Vec::new();
         }
-        let fallback_policies: Vec<Policy>;
-        let checks: Vec<Check<'_>> = match used {
-            StoreUsed::Shared => shadow.iter().map(Applied::check).collect(),
-            StoreUsed::Fallback => {
-                fallback_policies = shadow.iter().map(|a| a.rule.fallback_policy).collect();
-                shadow
-                    .iter()
-                    .zip(&fallback_policies)
-                    .map(|(a, policy)| Check {
-                        policy,
-                        ..a.check()
-                    })
-                    .collect()
-            }
-        };
+        let checks: Vec<Check<'_>> = shadow.iter().map(Applied::check).collect();
         match self.store_used(used).check_all(&checks).await {
             Ok(decisions) => shadow
                 .iter()
@@ -387,16 +368,13 @@ impl Engine {
     }
 }
 
-/// The enforcing rules with each instance's share of their limits, for the fallback.
-fn enforced_on_fallback<'e>(enforced: &[Applied<'e>]) -> Vec<Applied<'e>> {
-    enforced
-        .iter()
+/// The rules with each instance's share of their limits, for the local fallback.
+fn on_fallback(applied: Vec<Applied<'_>>) -> Vec<Applied<'_>> {
+    applied
+        .into_iter()
         .map(|a| Applied {
-            index: a.index,
-            rule: a.rule,
-            identity: a.identity.clone(),
             policy: a.rule.fallback_policy,
-            cost: a.cost,
+            ..a
         })
         .collect()
 }
