@@ -2,8 +2,10 @@
 //! cluster) on free loopback ports, stopped by PID on `Drop`, and the conformance suite
 //! that every store must pass.
 //!
-//! A missing `redis-server` or `redis-cli` fails the test loudly, saying how to install
-//! it; nothing is skipped silently.
+//! Both programs are found on `PATH`, or in the directory named by `WEIR_REDIS_BIN_DIR`
+//! when that is set (an absolute path; it must then hold both). A missing
+//! `redis-server` or `redis-cli` fails the test loudly, saying how to install it (or to
+//! run `scripts/test`, which does); nothing is skipped silently.
 
 #![deny(missing_docs)]
 

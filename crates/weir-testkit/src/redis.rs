@@ -1,13 +1,60 @@
 //! `redis-server` processes for tests.
 
+use std::ffi::OsStr;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-const INSTALL: &str = "redis-server and redis-cli are needed: install them with `apt-get install redis-server redis-tools`";
+const INSTALL: &str = "redis-server and redis-cli are needed: install them with `apt-get install redis-server redis-tools`, or run the tests with `scripts/test` (it installs them), or set WEIR_REDIS_BIN_DIR to the absolute path of a directory holding both";
+
+/// The variable naming a directory (an absolute path) that holds `redis-server` and
+/// `redis-cli`; unset, both are looked up on `PATH`.
+const BIN_DIR: &str = "WEIR_REDIS_BIN_DIR";
+
+/// The program to run for `name` (`redis-server` or `redis-cli`): `$WEIR_REDIS_BIN_DIR/name`
+/// when the variable is set, else `name` on `PATH`. Panics when the variable is set but is
+/// not the absolute path of a directory holding both programs.
+fn program(name: &str) -> PathBuf {
+    resolve(std::env::var_os(BIN_DIR).as_deref(), name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn resolve(bin_dir: Option<&OsStr>, name: &str) -> Result<PathBuf, String> {
+    let Some(dir) = bin_dir else {
+        return Ok(PathBuf::from(name));
+    };
+    let dir = Path::new(dir);
+    if !dir.is_absolute() {
+        // Each test binary runs in its own crate's directory.
+        return Err(format!(
+            "{BIN_DIR} is set to `{}`, which is not an absolute path; set it to the absolute \
+             path of the directory holding redis-server and redis-cli, or unset it to find \
+             them on PATH",
+            dir.display()
+        ));
+    }
+    if !dir.is_dir() {
+        return Err(format!(
+            "{BIN_DIR} is set to `{}`, which is not a directory; set it to the directory \
+             holding redis-server and redis-cli, or unset it to find them on PATH",
+            dir.display()
+        ));
+    }
+    // Both, whichever is asked for: a directory with only one of them is wrong too.
+    for needed in ["redis-server", "redis-cli"] {
+        if !dir.join(needed).is_file() {
+            return Err(format!(
+                "{BIN_DIR} is set to `{}`, but `{}` does not exist; set it to the directory \
+                 holding redis-server and redis-cli, or unset it to find them on PATH",
+                dir.display(),
+                dir.join(needed).display()
+            ));
+        }
+    }
+    Ok(dir.join(name))
+}
 
 /// A port nobody listens on right now.
 fn free_port() -> u16 {
@@ -19,10 +66,11 @@ fn free_port() -> u16 {
 
 /// Runs `redis-cli` with `args`, returning its output.
 pub fn redis_cli(args: &[&str]) -> Output {
-    Command::new("redis-cli")
+    let cli = program("redis-cli");
+    Command::new(&cli)
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); {INSTALL}"))
+        .unwrap_or_else(|e| panic!("cannot run {} ({e}); {INSTALL}", cli.display()))
 }
 
 /// One `redis-server` on a free loopback port, in a temporary directory, killed on drop.
@@ -71,9 +119,10 @@ impl RedisServer {
     }
 
     fn restart_on(&mut self, port: u16) {
+        let server = program("redis-server");
         for attempt in 0..5 {
             let port = if attempt == 0 { port } else { free_port() };
-            let child = Command::new("redis-server")
+            let child = Command::new(&server)
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
                 .arg("--dir")
@@ -82,7 +131,7 @@ impl RedisServer {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); {INSTALL}"));
+                .unwrap_or_else(|e| panic!("cannot start {} ({e}); {INSTALL}", server.display()));
             self.child = Some(child);
             self.port = port;
             if self.wait_ready(Duration::from_secs(5)) {
@@ -283,5 +332,48 @@ impl RedisCluster {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_finds_the_programs_on_path() {
+        assert_eq!(
+            resolve(None, "redis-cli").unwrap(),
+            PathBuf::from("redis-cli")
+        );
+    }
+
+    #[test]
+    fn a_directory_holding_both_programs_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["redis-server", "redis-cli"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        let server = resolve(Some(dir.path().as_os_str()), "redis-server").unwrap();
+        assert_eq!(server, dir.path().join("redis-server"));
+    }
+
+    #[test]
+    fn a_wrong_directory_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nowhere");
+        let e = resolve(Some(missing.as_os_str()), "redis-cli").unwrap_err();
+        assert!(
+            e.contains("WEIR_REDIS_BIN_DIR") && e.contains("not a directory"),
+            "{e}"
+        );
+        for relative in ["", "bin", "./bin"] {
+            let e = resolve(Some(OsStr::new(relative)), "redis-cli").unwrap_err();
+            assert!(e.contains("not an absolute path"), "{e}");
+        }
+
+        // redis-cli alone is not enough, even when redis-cli is asked for.
+        std::fs::write(dir.path().join("redis-cli"), "").unwrap();
+        let e = resolve(Some(dir.path().as_os_str()), "redis-cli").unwrap_err();
+        assert!(e.contains("redis-server` does not exist"), "{e}");
     }
 }
