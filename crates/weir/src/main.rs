@@ -28,8 +28,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the decision API (POST /v1/check) and /healthz; with an `upstream` in the
+    /// Serve the decision API and /healthz, /readyz; with an `upstream` in the
     /// configuration, serve the gateway instead and the API on --admin-listen.
+    ///
+    /// One engine decides for every door. The decision API answers POST /v1/check (one
+    /// rule and key), POST /v1/decide (a request's facts: the gateway's verdict, with
+    /// the headers to send) and POST /v1/settle (the app's status for a decided request
+    /// whose rules count by outcome). Rules with `count_statuses` reserve their cost
+    /// before a request goes on and keep it or give it back by the answer's status.
     ///
     /// Prints `weir listening on http://ADDR` once the socket is bound (with port 0, the
     /// port the system chose), and `weir admin listening on http://ADDR` in gateway
