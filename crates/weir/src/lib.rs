@@ -10,4 +10,5 @@ pub mod config;
 pub mod edge;
 pub mod engine;
 pub mod gateway;
+pub mod request;
 pub mod server;
