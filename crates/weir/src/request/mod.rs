@@ -11,5 +11,10 @@
 //! arguments.
 
 pub mod identity_text;
+pub mod path;
 
 pub use self::identity_text::{IdentityTextError, normalize_email, normalize_identity};
+pub use self::path::{
+    EscapedSlashes, PathError, PathMatchOptions, PathOptions, canonical_path,
+    canonical_path_and_query, match_form,
+};
