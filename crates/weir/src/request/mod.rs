@@ -10,9 +10,11 @@
 //! Every function here is pure: no I/O, no clock, no configuration beyond its
 //! arguments.
 
+pub mod host;
 pub mod identity_text;
 pub mod path;
 
+pub use self::host::{HostError, canonical_host};
 pub use self::identity_text::{IdentityTextError, normalize_email, normalize_identity};
 pub use self::path::{
     EscapedSlashes, PathError, PathMatchOptions, PathOptions, canonical_path,
