@@ -10,10 +10,12 @@
 //! Every function here is pure: no I/O, no clock, no configuration beyond its
 //! arguments.
 
+pub mod body;
 pub mod host;
 pub mod identity_text;
 pub mod path;
 
+pub use self::body::{BodyError, body_field};
 pub use self::host::{HostError, canonical_host};
 pub use self::identity_text::{IdentityTextError, normalize_email, normalize_identity};
 pub use self::path::{
