@@ -42,6 +42,35 @@ pub(super) struct RawUpstream {
 pub(super) struct RawClientIp {
     #[serde(default)]
     pub(super) trusted_proxies: Vec<Spanned<String>>,
+    /// The forwarding header the trusted proxies write (no fallback to another).
+    pub(super) header: Option<ForwardedHeaderName>,
+    /// IPv6 clients are keyed by this prefix of their address.
+    pub(super) ipv6_prefix: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum ForwardedHeaderName {
+    XForwardedFor,
+    Forwarded,
+    XRealIp,
+}
+
+/// One string or a list of them (`audience: api` or `audience: [api, admin]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(super) fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(one) => vec![one.clone()],
+            OneOrMany::Many(many) => many.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +102,10 @@ pub(super) struct RawJwt {
     pub(super) rs256_public_key_file: Option<String>,
     pub(super) es256_public_key_file: Option<String>,
     pub(super) jwks_file: Option<String>,
+    /// Accepted `aud` values (none: not checked).
+    pub(super) audience: Option<OneOrMany>,
+    /// Accepted `iss` values (none: not checked).
+    pub(super) issuer: Option<OneOrMany>,
 }
 
 fn authorization() -> String {

@@ -15,12 +15,14 @@ use weir_core::Policy;
 use super::ConfigError;
 use super::Fallback;
 use super::file::{
-    FailureName, NormalizeName, RawConfig, RawIdentity, RawJwt, RawMatch, RawPlans, RawRule,
+    FailureName, ForwardedHeaderName, NormalizeName, OneOrMany, RawConfig, RawIdentity, RawJwt,
+    RawMatch, RawPlans, RawRule,
 };
 use crate::engine::identity::{IdentitySource, Normalize, Source};
 use crate::engine::plan::{KeyPlan, PlanSource, Plans};
 use crate::engine::route::{PathMatch, RouteMatch};
 use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
+use crate::gateway::client_ip::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
 use crate::gateway::jwt::{JwtKey, JwtVerifier};
 use crate::gateway::{GatewayConfig, Upstream};
 
@@ -78,26 +80,9 @@ pub(super) fn gateway(
         return Ok(None);
     };
     let upstream = self::upstream(upstream, errors)?;
-    let trusted_proxies = match &raw.client_ip {
-        Some(section) => section
-            .trusted_proxies
-            .iter()
-            .enumerate()
-            .map(|(i, net)| {
-                net.value
-                    .parse::<IpNet>()
-                    .or_else(|_| net.value.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map_err(|_| {
-                        errors.at(
-                            net.referenced,
-                            format!("client_ip.trusted_proxies[{i}]"),
-                            format!("`{}` is not an IP address or CIDR block", net.value),
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?,
-        None => Vec::new(),
-    };
+    // TODO(engine): keep the whole `ClientIpConfig` in `GatewayConfig` (its `header`
+    // and `ipv6_prefix` are validated here but not used until then).
+    let trusted_proxies = client_ip(raw.client_ip.as_ref(), errors)?.trusted_proxies;
     Ok(Some(GatewayConfig {
         upstream,
         trusted_proxies,
@@ -163,6 +148,57 @@ pub(super) fn routing(
         plans,
         rules,
         legacy_headers: raw.response_headers.legacy,
+    })
+}
+
+/// The `client_ip` section.
+fn client_ip(
+    raw: Option<&super::file::RawClientIp>,
+    errors: &Errors<'_>,
+) -> Result<ClientIpConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(ClientIpConfig::default());
+    };
+    let trusted_proxies = raw
+        .trusted_proxies
+        .iter()
+        .enumerate()
+        .map(|(i, net)| {
+            net.value
+                .parse::<IpNet>()
+                .or_else(|_| net.value.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map(canonical_net)
+                .map_err(|_| {
+                    errors.at(
+                        net.referenced,
+                        format!("client_ip.trusted_proxies[{i}]"),
+                        format!("`{}` is not an IP address or CIDR block", net.value),
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    let header = match raw.header {
+        None | Some(ForwardedHeaderName::XForwardedFor) => ForwardedHeader::XForwardedFor,
+        Some(ForwardedHeaderName::Forwarded) => ForwardedHeader::Forwarded,
+        Some(ForwardedHeaderName::XRealIp) => ForwardedHeader::XRealIp,
+    };
+    let ipv6_prefix = match &raw.ipv6_prefix {
+        None => IPV6_PREFIX,
+        Some(p) => u8::try_from(p.value)
+            .ok()
+            .filter(|p| (1..=128).contains(p))
+            .ok_or_else(|| {
+                errors.at(
+                    p.referenced,
+                    "client_ip.ipv6_prefix",
+                    "ipv6_prefix must be between 1 and 128",
+                )
+            })?,
+    };
+    Ok(ClientIpConfig {
+        trusted_proxies,
+        header,
+        ipv6_prefix,
     })
 }
 
@@ -291,7 +327,23 @@ fn verifier(
     };
     let header =
         header_name(&raw.header).map_err(|m| errors.at(at, format!("{field}.header"), m))?;
-    JwtVerifier::new(header, raw.claim.clone(), key).map_err(|m| errors.at(at, field, m))
+    let values = |list: &Option<OneOrMany>, name: &str| {
+        let values = list.as_ref().map_or_else(Vec::new, OneOrMany::to_vec);
+        if list.is_some() && (values.is_empty() || values.iter().any(String::is_empty)) {
+            return Err(errors.at(
+                at,
+                format!("{field}.{name}"),
+                format!("`{name}` lists one or more non-empty values"),
+            ));
+        }
+        Ok(values)
+    };
+    let audience = values(&raw.audience, "audience")?;
+    let issuer = values(&raw.issuer, "issuer")?;
+    Ok(JwtVerifier::new(header, raw.claim.clone(), key)
+        .map_err(|m| errors.at(at, field, m))?
+        .with_audience(audience)
+        .with_issuer(issuer))
 }
 
 /// The plans file: `keys:` mapping a key to a plan, or to `{plan, limit}`.

@@ -1,6 +1,13 @@
 //! Verified JWT claims: HS256 with a secret, RS256 / ES256 with a public key (PEM) or a
-//! local JWKS file. The signature and the expiry are always checked; a token that fails
-//! either is never trusted (the caller is anonymous).
+//! local JWKS file. The signature and the expiry are always checked, `nbf` (not before)
+//! when the token has one, and `aud` / `iss` when the configuration names an audience or
+//! an issuer (a token without the claim is then refused too). A token that fails any
+//! check is never trusted (the caller is anonymous).
+//!
+//! Clocks: `exp` is checked exactly (a token is expired from its `exp` second on), `nbf`
+//! with [`NBF_LEEWAY`], as jsonwebtoken's default leeway: an issuer whose clock is a
+//! little ahead of weir's gives tokens that are not yet valid here for a few seconds,
+//! and refusing them would turn clock skew into failed requests.
 
 use std::fmt;
 
@@ -8,12 +15,17 @@ use axum::http::{HeaderMap, HeaderName};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
+/// How far in the future a token's `nbf` may be, in seconds, for clock skew.
+pub const NBF_LEEWAY: u64 = 60;
+
 /// How to verify tokens, and which claim to read.
 #[derive(Clone)]
 pub struct JwtVerifier {
     header: HeaderName,
     claim: String,
     keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
+    audience: Vec<String>,
+    issuer: Vec<String>,
 }
 
 impl fmt::Debug for JwtVerifier {
@@ -22,6 +34,8 @@ impl fmt::Debug for JwtVerifier {
             .field("header", &self.header)
             .field("claim", &self.claim)
             .field("keys", &self.keys.len())
+            .field("audience", &self.audience)
+            .field("issuer", &self.issuer)
             .finish()
     }
 }
@@ -90,7 +104,22 @@ impl JwtVerifier {
             header,
             claim,
             keys,
+            audience: Vec::new(),
+            issuer: Vec::new(),
         })
+    }
+
+    /// Accepts only tokens whose `aud` names one of `audience` (none: `aud` is not
+    /// checked).
+    pub fn with_audience(mut self, audience: Vec<String>) -> Self {
+        self.audience = audience;
+        self
+    }
+
+    /// Accepts only tokens whose `iss` is one of `issuer` (none: `iss` is not checked).
+    pub fn with_issuer(mut self, issuer: Vec<String>) -> Self {
+        self.issuer = issuer;
+        self
     }
 
     /// The claim of a valid token in the request, as a string; `None` when there is no
@@ -114,9 +143,24 @@ impl JwtVerifier {
             *algorithm == header.alg && (kid.is_none() || *kid == header.kid)
         })?;
         let mut validation = Validation::new(*algorithm);
-        validation.leeway = 0;
-        validation.validate_aud = false;
-        validation.set_required_spec_claims(&["exp"]);
+        // One leeway serves both `exp` and `nbf` in jsonwebtoken; taking it back from
+        // `exp` (`exp - L < now - L`) keeps expiry exact while `nbf > now + L` allows
+        // the skew.
+        validation.leeway = NBF_LEEWAY;
+        validation.reject_tokens_expiring_in_less_than = NBF_LEEWAY;
+        validation.validate_nbf = true;
+        let mut required = vec!["exp"];
+        if self.audience.is_empty() {
+            validation.validate_aud = false;
+        } else {
+            validation.set_audience(&self.audience);
+            required.push("aud");
+        }
+        if !self.issuer.is_empty() {
+            validation.set_issuer(&self.issuer);
+            required.push("iss");
+        }
+        validation.set_required_spec_claims(&required);
         let data = jsonwebtoken::decode::<serde_json::Value>(token, key, &validation).ok()?;
         Some(Claims(data.claims))
     }
@@ -139,5 +183,110 @@ impl Claims {
             serde_json::Value::Number(n) => Some(n.to_string()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::{Value, json};
+
+    const SECRET: &str = "a-long-random-secret";
+
+    fn now() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+    }
+
+    fn verifier() -> JwtVerifier {
+        JwtVerifier::new(
+            HeaderName::from_static("authorization"),
+            "sub".into(),
+            JwtKey::Hs256Secret(SECRET.into()),
+        )
+        .unwrap()
+    }
+
+    /// The `sub` the verifier reads from a token with these claims (plus `sub`).
+    fn sub(verifier: &JwtVerifier, mut claims: Value) -> Option<String> {
+        claims["sub"] = json!("ana");
+        let token = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        verifier.claim(&headers)
+    }
+
+    #[test]
+    fn expiry_is_exact() {
+        let v = verifier();
+        assert_eq!(sub(&v, json!({"exp": now() + 5})), Some("ana".into()));
+        assert_eq!(sub(&v, json!({"exp": now() - 2})), None);
+        assert_eq!(sub(&v, json!({"exp": now() - 30})), None);
+        assert_eq!(sub(&v, json!({})), None);
+        assert_eq!(sub(&v, json!({"exp": "tomorrow"})), None);
+    }
+
+    #[test]
+    fn not_before_is_checked_with_a_small_leeway() {
+        let v = verifier();
+        let exp = now() + 600;
+        assert_eq!(
+            sub(&v, json!({"exp": exp, "nbf": now() - 10})),
+            Some("ana".into())
+        );
+        assert_eq!(
+            sub(&v, json!({"exp": exp, "nbf": now() + 20})),
+            Some("ana".into())
+        );
+        assert_eq!(sub(&v, json!({"exp": exp, "nbf": now() + 120})), None);
+        assert_eq!(sub(&v, json!({"exp": exp, "nbf": "soon"})), None);
+    }
+
+    #[test]
+    fn audience_and_issuer_are_checked_when_configured() {
+        let exp = now() + 600;
+        let open = verifier();
+        assert_eq!(
+            sub(&open, json!({"exp": exp, "aud": "x", "iss": "y"})),
+            Some("ana".into())
+        );
+        let v = verifier()
+            .with_audience(vec!["api".into(), "api2".into()])
+            .with_issuer(vec!["https://idp.example".into()]);
+        let iss = "https://idp.example";
+        let cases = [
+            (json!({"exp": exp, "aud": "api", "iss": iss}), true),
+            (json!({"exp": exp, "aud": "api2", "iss": iss}), true),
+            (
+                json!({"exp": exp, "aud": ["other", "api"], "iss": iss}),
+                true,
+            ),
+            (json!({"exp": exp, "aud": "other", "iss": iss}), false),
+            (json!({"exp": exp, "aud": [], "iss": iss}), false),
+            (json!({"exp": exp, "iss": iss}), false),
+            (json!({"exp": exp, "aud": "api"}), false),
+            (
+                json!({"exp": exp, "aud": "api", "iss": "https://evil.example"}),
+                false,
+            ),
+            (json!({"exp": exp, "aud": "API", "iss": iss}), false),
+        ];
+        for (claims, accepted) in cases {
+            let want = accepted.then(|| "ana".to_owned());
+            assert_eq!(sub(&v, claims.clone()), want, "{claims}");
+        }
+        let only_aud = verifier().with_audience(vec!["api".into()]);
+        assert_eq!(
+            sub(&only_aud, json!({"exp": exp, "aud": "api"})),
+            Some("ana".into())
+        );
     }
 }
