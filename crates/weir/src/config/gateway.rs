@@ -632,3 +632,91 @@ fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
         path,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(yaml: &str) -> Result<ClientIpConfig, String> {
+        let raw: super::super::file::RawClientIp =
+            serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+        let errors = Errors {
+            file: Path::new("weir.yaml"),
+        };
+        client_ip(Some(&raw), &errors).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_client_ip_section_has_defaults_and_bounds() {
+        assert_eq!(
+            client_ip(
+                None,
+                &Errors {
+                    file: Path::new("weir.yaml")
+                }
+            )
+            .unwrap(),
+            ClientIpConfig::default()
+        );
+        let c = section(
+            "trusted_proxies: [\"::ffff:10.0.0.0/104\", 127.0.0.1, \"::ffff:192.0.2.1\"]\n",
+        )
+        .unwrap();
+        let nets: Vec<String> = c.trusted_proxies.iter().map(ToString::to_string).collect();
+        assert_eq!(nets, ["10.0.0.0/8", "127.0.0.1/32", "192.0.2.1/32"]);
+        assert_eq!(c.header, ForwardedHeader::XForwardedFor);
+        assert_eq!(c.ipv6_prefix, 64);
+        for (name, header) in [
+            ("x-forwarded-for", ForwardedHeader::XForwardedFor),
+            ("forwarded", ForwardedHeader::Forwarded),
+            ("x-real-ip", ForwardedHeader::XRealIp),
+        ] {
+            assert_eq!(
+                section(&format!("header: {name}\n")).unwrap().header,
+                header
+            );
+        }
+        assert!(section("header: true-client-ip\n").is_err());
+        assert_eq!(section("ipv6_prefix: 48\n").unwrap().ipv6_prefix, 48);
+        assert_eq!(section("ipv6_prefix: 128\n").unwrap().ipv6_prefix, 128);
+        for bad in ["0", "129", "100000"] {
+            assert_eq!(
+                section(&format!("ipv6_prefix: {bad}\n")),
+                Err(
+                    "weir.yaml:1:14: client_ip.ipv6_prefix: ipv6_prefix must be between 1 and 128"
+                        .into()
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn jwt_audience_and_issuer_are_one_value_or_a_list() {
+        let errors = Errors {
+            file: Path::new("weir.yaml"),
+        };
+        let jwt = |yaml: &str| -> Result<String, String> {
+            let raw: RawJwt = serde_saphyr::from_str(&format!(
+                "claim: sub\nhs256_secret: a-long-random-secret\n{yaml}"
+            ))
+            .map_err(|e| e.to_string())?;
+            verifier(&raw, Location::UNKNOWN, "identities.user.jwt", &errors)
+                .map(|v| format!("{v:?}"))
+                .map_err(|e| e.to_string())
+        };
+        let v = jwt("audience: api\nissuer: [https://a.example, https://b.example]\n").unwrap();
+        assert!(
+            v.contains(r#"audience: ["api"], issuer: ["https://a.example", "https://b.example"]"#),
+            "{v}"
+        );
+        assert!(jwt("").unwrap().contains("audience: [], issuer: []"));
+        for bad in ["audience: []\n", "audience: \"\"\n", "issuer: [a, \"\"]\n"] {
+            let e = jwt(bad).unwrap_err();
+            assert!(
+                e.contains("lists one or more non-empty values"),
+                "{bad}: {e}"
+            );
+        }
+    }
+}

@@ -920,4 +920,24 @@ mod tests {
             );
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+        #[test]
+        fn any_body_is_read_or_refused_without_panicking(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            json_like in r#"[{}\[\]",:a-zE\\u0-9 .;&=%+-]{0,80}"#,
+            query in "[a-zE=&;%0-9]{0,20}",
+        ) {
+            for content_type in ["application/json", "application/x-www-form-urlencoded"] {
+                let h = headers(&[("content-type", content_type)]);
+                let _ = body_field(&h, &body, "email", Some(&query));
+                if let Ok(Some(value)) = body_field(&h, json_like.as_bytes(), "email", None) {
+                    // What is read is what the body holds: never more than it.
+                    proptest::prop_assert!(value.len() <= json_like.len());
+                }
+            }
+        }
+    }
 }

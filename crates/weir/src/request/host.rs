@@ -286,4 +286,21 @@ mod tests {
             Err(HostError::Invalid(_))
         ));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+        #[test]
+        fn a_canonical_host_reads_as_itself(text in "[a-zA-Z0-9.:_\\[\\]-]{0,40}") {
+            if let Ok(Some(canonical)) = host(&text) {
+                // IPv6 literals come back without brackets; put them back to re-read.
+                let again = if canonical.contains(':') {
+                    format!("[{canonical}]")
+                } else {
+                    canonical.clone()
+                };
+                proptest::prop_assert_eq!(host(&again), Ok(Some(canonical)));
+            }
+        }
+    }
 }
