@@ -44,7 +44,7 @@
 //!
 //! A field found nowhere is `Ok(None)`.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 use axum::http::{HeaderMap, header};
@@ -55,6 +55,12 @@ use super::identity_text::normalize_identity;
 
 /// The deepest nesting of arrays and objects accepted in a JSON body.
 pub const MAX_DEPTH: usize = 64;
+
+/// The most names with non-ASCII characters compared with the field in one list of
+/// names (the query string, a form, a JSON body's top-level keys). Comparing such a name means
+/// normalising it (a few microseconds); ASCII names cost next to nothing. A request
+/// with more is refused rather than read partly: a login body has a handful of fields.
+pub const MAX_UNICODE_NAMES: usize = 256;
 
 /// Why a body field cannot be read one way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,6 +91,9 @@ pub enum BodyError {
     /// A form whose field cannot be decoded.
     #[error("the form body is invalid: {0}")]
     InvalidForm(&'static str),
+    /// More than [`MAX_UNICODE_NAMES`] names with non-ASCII characters.
+    #[error("the request has more than {MAX_UNICODE_NAMES} field names with non-ASCII characters")]
+    TooManyUnicodeNames,
     /// The field appears more than once, or can be read two ways.
     #[error("the field `{field}` is ambiguous: {why}")]
     AmbiguousField {
@@ -124,7 +133,7 @@ pub fn body_field(
 ) -> Result<Option<String>, BodyError> {
     let name = FieldName::new(field);
     if let Some(query) = query
-        && query_has(query, &name)
+        && query_has(query, &name)?
     {
         return Err(BodyError::FieldInQuery(field.to_owned()));
     }
@@ -136,6 +145,7 @@ pub fn body_field(
             }
         }
     }
+    name.unicode_names.set(0);
     let mut types = headers.get_all(header::CONTENT_TYPE).iter();
     let content_type = types.next();
     if types.next().is_some() {
@@ -195,6 +205,8 @@ fn media_kind(content_type: &str) -> Result<Kind, BodyError> {
 struct FieldName<'a> {
     text: &'a str,
     key: Option<String>,
+    /// Names with non-ASCII characters compared so far.
+    unicode_names: Cell<usize>,
 }
 
 impl<'a> FieldName<'a> {
@@ -202,35 +214,65 @@ impl<'a> FieldName<'a> {
         Self {
             text,
             key: normalize_identity(text).ok(),
+            unicode_names: Cell::new(0),
         }
     }
 
     /// Whether a key names this field, exactly or once both are normalised.
-    fn is(&self, key: &str) -> bool {
-        key == self.text
-            || self
-                .key
-                .as_ref()
-                .is_some_and(|want| normalize_identity(key).is_ok_and(|k| k == *want))
+    fn is(&self, key: &str) -> Result<bool, BodyError> {
+        if key == self.text {
+            return Ok(true);
+        }
+        let Some(want) = &self.key else {
+            return Ok(false);
+        };
+        if key.is_ascii() {
+            return Ok(ascii_key_is(key, want));
+        }
+        let seen = self.unicode_names.get() + 1;
+        if seen > MAX_UNICODE_NAMES {
+            return Err(BodyError::TooManyUnicodeNames);
+        }
+        self.unicode_names.set(seen);
+        Ok(normalize_identity(key).is_ok_and(|k| k == *want))
     }
 
     /// Whether a form name names this field: as a JSON key does, or after PHP's renaming
     /// of `.` and ` ` to `_`; `Some(true)` when it does with brackets (`email[]`).
-    fn in_form(&self, name: &str) -> Option<bool> {
+    fn in_form(&self, name: &str) -> Result<Option<bool>, BodyError> {
         let (base, bracketed) = match name.find('[') {
             Some(i) if i > 0 => (&name[..i], true),
             _ => (name, false),
         };
-        let php = || base.replace(['.', ' '], "_");
-        (self.is(base) || (base.contains(['.', ' ']) && self.is(&php()))).then_some(bracketed)
+        let named = self.is(base)?
+            || (base.contains(['.', ' ']) && self.is(&base.replace(['.', ' '], "_"))?);
+        Ok(named.then_some(bracketed))
     }
 }
 
-fn query_has(query: &str, field: &FieldName<'_>) -> bool {
-    query.split(['&', ';']).any(|pair| {
+/// [`normalize_identity`] of an ASCII `key` equals `want`, without allocating: ASCII
+/// controls removed, White_Space trimmed, letters compared without case.
+fn ascii_key_is(key: &str, want: &str) -> bool {
+    let trimmed = key.trim_matches(|c: char| c.is_ascii_control() || c.is_whitespace());
+    let mut kept = trimmed.bytes().filter(|b| !b.is_ascii_control());
+    let mut wanted = want.bytes();
+    loop {
+        match (kept.next(), wanted.next()) {
+            (None, None) => return true,
+            (Some(k), Some(w)) if k.to_ascii_lowercase() == w => {}
+            _ => return false,
+        }
+    }
+}
+
+fn query_has(query: &str, field: &FieldName<'_>) -> Result<bool, BodyError> {
+    for pair in query.split(['&', ';']) {
         let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-        !name.is_empty() && field.in_form(&decode_lossy(name)).is_some()
-    })
+        if !name.is_empty() && field.in_form(&decode_lossy(name))?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `+` as a space, percent-escapes decoded, invalid escapes and bytes kept/replaced.
@@ -268,10 +310,11 @@ fn form_field(body: &[u8], field: &FieldName<'_>) -> Result<Option<String>, Body
     };
     // The field as read with `&` alone between pairs, and with `;` too.
     let read = |separators: &[char]| -> Result<Option<&str>, BodyError> {
+        field.unicode_names.set(0);
         let mut found = None;
         for pair in text.split(separators).filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match field.in_form(&decode_lossy(name)) {
+            match field.in_form(&decode_lossy(name))? {
                 None => {}
                 Some(true) => return Err(ambiguous("a bracketed name is read as a list")),
                 Some(false) if found.is_some() => {
@@ -368,7 +411,11 @@ impl<'de> Visitor<'de> for Top<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = false;
         while let Some(key) = map.next_key::<String>()? {
-            if !self.field.is(&key) {
+            let is_field = match self.field.is(&key) {
+                Ok(is_field) => is_field,
+                Err(problem) => return Err(stop(self.state, problem)),
+            };
+            if !is_field {
                 map.next_value_seed(Walk {
                     depth: 2,
                     state: self.state,
@@ -885,6 +932,71 @@ mod tests {
             None,
         );
         assert!(matches!(php, Err(BodyError::AmbiguousField { .. })));
+    }
+
+    #[test]
+    fn ascii_names_compare_as_normalised_ones() {
+        for key in [
+            "email",
+            "EMAIL",
+            " Email\t",
+            "e\u{1}mail",
+            "\u{0}email\u{7f}",
+            "email ",
+            "emai",
+            "emails",
+            "e mail",
+            "",
+            " ",
+            "\u{1c}email",
+            "email\u{b}",
+        ] {
+            let want = normalize_identity(key).is_ok_and(|k| k == "email");
+            assert_eq!(ascii_key_is(key, "email"), want, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn many_non_ascii_names_are_refused_not_skipped() {
+        let keys = |n: usize| {
+            (0..n)
+                .map(|i| format!("\"k\u{e9}{i}\": 1"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let body = format!("{{{}, \"email\": \"a\"}}", keys(MAX_UNICODE_NAMES));
+        assert_eq!(json(&body), Ok(Some("a".into())));
+        let body = format!("{{{}, \"email\": \"a\"}}", keys(MAX_UNICODE_NAMES + 1));
+        assert_eq!(json(&body), Err(BodyError::TooManyUnicodeNames));
+        // Any number of ASCII keys is fine.
+        let ascii = (0..5000)
+            .map(|i| format!("\"k{i}\": 1"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert_eq!(
+            json(&format!("{{{ascii}, \"email\": \"a\"}}")),
+            Ok(Some("a".into()))
+        );
+        let form_body = (0..=MAX_UNICODE_NAMES)
+            .map(|i| format!("k%C3%A9{i}=1"))
+            .collect::<Vec<_>>()
+            .join("&");
+        assert_eq!(form(&form_body), Err(BodyError::TooManyUnicodeNames));
+        // The budget is per list of names: the query's, then each reading of a form.
+        let form_body = (0..MAX_UNICODE_NAMES)
+            .map(|i| format!("k%C3%A9{i}=1"))
+            .chain(["email=a".to_owned()])
+            .collect::<Vec<_>>()
+            .join("&");
+        let query = (0..MAX_UNICODE_NAMES)
+            .map(|i| format!("q%C3%A9{i}=1"))
+            .collect::<Vec<_>>()
+            .join("&");
+        let h = headers(&[("content-type", "application/x-www-form-urlencoded")]);
+        assert_eq!(
+            body_field(&h, form_body.as_bytes(), "email", Some(&query)),
+            Ok(Some("a".into()))
+        );
     }
 
     #[test]
