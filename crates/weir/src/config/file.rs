@@ -147,6 +147,12 @@ pub(super) struct RawMatch {
     pub(super) path: Option<String>,
     pub(super) path_prefix: Option<String>,
     pub(super) host: Option<String>,
+    /// ASCII letters of the path compared without case (`/Login` is `/login`).
+    #[serde(default)]
+    pub(super) case_insensitive: bool,
+    /// A trailing slash makes no other path (`/login/` is `/login`).
+    #[serde(default)]
+    pub(super) trailing_slash: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -20,7 +20,7 @@ use super::file::{
 };
 use crate::engine::identity::{IdentitySource, Normalize, Source};
 use crate::engine::plan::{KeyPlan, PlanSource, Plans};
-use crate::engine::route::{PathMatch, RouteMatch};
+use crate::engine::route::{PathMatch, RouteMatch, rule_host};
 use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
 use crate::gateway::client_ip::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
 use crate::gateway::jwt::{JwtKey, JwtVerifier};
@@ -611,6 +611,7 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
 }
 
 fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
+    use crate::request::PathMatchOptions;
     let methods = raw
         .methods
         .iter()
@@ -619,17 +620,21 @@ fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
                 .map_err(|_| format!("`{m}` is not an HTTP method"))
         })
         .collect::<Result<_, _>>()?;
+    let options = PathMatchOptions {
+        case_insensitive: raw.case_insensitive,
+        trailing_slash: raw.trailing_slash,
+    };
     let path = match (&raw.path, &raw.path_prefix) {
         (Some(_), Some(_)) => return Err("give `path` or `path_prefix`, not both".into()),
-        (Some(path), None) => PathMatch::parse(path)?,
-        (None, Some(prefix)) if prefix.starts_with('/') => PathMatch::Prefix(prefix.clone()),
-        (None, Some(prefix)) => return Err(format!("path_prefix `{prefix}` must start with `/`")),
+        (Some(path), None) => PathMatch::exact(path, options)?,
+        (None, Some(prefix)) => PathMatch::prefix(prefix, options)?,
         (None, None) => PathMatch::Any,
     };
     Ok(RouteMatch {
         methods,
-        host: raw.host.as_ref().map(|h| h.to_ascii_lowercase()),
+        host: raw.host.as_deref().map(rule_host).transpose()?,
         path,
+        options,
     })
 }
 
