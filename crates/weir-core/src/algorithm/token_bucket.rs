@@ -4,6 +4,8 @@
 //! `1 / period_ns` of a token: `elapsed` nanoseconds add `elapsed × limit` such units.
 //! No refill is ever truncated to whole tokens or whole seconds, so a client retrying
 //! every 300 ms against one token per 6 s gets one request through every 6 s.
+//!
+//! A refund puts `cost` tokens back, up to the capacity.
 
 use super::AlgorithmState;
 use super::time::{ceil_nanos, div_rem, nanos};
@@ -23,6 +25,18 @@ impl TokenBucket {
     fn scaled(&self, period: u64) -> u128 {
         u128::from(self.whole) * u128::from(period) + u128::from(self.fraction)
     }
+
+    /// Tokens at `at` (not before `last`), refilled, in `1 / period_ns` units, and the
+    /// capacity in the same units.
+    fn refilled(&self, policy: &Policy, at: u64) -> (u128, u128) {
+        let period = u128::from(policy.period_ns());
+        let capacity = u128::from(policy.capacity()) * period;
+        let refill = u128::from(at - self.last) * u128::from(policy.limit());
+        (
+            (self.scaled(policy.period_ns()) + refill).min(capacity),
+            capacity,
+        )
+    }
 }
 
 impl AlgorithmState for TokenBucket {
@@ -37,14 +51,11 @@ impl AlgorithmState for TokenBucket {
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
         let period = policy.period_ns();
         let wide_period = u128::from(period);
-        let limit = u128::from(policy.limit());
         // Time before `last` means the clock went backwards: no refill, and waits
         // count from `now` plus what the state is ahead.
         let at = now.max(self.last);
         let skew = nanos(at - now);
-        let capacity = u128::from(policy.capacity()) * wide_period;
-        let refill = u128::from(at - self.last) * limit;
-        let mut tokens = (self.scaled(period) + refill).min(capacity);
+        let (mut tokens, capacity) = self.refilled(policy, at);
         let needed = u128::from(cost) * wide_period;
         let allowed = tokens >= needed;
         if allowed {
@@ -71,5 +82,20 @@ impl AlgorithmState for TokenBucket {
             retry_after: (!allowed).then(|| skew + ceil_nanos(needed - tokens, policy.limit())),
             delay: nanos(0),
         }
+    }
+
+    fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
+        let period = policy.period_ns();
+        // As in `check`, no refill for a clock that went backwards.
+        let at = now.max(self.last);
+        let (tokens, capacity) = self.refilled(policy, at);
+        let tokens = (tokens + u128::from(cost) * u128::from(period)).min(capacity);
+        // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
+        let (whole, fraction) = div_rem(tokens, period);
+        *self = Self {
+            whole: whole as u64,
+            fraction,
+            last: at,
+        };
     }
 }
