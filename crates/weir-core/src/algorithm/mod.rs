@@ -106,7 +106,9 @@ pub fn check(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) ->
 ///
 /// Per algorithm: GCRA, leaky bucket and token bucket undo the consumption exactly
 /// (the theoretical arrival time moves back by `cost` emission intervals, or `cost`
-/// tokens come back), floored at full now. A fixed window takes `cost` off its count
+/// tokens come back), floored at full now; a refund late enough that part of the
+/// reservation has refilled by itself cannot tell the units counted since from the
+/// reservation's, and gives back at most that refilled part more. A fixed window takes `cost` off its count
 /// while its window is current. A sliding window takes `cost` off the newest stored
 /// window's count, and a sliding log takes `cost` units off its newest entries: both
 /// exact when the refund follows its check with nothing in between, approximate

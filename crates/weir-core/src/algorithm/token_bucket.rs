@@ -25,18 +25,6 @@ impl TokenBucket {
     fn scaled(&self, period: u64) -> u128 {
         u128::from(self.whole) * u128::from(period) + u128::from(self.fraction)
     }
-
-    /// Tokens at `at` (not before `last`), refilled, in `1 / period_ns` units, and the
-    /// capacity in the same units.
-    fn refilled(&self, policy: &Policy, at: u64) -> (u128, u128) {
-        let period = u128::from(policy.period_ns());
-        let capacity = u128::from(policy.capacity()) * period;
-        let refill = u128::from(at - self.last) * u128::from(policy.limit());
-        (
-            (self.scaled(policy.period_ns()) + refill).min(capacity),
-            capacity,
-        )
-    }
 }
 
 impl AlgorithmState for TokenBucket {
@@ -51,11 +39,14 @@ impl AlgorithmState for TokenBucket {
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
         let period = policy.period_ns();
         let wide_period = u128::from(period);
+        let limit = u128::from(policy.limit());
         // Time before `last` means the clock went backwards: no refill, and waits
         // count from `now` plus what the state is ahead.
         let at = now.max(self.last);
         let skew = nanos(at - now);
-        let (mut tokens, capacity) = self.refilled(policy, at);
+        let capacity = u128::from(policy.capacity()) * wide_period;
+        let refill = u128::from(at - self.last) * limit;
+        let mut tokens = (self.scaled(period) + refill).min(capacity);
         let needed = u128::from(cost) * wide_period;
         let allowed = tokens >= needed;
         if allowed {
@@ -84,18 +75,16 @@ impl AlgorithmState for TokenBucket {
         }
     }
 
-    fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
+    fn refund(&mut self, policy: &Policy, _now: u64, cost: u64) {
+        // Added to the tokens as of `last`, and refilled from there as before: adding
+        // first and refilling next gives what refilling first would, since both stop at
+        // the capacity. So the time, even a clock gone backwards, plays no part here.
         let period = policy.period_ns();
-        // As in `check`, no refill for a clock that went backwards.
-        let at = now.max(self.last);
-        let (tokens, capacity) = self.refilled(policy, at);
-        let tokens = (tokens + u128::from(cost) * u128::from(period)).min(capacity);
+        let capacity = u128::from(policy.capacity()) * u128::from(period);
+        let tokens = (self.scaled(period) + u128::from(cost) * u128::from(period)).min(capacity);
         // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
         let (whole, fraction) = div_rem(tokens, period);
-        *self = Self {
-            whole: whole as u64,
-            fraction,
-            last: at,
-        };
+        self.whole = whole as u64;
+        self.fraction = fraction;
     }
 }
