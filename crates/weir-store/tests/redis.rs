@@ -61,12 +61,12 @@ async fn redis_decides_exactly_as_the_memory_store() {
         for (i, step) in steps.iter().enumerate() {
             now = now.saturating_add_signed(step.gap_us * 1_000);
             clock.set(now);
-            let expected = memory
-                .check(key(&identity), &policy, step.cost)
+            let expected = step
+                .replay(&memory, key(&identity), &policy)
                 .await
                 .unwrap();
-            let actual = redis
-                .check(key(&identity), &policy, step.cost)
+            let actual = step
+                .replay(&redis, key(&identity), &policy)
                 .await
                 .unwrap();
             assert_eq!(
@@ -415,29 +415,6 @@ async fn the_cluster_admits_exactly_the_limit_and_layers_all_or_nothing() {
         [(true, 998), (true, 0), (true, 3)],
         "the denied request consumed nothing"
     );
-    // Different identities cannot be layered atomically across slots.
-    let mixed = [
-        Check {
-            key: Key {
-                rule: "a",
-                identity: "x",
-            },
-            policy: &second,
-            cost: 1,
-        },
-        Check {
-            key: Key {
-                rule: "a",
-                identity: "y",
-            },
-            policy: &second,
-            cost: 1,
-        },
-    ];
-    assert!(matches!(
-        redis.check_all(&mixed).await,
-        Err(StoreError::Unsupported(_))
-    ));
 }
 
 #[tokio::test]
