@@ -298,11 +298,21 @@ fn a_refund_gives_back_each_check_and_never_creates_keys() {
             .map(|c| store.check_sync(c.key, c.policy, 0).unwrap().remaining)
             .collect::<Vec<_>>()
     };
-    assert!(store.check_all_sync(&layers).unwrap().iter().all(|d| d.allowed));
+    assert!(
+        store
+            .check_all_sync(&layers)
+            .unwrap()
+            .iter()
+            .all(|d| d.allowed)
+    );
     assert_eq!(remaining(&store), [1, 2, 2]);
     clock.advance(Duration::from_millis(300));
     store.refund_all_sync(&layers);
-    assert_eq!(remaining(&store), [2, 5, 5], "all given back, the key twice");
+    assert_eq!(
+        remaining(&store),
+        [2, 5, 5],
+        "all given back, the key twice"
+    );
     assert!(store.is_empty(), "full keys are dropped");
     // Refunding keys with nothing counted changes nothing and adds no key.
     store.refund_all_sync(&layers);
@@ -342,9 +352,16 @@ fn reserving_then_settling_under_concurrency_counts_exactly_the_kept() {
             }
         });
         let kept = kept.into_inner();
-        let remaining = store.check_sync(key("login"), &policy, 0).unwrap().remaining;
+        let remaining = store
+            .check_sync(key("login"), &policy, 0)
+            .unwrap()
+            .remaining;
         assert!(kept <= 100, "{algorithm}");
-        assert_eq!(remaining, 100 - kept, "{algorithm}: every refund given back");
+        assert_eq!(
+            remaining,
+            100 - kept,
+            "{algorithm}: every refund given back"
+        );
     }
 }
 

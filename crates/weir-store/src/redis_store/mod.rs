@@ -243,8 +243,7 @@ impl RedisStore {
                 for later in &groups[n + 1..] {
                     place(
                         later,
-                        self.run_script(&part(later), now_us, Mode::Refused)
-                            .await?,
+                        self.run_script(&part(later), now_us, Mode::Refused).await?,
                     );
                 }
                 break;
