@@ -1,8 +1,9 @@
 //! The rate limiting algorithms of weir, as pure functions.
 //!
 //! Every algorithm is a function of `(policy, state, now, cost)` that yields a
-//! [`Decision`] and the new state ([`check`]). Nothing here reads a clock, does I/O or
-//! awaits: time is handed in as integer nanoseconds since the Unix epoch (taken from a
+//! [`Decision`] and the new state ([`check`]); [`refund`] gives back what a check
+//! consumed, for limits settled after the request. Nothing here reads a clock, does I/O
+//! or awaits: time is handed in as integer nanoseconds since the Unix epoch (taken from a
 //! monotonic source by a [`Clock`]), so every algorithm can be tested at any instant,
 //! including window boundaries, clocks that step backwards and absurd costs.
 //!
@@ -18,7 +19,7 @@ mod decision;
 mod policy;
 mod state;
 
-pub use algorithm::check;
+pub use algorithm::{check, refund};
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
 pub use policy::{

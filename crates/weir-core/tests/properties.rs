@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use weir_core::{Algorithm, Decision, Policy, State, check};
+use weir_core::{Algorithm, Decision, Policy, State, check, refund};
 
 const START: u64 = 1_796_032_800_000_000_000;
 
@@ -211,6 +211,65 @@ proptest! {
             let at_now = check(&policy, &mut state.clone(), now, cost);
             let earlier = check(&policy, &mut state.clone(), now.saturating_sub(back), cost);
             prop_assert!(!earlier.allowed || at_now.allowed);
+        }
+    }
+
+    /// A check refunded at the same instant leaves a state that decides every later
+    /// request exactly as if the check had not happened (and the check itself decided
+    /// as the untouched state would).
+    #[test]
+    fn a_check_refunded_at_once_changes_nothing(
+        (policy, steps) in policy_and_steps(&Algorithm::ALL),
+        refunded in proptest::collection::vec(proptest::bool::ANY, 120),
+    ) {
+        let mut settled: Option<State> = None;
+        let mut untouched: Option<State> = None;
+        let mut now = START;
+        for (i, (step, refunded)) in steps.iter().zip(refunded).enumerate() {
+            now += step.gap;
+            let d = check(&policy, &mut settled, now, step.cost);
+            if refunded {
+                prop_assert_eq!(d, check(&policy, &mut untouched.clone(), now, step.cost));
+                if d.allowed {
+                    refund(&policy, &mut settled, now, step.cost);
+                }
+            } else {
+                let expected = check(&policy, &mut untouched, now, step.cost);
+                prop_assert_eq!(d, expected, "step {}", i);
+            }
+        }
+    }
+
+    /// With nothing else counted in between, a refund never leaves more than the state
+    /// held before the check it gives back, whenever it comes and whatever its clock
+    /// says.
+    #[test]
+    fn a_refund_gives_back_at_most_the_reservation(
+        (policy, steps) in policy_and_steps(&Algorithm::ALL),
+        later in 0u64..120_000_000_000,
+        back in 0u64..120_000_000_000,
+        cost in 1u64..5,
+    ) {
+        let mut state: Option<State> = None;
+        let mut now = START;
+        for step in &steps {
+            now += step.gap;
+            check(&policy, &mut state, now, step.cost);
+            let before = state.clone();
+            let mut reserved = state.clone();
+            if !check(&policy, &mut reserved, now, cost).allowed {
+                continue;
+            }
+            let settled_at = (now + later).saturating_sub(back);
+            refund(&policy, &mut reserved, settled_at, cost);
+            // A state says nothing about instants before its last use (a full one is
+            // dropped), so probe from the later of the two on.
+            let from = now.max(settled_at);
+            for probe in [from, from + policy.period_ns() / 3, from + policy.period_ns()] {
+                let after = check(&policy, &mut reserved.clone(), probe, 0);
+                let without = check(&policy, &mut before.clone(), probe, 0);
+                prop_assert!(after.remaining <= without.remaining, "{:?} beyond {:?}", after, without);
+            }
         }
     }
 }

@@ -178,6 +178,10 @@ impl<S: Store> Store for Breaker<S> {
         Box::pin(self.guarded(self.inner.decide_within(checks, preview, timeout)))
     }
 
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        Box::pin(self.guarded(self.inner.refund_all(checks)))
+    }
+
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
         Box::pin(self.guarded(self.inner.reset(key)))
     }

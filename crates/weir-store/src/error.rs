@@ -33,10 +33,6 @@ pub enum StoreError {
     /// The policy cannot be decided exactly by this store.
     #[error(transparent)]
     Policy(#[from] RedisPolicyError),
-    /// The checks cannot be decided together by this store (e.g. layered limits of
-    /// different identities on a Redis Cluster, which live in different slots).
-    #[error("{0}")]
-    Unsupported(&'static str),
 }
 
 impl StoreError {

@@ -80,6 +80,14 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// Gives back each check's `cost` on its key under its policy, atomically for the
+    /// whole call (`weir_core::refund` per check, in order; on a Redis Cluster, per
+    /// identity): for limits counted by outcome, reserved by [`Store::check_all`]
+    /// before the request and given back when its outcome does not count. Never gives
+    /// back more than a key's state holds; a key with nothing counted is left alone, so
+    /// a refund never creates a key.
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()>;
+
     /// Forgets a key's state: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
 
@@ -121,6 +129,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         timeout: std::time::Duration,
     ) -> StoreFuture<'a, Vec<Decision>> {
         (**self).decide_within(checks, preview, timeout)
+    }
+
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        (**self).refund_all(checks)
     }
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {

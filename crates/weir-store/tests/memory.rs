@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use weir_core::{Algorithm, ManualClock, Policy};
 use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
+use weir_testkit::conformance_sequences;
 
 const START: u64 = 1_796_032_800_000_000_000;
 
@@ -250,6 +251,118 @@ fn entries_expire_when_their_state_is_full_again() {
     clock.advance(Duration::from_millis(1));
     store.sweep_expired();
     assert!(store.is_empty());
+}
+
+#[tokio::test]
+async fn the_conformance_sequences_decide_as_weir_core() {
+    let (clock, store) = store(1_000);
+    for (n, (policy, steps)) in conformance_sequences(0x5eed, 240).into_iter().enumerate() {
+        let identity = format!("seq-{n}");
+        let mut state = None;
+        let mut now = START;
+        for (i, step) in steps.iter().enumerate() {
+            now = now.saturating_add_signed(step.gap_us * 1_000);
+            clock.set(now);
+            let expected = step.replay_on(&mut state, &policy, now);
+            let actual = step.replay(&store, key(&identity), &policy).await;
+            assert_eq!(actual, Ok(expected), "sequence {n}, step {i} {step:?}");
+        }
+    }
+}
+
+#[test]
+fn a_refund_gives_back_each_check_and_never_creates_keys() {
+    let (clock, store) = store(1000);
+    let second = Policy::new(Algorithm::FixedWindow, 2, Duration::from_secs(1), None).unwrap();
+    let day = per_hour(Algorithm::SlidingLog, 5);
+    let layers = [
+        Check {
+            key: key("u:s"),
+            policy: &second,
+            cost: 1,
+        },
+        Check {
+            key: key("u:d"),
+            policy: &day,
+            cost: 2,
+        },
+        Check {
+            key: key("u:d"),
+            policy: &day,
+            cost: 1,
+        },
+    ];
+    let remaining = |store: &MemoryStore| {
+        layers
+            .iter()
+            .map(|c| store.check_sync(c.key, c.policy, 0).unwrap().remaining)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        store
+            .check_all_sync(&layers)
+            .unwrap()
+            .iter()
+            .all(|d| d.allowed)
+    );
+    assert_eq!(remaining(&store), [1, 2, 2]);
+    clock.advance(Duration::from_millis(300));
+    store.refund_all_sync(&layers);
+    assert_eq!(
+        remaining(&store),
+        [2, 5, 5],
+        "all given back, the key twice"
+    );
+    assert!(store.is_empty(), "full keys are dropped");
+    // Refunding keys with nothing counted changes nothing and adds no key.
+    store.refund_all_sync(&layers);
+    assert!(store.is_empty());
+    // A key refunded more than it holds is full, no more.
+    store.check_sync(key("u:d"), &day, 1).unwrap();
+    store.refund_all_sync(&layers[1..]);
+    assert_eq!(store.check_sync(key("u:d"), &day, 0).unwrap().remaining, 5);
+}
+
+#[test]
+fn reserving_then_settling_under_concurrency_counts_exactly_the_kept() {
+    for algorithm in Algorithm::ALL {
+        let (_, store) = store(1000);
+        let policy = per_hour(algorithm, 100);
+        let kept = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let (store, policy, kept) = (&store, &policy, &kept);
+                s.spawn(move || {
+                    for i in 0..100 {
+                        let reserve = [Check {
+                            key: key("login"),
+                            policy,
+                            cost: 1,
+                        }];
+                        if store.check_all_sync(&reserve).unwrap()[0].allowed {
+                            // Every other outcome counts; the rest is given back.
+                            if (t + i) % 2 == 0 {
+                                kept.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                store.refund_all_sync(&reserve);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let kept = kept.into_inner();
+        let remaining = store
+            .check_sync(key("login"), &policy, 0)
+            .unwrap()
+            .remaining;
+        assert!(kept <= 100, "{algorithm}");
+        assert_eq!(
+            remaining,
+            100 - kept,
+            "{algorithm}: every refund given back"
+        );
+    }
 }
 
 #[test]

@@ -61,14 +61,8 @@ async fn redis_decides_exactly_as_the_memory_store() {
         for (i, step) in steps.iter().enumerate() {
             now = now.saturating_add_signed(step.gap_us * 1_000);
             clock.set(now);
-            let expected = memory
-                .check(key(&identity), &policy, step.cost)
-                .await
-                .unwrap();
-            let actual = redis
-                .check(key(&identity), &policy, step.cost)
-                .await
-                .unwrap();
+            let expected = step.replay(&memory, key(&identity), &policy).await.unwrap();
+            let actual = step.replay(&redis, key(&identity), &policy).await.unwrap();
             assert_eq!(
                 decisions_in_micros(&actual),
                 decisions_in_micros(&expected),
@@ -125,6 +119,60 @@ async fn layered_checks_are_all_or_nothing_as_in_memory() {
         let micros = |d: &Vec<_>| d.iter().map(decisions_in_micros).collect::<Vec<_>>();
         assert_eq!(micros(&actual), micros(&expected), "round {round}");
         clock.advance(Duration::from_millis(700));
+    }
+}
+
+#[tokio::test]
+async fn layered_refunds_decide_as_in_memory() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = store(&server, "refunds", clock.clone(), RedisClock::Local).await;
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+    let minute = Policy::new(Algorithm::SlidingWindow, 5, Duration::from_secs(60), None).unwrap();
+    let hour = Policy::new(Algorithm::Gcra, 7, Duration::from_secs(3_600), None).unwrap();
+    let log = Policy::new(Algorithm::SlidingLog, 4, Duration::from_secs(30), None).unwrap();
+    let layers = |costs: [u64; 4]| {
+        [
+            Check {
+                key: key("m"),
+                policy: &minute,
+                cost: costs[0],
+            },
+            Check {
+                key: key("h"),
+                policy: &hour,
+                cost: costs[1],
+            },
+            Check {
+                key: key("l"),
+                policy: &log,
+                cost: costs[2],
+            },
+            // The same key twice in one call: the second sees the first.
+            Check {
+                key: key("m"),
+                policy: &minute,
+                cost: costs[3],
+            },
+        ]
+    };
+    let micros = |d: &Vec<_>| d.iter().map(decisions_in_micros).collect::<Vec<_>>();
+    for round in 0..40u64 {
+        let costs = [round % 3, (round / 2) % 3, round % 2, (round / 3) % 2];
+        let checks = layers(costs);
+        if round % 3 == 2 {
+            memory.refund_all(&checks).await.unwrap();
+            redis.refund_all(&checks).await.unwrap();
+        } else {
+            let expected = memory.check_all(&checks).await.unwrap();
+            let actual = redis.check_all(&checks).await.unwrap();
+            assert_eq!(micros(&actual), micros(&expected), "round {round}");
+        }
+        let peek = layers([0; 4]);
+        let expected = memory.preview_all(&peek).await.unwrap();
+        let actual = redis.preview_all(&peek).await.unwrap();
+        assert_eq!(micros(&actual), micros(&expected), "round {round}, after");
+        clock.advance(Duration::from_millis(1_700 * (round % 4)));
     }
 }
 
@@ -415,29 +463,6 @@ async fn the_cluster_admits_exactly_the_limit_and_layers_all_or_nothing() {
         [(true, 998), (true, 0), (true, 3)],
         "the denied request consumed nothing"
     );
-    // Different identities cannot be layered atomically across slots.
-    let mixed = [
-        Check {
-            key: Key {
-                rule: "a",
-                identity: "x",
-            },
-            policy: &second,
-            cost: 1,
-        },
-        Check {
-            key: Key {
-                rule: "a",
-                identity: "y",
-            },
-            policy: &second,
-            cost: 1,
-        },
-    ];
-    assert!(matches!(
-        redis.check_all(&mixed).await,
-        Err(StoreError::Unsupported(_))
-    ));
 }
 
 #[tokio::test]
@@ -465,4 +490,228 @@ async fn a_preview_decides_as_a_check_and_changes_nothing_in_both_stores() {
         let denied = store.preview_all(&failed).await.unwrap();
         assert_eq!(denied[0].retry_after, Some(Duration::from_secs(900)));
     }
+}
+
+/// An identity whose keys live on cluster node `node`.
+fn identity_on(cluster: &RedisCluster, node: usize, name: &str) -> String {
+    (0..)
+        .map(|n| format!("{name}-{n}"))
+        .find(|identity| cluster.owner_of(&format!("{{{identity}}}")) == node)
+        .unwrap()
+}
+
+/// (allowed, remaining) of each decision.
+fn outcomes(decisions: &[weir_core::Decision]) -> Vec<(bool, u64)> {
+    decisions.iter().map(|d| (d.allowed, d.remaining)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cluster_layers_different_identities_all_or_nothing_as_one_server() {
+    let cluster = RedisCluster::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let cfg = config(
+        RedisTarget::Cluster(cluster.urls()),
+        "mixed",
+        RedisClock::Server,
+    );
+    let redis = Arc::new(RedisStore::connect(&cfg, clock.clone()).await.unwrap());
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock);
+    // One identity per node: an API key, a user, an IP address.
+    let (key_id, user, ip) = (
+        identity_on(&cluster, 0, "key"),
+        identity_on(&cluster, 1, "user"),
+        identity_on(&cluster, 2, "ip"),
+    );
+    let per_day = Policy::new(
+        Algorithm::FixedWindow,
+        1_000,
+        Duration::from_secs(86_400),
+        None,
+    )
+    .unwrap();
+    let per_minute = Policy::new(Algorithm::TokenBucket, 3, Duration::from_secs(60), None).unwrap();
+    let per_ip = Policy::new(Algorithm::SlidingLog, 5, Duration::from_secs(86_400), None).unwrap();
+    let layers = |key_cost, user_cost, ip_cost| {
+        [
+            Check {
+                key: Key {
+                    rule: "key",
+                    identity: &key_id,
+                },
+                policy: &per_day,
+                cost: key_cost,
+            },
+            Check {
+                key: Key {
+                    rule: "user",
+                    identity: &user,
+                },
+                policy: &per_minute,
+                cost: user_cost,
+            },
+            Check {
+                key: Key {
+                    rule: "ip",
+                    identity: &ip,
+                },
+                policy: &per_ip,
+                cost: ip_cost,
+            },
+        ]
+    };
+    let stores: [&dyn Store; 2] = [&memory, &*redis];
+    // Each row: the user's cost, the IP's cost, whether a preview; then the expected
+    // (allowed, remaining) per layer, which one server (the memory store) also gives.
+    let rows = [
+        (2, 1, true, [(true, 999), (true, 1), (true, 4)]),
+        (2, 1, false, [(true, 999), (true, 1), (true, 4)]),
+        // The middle layer denies: the first is given back, the last not reached.
+        (2, 1, false, [(true, 999), (false, 1), (true, 4)]),
+        // A preview reports what a commit would consume where it passes.
+        (2, 1, true, [(true, 998), (false, 1), (true, 3)]),
+        (1, 1, false, [(true, 998), (true, 0), (true, 3)]),
+        // The last layer denies: the first two are given back.
+        (0, 4, false, [(true, 998), (true, 0), (false, 3)]),
+        (0, 3, false, [(true, 997), (true, 0), (true, 0)]),
+    ];
+    for store in stores {
+        for (n, (user_cost, ip_cost, preview, expected)) in rows.iter().enumerate() {
+            let checks = layers(1, *user_cost, *ip_cost);
+            let decisions = if *preview {
+                store.preview_all(&checks).await.unwrap()
+            } else {
+                store.check_all(&checks).await.unwrap()
+            };
+            assert_eq!(outcomes(&decisions), expected, "row {n}");
+        }
+        // A refund of several identities gives back each of them.
+        store.refund_all(&layers(1, 1, 2)).await.unwrap();
+        let after = store.preview_all(&layers(0, 0, 0)).await.unwrap();
+        assert_eq!(outcomes(&after), [(true, 998), (true, 1), (true, 2)]);
+        store.refund_all(&layers(5, 3, 5)).await.unwrap();
+        let full = store.preview_all(&layers(0, 0, 0)).await.unwrap();
+        assert_eq!(outcomes(&full), [(true, 1_000), (true, 3), (true, 5)]);
+        for check in layers(0, 0, 0) {
+            store.reset(check.key).await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_layers_across_slots_admit_exactly_the_limit() {
+    let cluster = RedisCluster::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let cfg = config(
+        RedisTarget::Cluster(cluster.urls()),
+        "race",
+        RedisClock::Server,
+    );
+    let redis = Arc::new(RedisStore::connect(&cfg, clock).await.unwrap());
+    let wide = Policy::new(
+        Algorithm::SlidingLog,
+        1_000,
+        Duration::from_secs(86_400),
+        None,
+    )
+    .unwrap();
+    for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
+        // Checked first, on one node: never denies, so a denial by the second layer
+        // always gives units back here.
+        let ip = identity_on(&cluster, i % 3, &format!("ip-{algorithm}"));
+        let user = identity_on(&cluster, (i + 1) % 3, &format!("user-{algorithm}"));
+        let limit = Policy::new(algorithm, 25, Duration::from_secs(86_400), None).unwrap();
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let (redis, ip, user) = (redis.clone(), ip.clone(), user.clone());
+                tokio::spawn(async move {
+                    let mut admitted = 0;
+                    for _ in 0..4 {
+                        let checks = [
+                            Check {
+                                key: Key {
+                                    rule: "ip",
+                                    identity: &ip,
+                                },
+                                policy: &wide,
+                                cost: 1,
+                            },
+                            Check {
+                                key: Key {
+                                    rule: "user",
+                                    identity: &user,
+                                },
+                                policy: &limit,
+                                cost: 1,
+                            },
+                        ];
+                        let decisions = redis.check_all(&checks).await.unwrap();
+                        admitted += u32::from(decisions.iter().all(|d| d.allowed));
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        for task in tasks {
+            admitted += task.await.unwrap();
+        }
+        assert_eq!(admitted, 25, "{algorithm}");
+        let ip_key = Key {
+            rule: "ip",
+            identity: &ip,
+        };
+        assert_eq!(
+            redis.check(ip_key, &wide, 0).await.unwrap().remaining,
+            1_000 - 25,
+            "{algorithm}: every denied request was given back on the other slot"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_fails_on_one_slot_gives_back_the_others() {
+    let cluster = RedisCluster::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let mut cfg = config(
+        RedisTarget::Cluster(cluster.urls()),
+        "fail",
+        RedisClock::Server,
+    );
+    cfg.timeout = Duration::from_millis(300);
+    let redis = RedisStore::connect(&cfg, clock).await.unwrap();
+    let (first, second) = (
+        identity_on(&cluster, 0, "first"),
+        identity_on(&cluster, 1, "second"),
+    );
+    let policy = Policy::new(Algorithm::Gcra, 10, Duration::from_secs(86_400), None).unwrap();
+    let checks = [
+        Check {
+            key: Key {
+                rule: "r",
+                identity: &first,
+            },
+            policy: &policy,
+            cost: 4,
+        },
+        Check {
+            key: Key {
+                rule: "r",
+                identity: &second,
+            },
+            policy: &policy,
+            cost: 4,
+        },
+    ];
+    cluster.nodes()[1].pause();
+    let failed = redis.check_all(&checks).await;
+    cluster.nodes()[1].resume();
+    assert!(
+        failed.as_ref().is_err_and(StoreError::is_unavailable),
+        "{failed:?}"
+    );
+    let first_now = redis.check(checks[0].key, &policy, 0).await.unwrap();
+    assert_eq!(
+        first_now.remaining, 10,
+        "the first slot's units were given back"
+    );
 }

@@ -6,16 +6,54 @@
 
 use std::time::Duration;
 
-use weir_core::{Algorithm, Decision, Policy};
+use weir_core::{Algorithm, Decision, Policy, State, check, refund};
+use weir_store::{Check, Key, Store, StoreError};
 
-/// One request of a sequence: microseconds after the previous one (negative: the clock
-/// went backwards) and its cost.
+/// One step of a sequence: microseconds after the previous one (negative: the clock
+/// went backwards), a cost, and whether the cost is checked or given back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
-    /// Microseconds since the previous request.
+    /// Microseconds since the previous step.
     pub gap_us: i64,
     /// The request's cost.
     pub cost: u64,
+    /// Whether the step refunds `cost` (a reservation given back) instead of checking
+    /// it; the stores are then compared by a peek (cost 0) after the refund.
+    pub refund: bool,
+}
+
+impl Step {
+    /// Replays the step on `store` under `key`: its check's decision, or for a refund
+    /// what a peek reports after it.
+    pub async fn replay(
+        &self,
+        store: &dyn Store,
+        key: Key<'_>,
+        policy: &Policy,
+    ) -> Result<Decision, StoreError> {
+        if self.refund {
+            let given = [Check {
+                key,
+                policy,
+                cost: self.cost,
+            }];
+            store.refund_all(&given).await?;
+            store.check(key, policy, 0).await
+        } else {
+            store.check(key, policy, self.cost).await
+        }
+    }
+
+    /// Replays the step on `state` at `now` with weir-core's functions: what
+    /// [`Step::replay`] on any store must report.
+    pub fn replay_on(&self, state: &mut Option<State>, policy: &Policy, now: u64) -> Decision {
+        if self.refund {
+            refund(policy, state, now, self.cost);
+            check(policy, state, now, 0)
+        } else {
+            check(policy, state, now, self.cost)
+        }
+    }
 }
 
 /// A small deterministic generator, so a failing sequence can be replayed by seed.
@@ -35,7 +73,8 @@ impl XorShift {
 }
 
 /// Policies and sequences covering every algorithm: bursts, steady traffic, window
-/// boundaries, costs that never fit, peeks, and clocks stepping back.
+/// boundaries, costs that never fit, peeks, clocks stepping back, and refunds (of
+/// reservations just made, late, or of more than was consumed).
 pub fn conformance_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)> {
     let mut rng = XorShift(seed | 1);
     let shapes = [
@@ -72,7 +111,12 @@ pub fn conformance_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)
                     8 => 0,
                     _ => capacity + 1 + rng.below(3),
                 };
-                Step { gap_us, cost }
+                let refund = rng.below(4) == 0;
+                Step {
+                    gap_us,
+                    cost,
+                    refund,
+                }
             })
             .collect();
         out.push((policy, steps));

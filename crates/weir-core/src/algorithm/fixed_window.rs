@@ -2,6 +2,13 @@
 //!
 //! Tiny state and simple, at the price of letting up to twice the limit through around a
 //! window boundary (the end of one window and the start of the next).
+//!
+//! A refund takes its cost off the count while the stored window is current; once the
+//! window has rolled, the units it counted have expired and there is nothing to give.
+//! The approximation is at the boundary: when the reservation was counted in one window
+//! and another request has since been counted in the next, the stored window is the new
+//! one and the refund comes out of its count, so up to the refunded cost more may be
+//! admitted in that window.
 
 use super::AlgorithmState;
 use super::time::nanos;
@@ -48,6 +55,14 @@ impl AlgorithmState for FixedWindow {
             reset_after: if count == 0 { nanos(0) } else { until_next },
             retry_after: (!allowed).then_some(until_next),
             delay: nanos(0),
+        }
+    }
+
+    fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
+        // A stored window later than `now` means the clock went backwards: the units
+        // were counted there, as `check` would count them.
+        if now - now % policy.period_ns() <= self.window {
+            self.count -= cost.min(self.count);
         }
     }
 }

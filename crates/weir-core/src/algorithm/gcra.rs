@@ -10,6 +10,9 @@
 //! `limit / period`: `max(tat, now) − now` is how long the queue ahead takes to drain,
 //! which an admitted request is told to wait (`delay`) so that requests leave at the
 //! steady rate.
+//!
+//! A refund is the inverse of consuming: `tat` moves back by `cost × period` ticks, but
+//! never before `now` (a bucket cannot be more than full).
 
 use super::AlgorithmState;
 use super::time::{ceil_nanos, div_rem, nanos};
@@ -70,5 +73,17 @@ impl AlgorithmState for Gcra {
                 nanos(0)
             },
         }
+    }
+
+    fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
+        let limit = policy.limit();
+        // Measured from `now`, the ticks ahead include any time the clock went back, so
+        // taking `cost` intervals off moves the absolute `tat` back by exactly that.
+        let ahead = self
+            .ahead_of(now, limit)
+            .saturating_sub(u128::from(cost) * u128::from(policy.period_ns()));
+        let (whole, rem) = div_rem(ahead, limit);
+        self.nanos = now.saturating_add(u64::try_from(whole).unwrap_or(u64::MAX));
+        self.rem = rem;
     }
 }

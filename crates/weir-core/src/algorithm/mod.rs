@@ -1,9 +1,10 @@
-//! The six algorithms, and the one entry point that dispatches to them.
+//! The six algorithms, and the two entry points that dispatch to them.
 //!
 //! Each algorithm is a small state type with a `check` method that computes the decision
-//! for `cost` at `now` and updates the state only when it consumes the cost. The entry
-//! point adds what all of them share: a cost that can never fit, a cost of zero (a peek),
-//! and dropping the state once it is full again.
+//! for `cost` at `now` and updates the state only when it consumes the cost, and a
+//! `refund` method that gives consumed units back. The entry points add what all of
+//! them share: a cost that can never fit, a cost of zero (a peek), and dropping the
+//! state once it is full again.
 
 mod fixed_window;
 mod gcra;
@@ -85,6 +86,64 @@ pub fn check(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) ->
     decision
 }
 
+/// Gives back `cost` units that an earlier allowed [`check`] of the same key consumed,
+/// as far as `state` still holds them, at `now` (nanoseconds since the Unix epoch).
+///
+/// For limits settled after the fact: a request reserves its cost up front (so that
+/// concurrent requests cannot all pass a limit that only some of them should reach),
+/// and the reservation is given back when its outcome turns out not to count (a login
+/// that succeeded). Rules every algorithm follows:
+///
+/// - nothing beyond what the state holds is given back: a refund never leaves more
+///   than a full state, and units that have already expired (a window that has rolled,
+///   a bucket that refilled) are not given twice;
+/// - a cost of zero, or above [`Policy::capacity`] (which [`check`] never consumes),
+///   gives back nothing;
+/// - a clock stepping backwards gives back at most `cost` units (the refund works on
+///   what the state holds, not on the time that seems to have passed);
+/// - the state comes out `None` exactly when it is full again, as from [`check`]; state
+///   left by another algorithm is stale, so the key is full and comes out `None`.
+///
+/// Per algorithm: GCRA, leaky bucket and token bucket undo the consumption exactly
+/// (the theoretical arrival time moves back by `cost` emission intervals, or `cost`
+/// tokens come back), floored at full now; a refund late enough that part of the
+/// reservation has refilled by itself cannot tell the units counted since from the
+/// reservation's, and gives back at most that refilled part more. A fixed window takes `cost` off its count
+/// while its window is current. A sliding window takes `cost` off the newest stored
+/// window's count, and a sliding log takes `cost` units off its newest entries: both
+/// exact when the refund follows its check with nothing in between, approximate
+/// otherwise (see their modules).
+pub fn refund(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) {
+    if cost == 0 || cost > policy.capacity() {
+        return;
+    }
+    let full = match (policy.algorithm(), state.as_mut().map(|s| &mut s.0)) {
+        (_, None) => return,
+        (Algorithm::FixedWindow, Some(Inner::FixedWindow(s))) => give_back(s, policy, now, cost),
+        (Algorithm::SlidingWindow, Some(Inner::SlidingWindow(s))) => {
+            give_back(s, policy, now, cost)
+        }
+        (Algorithm::SlidingLog, Some(Inner::SlidingLog(s))) => {
+            give_back(&mut **s, policy, now, cost)
+        }
+        (Algorithm::TokenBucket, Some(Inner::TokenBucket(s))) => give_back(s, policy, now, cost),
+        (Algorithm::Gcra | Algorithm::LeakyBucket, Some(Inner::Gcra(s))) => {
+            give_back(s, policy, now, cost)
+        }
+        // Another algorithm's state: stale, and the key is full.
+        _ => true,
+    };
+    if full {
+        *state = None;
+    }
+}
+
+/// Refunds `cost` on `state`; returns whether it is full again (a peek says so).
+fn give_back<S: AlgorithmState>(state: &mut S, policy: &Policy, now: u64, cost: u64) -> bool {
+    state.refund(policy, now, cost);
+    state.check(policy, now, 0).reset_after.is_zero()
+}
+
 /// The state of one algorithm: how it starts, and how it decides.
 pub(crate) trait AlgorithmState: Sized {
     /// The state of a key that has nothing counted, first seen at `now`.
@@ -93,6 +152,10 @@ pub(crate) trait AlgorithmState: Sized {
     /// Decides `cost` (at most the policy's capacity) at `now`; changes `self` only
     /// when it consumes the cost.
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision;
+
+    /// Gives back `cost` (at most the policy's capacity) at `now`, never beyond what
+    /// the state holds; the caller drops a state that is full afterwards.
+    fn refund(&mut self, policy: &Policy, now: u64, cost: u64);
 }
 
 /// Runs algorithm `S` on the slot: finds its state (or starts full), checks, and writes

@@ -3,6 +3,14 @@
 //! A request admitted at `t` counts against every trailing period that contains `t`,
 //! that is until `t + period`. Requests admitted at the same instant share one entry
 //! (time, cost), so the log holds at most `limit` entries (and usually far fewer).
+//!
+//! A refund takes `cost` units off the newest entries. When nothing was admitted after
+//! the reservation, those are the reservation's own, and the refund is exact. When other
+//! requests were admitted after it, theirs are taken off instead and the reservation's
+//! older timestamp stays: the units still counted then expire up to the time between
+//! the reservation and the refund (usually the upstream's latency) too early, so a
+//! later trailing period may admit up to the refunded cost more than an exact log
+//! would. The total counted right after the refund is exact either way.
 
 use std::collections::VecDeque;
 
@@ -96,6 +104,22 @@ impl AlgorithmState for SlidingLog {
             retry_after: (!allowed)
                 .then(|| nanos(self.retry_at(skip, total, period, limit, cost) - now)),
             delay: nanos(0),
+        }
+    }
+
+    fn refund(&mut self, _policy: &Policy, _now: u64, cost: u64) {
+        let mut left = cost;
+        while left > 0 {
+            let Some((_, newest)) = self.entries.back_mut() else {
+                break;
+            };
+            let taken = left.min(*newest);
+            *newest -= taken;
+            left -= taken;
+            self.total -= taken;
+            if *newest == 0 {
+                self.entries.pop_back();
+            }
         }
     }
 }

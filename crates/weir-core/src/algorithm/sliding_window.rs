@@ -4,6 +4,16 @@
 //! `previous × (1 − elapsed / period) + current`, and a request is allowed iff
 //! `estimate + cost <= limit`. Everything is compared multiplied by `period`, in 128-bit
 //! integers, so the weighting is exact.
+//!
+//! A refund takes its cost off the newest stored window's count, the one the recent
+//! consumption went into. That is exact when no other request was counted in between.
+//! The approximation is at a window boundary: when the reservation was counted in one
+//! window and another request has since been counted in the next, the stored windows
+//! have moved on and the refund comes out of the new window's count. The estimate then
+//! falls by the whole cost, where the reservation only weighed
+//! `cost × (1 − elapsed / period)` in it, so up to `cost × elapsed / period` more may be
+//! admitted in the rest of that window; and if that count is below the cost, less is
+//! given back. Once two windows have passed, nothing is left to give.
 
 use super::AlgorithmState;
 use super::time::nanos;
@@ -73,6 +83,11 @@ impl AlgorithmState for SlidingWindow {
             retry_after: (!allowed).then(|| nanos(seen.retry_at(period, limit, cost) - now)),
             delay: nanos(0),
         }
+    }
+
+    fn refund(&mut self, _policy: &Policy, _now: u64, cost: u64) {
+        // The newest stored window, whatever `now` (see the module docs).
+        self.current -= cost.min(self.current);
     }
 }
 

@@ -4,6 +4,8 @@
 //! `1 / period_ns` of a token: `elapsed` nanoseconds add `elapsed × limit` such units.
 //! No refill is ever truncated to whole tokens or whole seconds, so a client retrying
 //! every 300 ms against one token per 6 s gets one request through every 6 s.
+//!
+//! A refund puts `cost` tokens back, up to the capacity.
 
 use super::AlgorithmState;
 use super::time::{ceil_nanos, div_rem, nanos};
@@ -71,5 +73,18 @@ impl AlgorithmState for TokenBucket {
             retry_after: (!allowed).then(|| skew + ceil_nanos(needed - tokens, policy.limit())),
             delay: nanos(0),
         }
+    }
+
+    fn refund(&mut self, policy: &Policy, _now: u64, cost: u64) {
+        // Added to the tokens as of `last`, and refilled from there as before: adding
+        // first and refilling next gives what refilling first would, since both stop at
+        // the capacity. So the time, even a clock gone backwards, plays no part here.
+        let period = policy.period_ns();
+        let capacity = u128::from(policy.capacity()) * u128::from(period);
+        let tokens = (self.scaled(period) + u128::from(cost) * u128::from(period)).min(capacity);
+        // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
+        let (whole, fraction) = div_rem(tokens, period);
+        self.whole = whole as u64;
+        self.fraction = fraction;
     }
 }

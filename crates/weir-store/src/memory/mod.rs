@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 
 use foldhash::fast::RandomState;
-use weir_core::{Clock, Decision, Policy, State, check};
+use weir_core::{Clock, Decision, Policy, State, check, refund};
 
 use self::budget::KeyBudget;
 use self::shard::{HashedKey, Shard, ShardFull, expiry, hash_key};
@@ -158,17 +158,7 @@ impl MemoryStore {
     ) -> Result<Vec<Decision>, ShardFull> {
         let now = self.clock.now();
         let keys: Vec<HashedKey<'_>> = checks.iter().map(|c| self.hashed(c.key)).collect();
-        let mut shard_ids: Vec<usize> = keys.iter().map(|&k| self.shard_of(k)).collect();
-        shard_ids.sort_unstable();
-        shard_ids.dedup();
-        // Locks are always taken in shard order, so concurrent batches cannot deadlock.
-        let mut guards: Vec<MutexGuard<'_, Shard>> =
-            shard_ids.iter().map(|&i| lock(&self.shards[i].0)).collect();
-        let guard_index = |key: HashedKey<'_>| {
-            shard_ids
-                .binary_search(&self.shard_of(key))
-                .unwrap_or_default()
-        };
+        let mut locked = self.lock_all(&keys);
 
         // Decide every check on copies of the state; a key checked twice sees the
         // first check's result.
@@ -178,7 +168,7 @@ impl MemoryStore {
             let earlier = (0..i).rev().find(|&j| checks[j].key == c.key);
             let mut state = match earlier {
                 Some(j) => states[j].clone(),
-                None => guards[guard_index(keys[i])].get(keys[i], now),
+                None => locked.shard(i).get(keys[i], now),
             };
             decisions.push(check(c.policy, &mut state, now, c.cost));
             states.push(state);
@@ -191,7 +181,7 @@ impl MemoryStore {
             // Nothing is consumed: the checks that passed report their unchanged state.
             for (i, d) in decisions.iter_mut().enumerate() {
                 if d.allowed {
-                    let mut state = guards[guard_index(keys[i])].get(keys[i], now);
+                    let mut state = locked.shard(i).get(keys[i], now);
                     *d = check(checks[i].policy, &mut state, now, 0);
                 }
             }
@@ -199,27 +189,73 @@ impl MemoryStore {
         }
 
         // Commit the last state of each key, after making sure new keys fit.
-        let is_last = |i: usize| !checks[i + 1..].iter().any(|c| c.key == checks[i].key);
         let new_keys = (0..checks.len())
-            .filter(|&i| is_last(i) && states[i].is_some())
-            .filter(|&i| guards[guard_index(keys[i])].get(keys[i], now).is_none())
+            .filter(|&i| is_last(checks, i) && states[i].is_some())
+            .filter(|&i| locked.shard(i).get(keys[i], now).is_none())
             .count();
         if !self.budget.try_take(new_keys) {
             return Err(ShardFull);
         }
         for (i, state) in states.into_iter().enumerate() {
-            if is_last(i) {
+            if is_last(checks, i) {
                 let expires_at = expiry(now, decisions[i].reset_after);
-                guards[guard_index(keys[i])].put(
+                locked
+                    .shard(i)
+                    .put(keys[i], state, expires_at, &self.budget, &self.hasher);
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// Gives back each check's cost now, all under the locks of their shards: what
+    /// [`Store::refund_all`] does. A refund only empties states, so it never needs a
+    /// new key and cannot fail.
+    pub fn refund_all_sync(&self, checks: &[Check<'_>]) {
+        let now = self.clock.now();
+        let keys: Vec<HashedKey<'_>> = checks.iter().map(|c| self.hashed(c.key)).collect();
+        let mut locked = self.lock_all(&keys);
+        // A key refunded twice sees the first refund's result.
+        let mut states: Vec<Option<State>> = Vec::with_capacity(checks.len());
+        for (i, c) in checks.iter().enumerate() {
+            let earlier = (0..i).rev().find(|&j| checks[j].key == c.key);
+            let mut state = match earlier {
+                Some(j) => states[j].clone(),
+                None => locked.shard(i).get(keys[i], now),
+            };
+            refund(c.policy, &mut state, now, c.cost);
+            states.push(state);
+        }
+        for (i, mut state) in states.into_iter().enumerate() {
+            if is_last(checks, i) {
+                // A peek gives the expiry (and changes nothing: the state is already
+                // `None` if full). A state that is `Some` came from the table, so `put`
+                // adds no key.
+                let reset_after = check(checks[i].policy, &mut state, now, 0).reset_after;
+                locked.shard(i).put(
                     keys[i],
                     state,
-                    expires_at,
+                    expiry(now, reset_after),
                     &self.budget,
                     &self.hasher,
                 );
             }
         }
-        Ok(decisions)
+    }
+
+    /// Locks the shards of `keys`, in shard order so that concurrent batches cannot
+    /// deadlock.
+    fn lock_all(&self, keys: &[HashedKey<'_>]) -> Locked<'_> {
+        let shard_of_key: Vec<usize> = keys.iter().map(|&k| self.shard_of(k)).collect();
+        let mut ids = shard_of_key.clone();
+        ids.sort_unstable();
+        ids.dedup();
+        Locked {
+            guards: ids.iter().map(|&i| lock(&self.shards[i].0)).collect(),
+            of_key: shard_of_key
+                .iter()
+                .map(|id| ids.binary_search(id).unwrap_or_default())
+                .collect(),
+        }
     }
 
     /// Forgets a key's state.
@@ -271,6 +307,25 @@ impl MemoryStore {
     }
 }
 
+/// The shards of a batch's keys, locked for the whole batch.
+struct Locked<'s> {
+    guards: Vec<MutexGuard<'s, Shard>>,
+    /// Which guard holds each key, by the key's index in the batch.
+    of_key: Vec<usize>,
+}
+
+impl Locked<'_> {
+    /// The shard of the batch's `i`-th key.
+    fn shard(&mut self, i: usize) -> &mut Shard {
+        &mut self.guards[self.of_key[i]]
+    }
+}
+
+/// Whether check `i` is the last of the batch on its key (the one whose state is kept).
+fn is_last(checks: &[Check<'_>], i: usize) -> bool {
+    !checks[i + 1..].iter().any(|c| c.key == checks[i].key)
+}
+
 /// Locks a shard.
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard.lock()
@@ -292,6 +347,11 @@ impl Store for MemoryStore {
 
     fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
         Box::pin(ready(Ok(self.preview_all_sync(checks))))
+    }
+
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        self.refund_all_sync(checks);
+        Box::pin(ready(Ok(())))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {

@@ -1,9 +1,11 @@
 //! The Redis store: one limit shared by every weir instance, on Redis or Redis Cluster.
 //!
 //! Each check (or group of layered checks) is one `EVALSHA` of one Lua script that
-//! reads the state, decides, writes the new state and sets its expiry, atomically. The
-//! script decides exactly as weir-core does (see `params`), which the conformance
-//! suite checks by replaying the same sequences through both.
+//! reads the state, decides, writes the new state and sets its expiry, atomically; a
+//! refund is the same script in another mode. The script decides exactly as weir-core
+//! does (see `params`), which the conformance suite checks by replaying the same
+//! sequences through both. On a Redis Cluster, layered checks of several identities
+//! span several slots and run as one script per identity (see `RedisStore::run_groups`).
 //!
 //! Connections: one multiplexed connection per node (concurrent checks are pipelined
 //! on it), reconnecting by itself; every check is bounded by the configured timeout.
@@ -23,6 +25,7 @@ use weir_core::{Clock, Decision, Policy};
 
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
+use self::script::Mode;
 use crate::{Check, Key, Store, StoreError, StoreFuture};
 
 /// Where the Redis store's state lives.
@@ -131,27 +134,36 @@ impl RedisStore {
         }
     }
 
-    /// Runs the script on `checks`; writes only if `commit`.
-    async fn run(&self, checks: &[Check<'_>], commit: bool) -> Result<Vec<Decision>, StoreError> {
+    /// Runs `checks` in `mode`: one script, or one per identity on a cluster when they
+    /// have several.
+    async fn run(&self, checks: &[Check<'_>], mode: Mode) -> Result<Vec<Decision>, StoreError> {
         let prepared = checks
             .iter()
             .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
+        let now_us = self.clock.as_ref().map(|clock| clock.now() / 1_000);
         if matches!(self.config.target, RedisTarget::Cluster(_))
             && checks
                 .iter()
                 .any(|c| c.key.identity != checks[0].key.identity)
         {
-            return Err(StoreError::Unsupported(
-                "layered checks on a Redis Cluster must share one identity (one hash slot)",
-            ));
+            return self.run_groups(&prepared, now_us, mode).await;
         }
-        let now_us = self.clock.as_ref().map(|clock| clock.now() / 1_000);
+        self.run_script(&prepared, now_us, mode).await
+    }
+
+    /// Runs the script once on `checks`, whose keys share one slot (or one server).
+    async fn run_script(
+        &self,
+        checks: &[(Check<'_>, ScriptPolicy)],
+        now_us: Option<u64>,
+        mode: Mode,
+    ) -> Result<Vec<Decision>, StoreError> {
         let keys: Vec<String> = checks
             .iter()
-            .map(|c| keys::redis_key(&self.prefix, c.key))
+            .map(|(c, _)| keys::redis_key(&self.prefix, c.key))
             .collect();
-        let args = script::arguments(now_us, commit, &prepared);
+        let args = script::arguments(now_us, mode, checks);
         let reply = match self.query(&self.script.evalsha(&keys, &args)).await? {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.query(&self.script.eval(&keys, &args)).await?
@@ -160,7 +172,106 @@ impl RedisStore {
         };
         let reply: Vec<i64> = redis::from_redis_value(reply.map_err(classify)?)
             .map_err(|e| StoreError::Protocol(e.to_string()))?;
-        script::decisions(&reply, &prepared)
+        script::decisions(&reply, checks)
+    }
+
+    /// Checks of several identities on a Redis Cluster. The keys of one identity share
+    /// its hash tag, so one slot: the checks run as one group per identity, one script
+    /// each, one group after another, and the decisions keep the order of `checks`.
+    ///
+    /// A preview or a refund runs each group on its own. A commit runs each group
+    /// all-or-nothing; when one denies, every group already committed is given back
+    /// (one refund script each) and the groups not reached are decided without writing,
+    /// so the answer is the single server's: nothing consumed, and the checks that pass
+    /// report their state as it was (read back after the refund).
+    ///
+    /// The bound, against one server deciding all the checks at once: it never admits
+    /// more (a refund gives back what its commit took, exactly for the bucket
+    /// algorithms; for the window algorithms, see `weir_core::refund`, exact unless a
+    /// window boundary or another request on the key falls in the milliseconds between
+    /// commit and refund). While a refund is pending, a concurrent request may see a
+    /// lower budget and be denied. A crash or timeout between commit and refund leaves
+    /// the units consumed until they expire, which fails safe: a refund that fails is
+    /// logged and the denial stands; a commit that fails gives back the groups before
+    /// it and returns its error.
+    async fn run_groups(
+        &self,
+        checks: &[(Check<'_>, ScriptPolicy)],
+        now_us: Option<u64>,
+        mode: Mode,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (i, (check, _)) in checks.iter().enumerate() {
+            match groups
+                .iter_mut()
+                .find(|g| checks[g[0]].0.key.identity == check.key.identity)
+            {
+                Some(group) => group.push(i),
+                None => groups.push(vec![i]),
+            }
+        }
+        let part = |group: &[usize]| group.iter().map(|&i| checks[i]).collect::<Vec<_>>();
+        let mut decisions: Vec<Option<Decision>> = vec![None; checks.len()];
+        let mut place = |group: &[usize], decided: Vec<Decision>| {
+            for (&i, d) in group.iter().zip(decided) {
+                decisions[i] = Some(d);
+            }
+        };
+        for (n, group) in groups.iter().enumerate() {
+            let decided = match self.run_script(&part(group), now_us, mode).await {
+                Ok(decided) => decided,
+                Err(error) => {
+                    if mode == Mode::Commit {
+                        self.give_back(&groups[..n], &part, now_us).await;
+                    }
+                    return Err(error);
+                }
+            };
+            let denied = mode == Mode::Commit && !decided.iter().all(|d| d.allowed);
+            place(group, decided);
+            if denied {
+                for (earlier, after) in groups[..n]
+                    .iter()
+                    .zip(self.give_back(&groups[..n], &part, now_us).await)
+                {
+                    // Where the refund failed, the commit's decisions stay: true, as
+                    // those units stay consumed.
+                    if let Some(after) = after {
+                        place(earlier, after);
+                    }
+                }
+                for later in &groups[n + 1..] {
+                    place(
+                        later,
+                        self.run_script(&part(later), now_us, Mode::Refused).await?,
+                    );
+                }
+                break;
+            }
+        }
+        decisions
+            .into_iter()
+            .map(|d| d.ok_or_else(|| StoreError::Protocol("a check was not decided".into())))
+            .collect()
+    }
+
+    /// Refunds committed `groups` (one script each); returns what each group's checks
+    /// report after it, or `None` where the refund failed (logged: the units stay
+    /// consumed until they expire).
+    async fn give_back<'c>(
+        &self,
+        groups: &[Vec<usize>],
+        part: &impl Fn(&[usize]) -> Vec<(Check<'c>, ScriptPolicy)>,
+        now_us: Option<u64>,
+    ) -> Vec<Option<Vec<Decision>>> {
+        let mut after = Vec::with_capacity(groups.len());
+        for group in groups {
+            let refunded = self.run_script(&part(group), now_us, Mode::Refund).await;
+            after.push(refunded.map_err(|error| {
+                tracing::warn!(%error, "could not give back a layered check's units on another slot of the cluster; they stay consumed until they expire");
+            }).ok());
+        }
+        after
     }
 
     /// Sends one command within the timeout. The outer error is the timeout; the inner
@@ -275,7 +386,9 @@ impl Store for RedisStore {
         cost: u64,
     ) -> StoreFuture<'a, Decision> {
         Box::pin(async move {
-            let mut decisions = self.run(&[Check { key, policy, cost }], true).await?;
+            let mut decisions = self
+                .run(&[Check { key, policy, cost }], Mode::Commit)
+                .await?;
             decisions
                 .pop()
                 .ok_or_else(|| StoreError::Protocol("no decision returned".into()))
@@ -283,11 +396,17 @@ impl Store for RedisStore {
     }
 
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.run(checks, true))
+        Box::pin(self.run(checks, Mode::Commit))
     }
 
     fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.run(checks, false))
+        Box::pin(self.run(checks, Mode::Preview))
+    }
+
+    /// One refund script; on a Redis Cluster, one per identity (each atomic, not the
+    /// whole call).
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        Box::pin(async move { self.run(checks, Mode::Refund).await.map(|_| ()) })
     }
 
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {

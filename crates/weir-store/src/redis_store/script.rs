@@ -56,15 +56,40 @@ impl CheckScript {
     }
 }
 
-/// The arguments for `checks`: the time, whether to write, then seven per check.
+/// What the script does with its checks (the driver's `ARGV[2]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Decides, writes nothing.
+    Preview,
+    /// Decides all-or-nothing and writes the outcome.
+    Commit,
+    /// Gives each check's cost back; each check reports a peek after it.
+    Refund,
+    /// Decides as a commit that another check denied: writes nothing, and the checks
+    /// that pass report their unchanged state.
+    Refused,
+}
+
+impl Mode {
+    fn argument(self) -> &'static str {
+        match self {
+            Mode::Preview => "0",
+            Mode::Commit => "1",
+            Mode::Refund => "2",
+            Mode::Refused => "3",
+        }
+    }
+}
+
+/// The arguments for `checks`: the time, the mode, then seven per check.
 pub(super) fn arguments(
     now_us: Option<u64>,
-    commit: bool,
+    mode: Mode,
     checks: &[(Check<'_>, ScriptPolicy)],
 ) -> Vec<String> {
     let mut args = Vec::with_capacity(2 + 7 * checks.len());
     args.push(now_us.map_or_else(String::new, |now| now.to_string()));
-    args.push(if commit { "1" } else { "0" }.to_owned());
+    args.push(mode.argument().to_owned());
     for (check, p) in checks {
         args.push(p.algorithm.to_owned());
         args.push(check.cost.to_string());

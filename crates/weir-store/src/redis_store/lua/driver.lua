@@ -2,20 +2,25 @@
 --
 -- ARGV[1]: now in microseconds since the epoch, or "" to read the server's TIME (one
 -- clock for every instance, so skew between instances cannot over-admit).
--- ARGV[2]: "1" to write the outcome, "0" for a preview that writes nothing.
+-- ARGV[2]: the mode: "1" to write the outcome, "0" for a preview that writes nothing,
+-- "2" to refund each key's cost instead (weir-core's `refund`, in order), "3" to
+-- decide as a commit that another check denied: nothing is written and the checks
+-- that pass report their unchanged state (for the slots of a Redis Cluster that a
+-- denial elsewhere kept from committing).
 -- Then 7 arguments per key: algorithm, cost, limit, capacity, period (us), L, P.
 -- Returns, flattened: 1 if every check passed, then per key allowed (0/1), remaining,
--- reset (us), retry (us, -1 for none), delay (us).
+-- reset (us), retry (us, -1 for none), delay (us). A refund returns, per key, what a
+-- peek (cost 0) reports after it.
 --
 -- A request denied by one check consumes nothing from the others; the checks that
 -- passed then report their unchanged state. Each key written gets its expiry in the
 -- same step: exactly when its state is full again, rounded up to the millisecond.
 local function algorithm_named(name)
-  if name == 'gcra' or name == 'leaky_bucket' then return gcra end
-  if name == 'token_bucket' then return token_bucket end
-  if name == 'fixed_window' then return fixed_window end
-  if name == 'sliding_window' then return sliding_window end
-  if name == 'sliding_log' then return sliding_log end
+  if name == 'gcra' or name == 'leaky_bucket' then return gcra, gcra_refund end
+  if name == 'token_bucket' then return token_bucket, token_bucket_refund end
+  if name == 'fixed_window' then return fixed_window, fixed_window_refund end
+  if name == 'sliding_window' then return sliding_window, sliding_window_refund end
+  if name == 'sliding_log' then return sliding_log, sliding_log_refund end
   return nil
 end
 
@@ -27,24 +32,31 @@ else
   now = tonumber(ARGV[1])
 end
 
--- Decides check i (of cost `cost`) against `state`; returns the algorithm's values.
-local commit = ARGV[2] == '1'
+local mode = ARGV[2]
+local commit = mode == '1'
+local refused = mode == '3'
 
 -- The n-th argument (1 to 7) of check i.
 local function arg(i, n)
   return ARGV[2 + (i - 1) * 7 + n]
 end
 
-local function run(i, cost, state)
-  local a = 2 + (i - 1) * 7
-  local name = ARGV[a + 1]
-  local algorithm = algorithm_named(name)
+-- Check i's algorithm, its refund, and its policy.
+local function policy(i)
+  local name = arg(i, 1)
+  local algorithm, refund = algorithm_named(name)
   if not algorithm then error('weir: unknown algorithm ' .. name) end
   local p = {
-    limit = tonumber(ARGV[a + 3]), capacity = tonumber(ARGV[a + 4]),
-    period = tonumber(ARGV[a + 5]), L = tonumber(ARGV[a + 6]), P = tonumber(ARGV[a + 7]),
+    limit = tonumber(arg(i, 3)), capacity = tonumber(arg(i, 4)),
+    period = tonumber(arg(i, 5)), L = tonumber(arg(i, 6)), P = tonumber(arg(i, 7)),
     queue = name == 'leaky_bucket',
   }
+  return algorithm, refund, p
+end
+
+-- Decides check i (of cost `cost`) against `state`; returns the algorithm's values.
+local function run(i, cost, state)
+  local algorithm, _, p = policy(i)
   if cost > p.capacity then
     -- Can never fit: a peek, denied with no retry time.
     local _, remaining, reset, _, _, kept = algorithm(state, now, 0, p)
@@ -57,20 +69,69 @@ local function expiry_ms(reset)
   return math.max(1, div_ceil(reset, 1000))
 end
 
+-- Whether check i is the last on its key (the one whose state is written).
+local function last(i)
+  for j = i + 1, #KEYS do
+    if KEYS[j] == KEYS[i] then return false end
+  end
+  return true
+end
+
+-- Appends a decision's five values to the reply.
+local function push(reply, allowed, remaining, reset, retry, delay)
+  reply[#reply + 1] = allowed and 1 or 0
+  reply[#reply + 1] = remaining
+  reply[#reply + 1] = reset
+  reply[#reply + 1] = retry
+  reply[#reply + 1] = delay
+end
+
+-- A refund: each key gives back its cost, in order; a key with nothing counted stays
+-- absent. A cost of 0, or above the capacity (never consumed), gives nothing back.
+if mode == '2' then
+  local stored, current, reset = {}, {}, {}
+  for i, key in ipairs(KEYS) do
+    if stored[key] == nil then
+      stored[key] = redis.call('GET', key)
+      current[key] = stored[key]
+    end
+    local _, refund, p = policy(i)
+    local cost = tonumber(arg(i, 2))
+    if current[key] and cost > 0 and cost <= p.capacity then
+      current[key], reset[key] = refund(current[key], now, cost, p)
+    end
+  end
+  local reply = { 1 }
+  for i, key in ipairs(KEYS) do
+    if last(i) and current[key] ~= stored[key] then
+      if current[key] then
+        redis.call('SET', key, current[key], 'PX', expiry_ms(reset[key]))
+      else
+        redis.call('DEL', key)
+      end
+    end
+    push(reply, run(i, 0, current[key]))
+  end
+  return reply
+end
+
 -- One key, the common case: the same rules as below, without the bookkeeping.
 if #KEYS == 1 then
   local key, cost = KEYS[1], tonumber(arg(1, 2))
   local state = redis.call('GET', key)
   local allowed, remaining, reset, retry, delay, kept = run(1, cost, state)
-  if not commit then
+  if refused and allowed then
+    allowed, remaining, reset, retry, delay = run(1, 0, state)
+  elseif not commit then
     -- A preview writes nothing.
   elseif allowed and cost > 0 then
     redis.call('SET', key, kept, 'PX', expiry_ms(reset))
   elseif state and not kept then
     redis.call('DEL', key)
   end
-  local flag = allowed and 1 or 0
-  return { flag, flag, remaining, reset, retry, delay }
+  local reply = { allowed and 1 or 0 }
+  push(reply, allowed, remaining, reset, retry, delay)
+  return reply
 end
 
 -- stored: each key's state as read; current: as this request leaves it. A state found
@@ -95,15 +156,11 @@ end
 local reply = { all and 1 or 0 }
 for i, key in ipairs(KEYS) do
   local d = decisions[i]
-  if commit and not all and d[1] then
+  if (refused or commit and not all) and d[1] then
     -- Nothing is consumed: report the state as it was.
     d = { run(i, 0, stored[key]) }
   end
-  local last = true
-  for j = i + 1, #KEYS do
-    if KEYS[j] == key then last = false end
-  end
-  if commit and last then
+  if commit and last(i) then
     local final = current[key]
     if not all then
       final = d[6] and stored[key]
@@ -116,10 +173,6 @@ for i, key in ipairs(KEYS) do
       end
     end
   end
-  reply[#reply + 1] = d[1] and 1 or 0
-  reply[#reply + 1] = d[2]
-  reply[#reply + 1] = d[3]
-  reply[#reply + 1] = d[4]
-  reply[#reply + 1] = d[5]
+  push(reply, d[1], d[2], d[3], d[4], d[5])
 end
 return reply

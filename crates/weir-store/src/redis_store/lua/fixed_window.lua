@@ -23,3 +23,16 @@ local function fixed_window(state, now, cost, p)
   if not allowed then retry = until_next end
   return allowed, p.limit - count, reset, retry, 0, kept
 end
+
+-- Takes `cost` off the count while the stored window is current (or later: a clock
+-- that went backwards); a rolled window's units have expired, nothing is given.
+local function fixed_window_refund(state, now, cost, p)
+  local s = tagged(state, 'f')
+  if s then
+    s = numbers(s)
+    local _, offset = divmod(now, p.period)
+    if now - offset <= s[1] then s[2] = s[2] - math.min(cost, s[2]) end
+    state = 'f:' .. int(s[1]) .. ':' .. int(s[2])
+  end
+  return settled(fixed_window, state, now, p)
+end

@@ -2,13 +2,12 @@
 -- remainder in ticks of 1/L microsecond (L = limit / gcd(limit, period)); one unit of
 -- cost is P ticks (P = period / gcd). State "tat" or "tat:remainder", so a policy whose
 -- period divides evenly keeps a single integer. Mirrors weir-core's gcra.rs.
-local function gcra(state, now, cost, p)
-  local L, P = p.L, p.P
-  local tolerance = p.capacity * P
-  local queued = 0
-  -- A state of another algorithm is tagged with a letter: none of GCRA's.
-  -- Most states are one integer; "tat:remainder" is parsed apart; anything else
-  -- (another algorithm's state) reads as none.
+
+-- The theoretical arrival time and its remainder, or nil. A state of another algorithm
+-- is tagged with a letter: none of GCRA's. Most states are one integer;
+-- "tat:remainder" is parsed apart; anything else (another algorithm's state) reads as
+-- none.
+local function gcra_tat(state)
   local tat, remainder = state and tonumber(state), 0
   if state and not tat then
     local colon = string.find(state, ':', 1, true)
@@ -17,6 +16,14 @@ local function gcra(state, now, cost, p)
       remainder = tonumber(string.sub(state, colon + 1)) or 0
     end
   end
+  return tat, remainder
+end
+
+local function gcra(state, now, cost, p)
+  local L, P = p.L, p.P
+  local tolerance = p.capacity * P
+  local queued = 0
+  local tat, remainder = gcra_tat(state)
   if tat then
     if tat >= now then
       -- A clock so far behind the state that the ticks would leave the exact range of
@@ -45,4 +52,19 @@ local function gcra(state, now, cost, p)
     if remainder > 0 then kept = kept .. ':' .. int(remainder) end
   end
   return allowed, remaining, div_ceil(ahead, L), retry, delay, kept
+end
+
+-- Moves the theoretical arrival time back by `cost` units (cost * P ticks), never
+-- before now. Computed on the time itself, not on ticks from now, so that a clock far
+-- behind the state cannot leave the exact range of doubles.
+local function gcra_refund(state, now, cost, p)
+  local tat, remainder = gcra_tat(state)
+  if not tat then return false, 0 end
+  local whole, part = divmod(cost * p.P, p.L)
+  tat, remainder = tat - whole, remainder - part
+  if remainder < 0 then tat, remainder = tat - 1, remainder + p.L end
+  if tat < now or (tat == now and remainder == 0) then return false, 0 end
+  local kept, reset = int(tat), tat - now
+  if remainder > 0 then kept, reset = kept .. ':' .. int(remainder), reset + 1 end
+  return kept, reset
 end

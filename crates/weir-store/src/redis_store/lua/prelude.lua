@@ -49,3 +49,16 @@ end
 -- Every algorithm is a function (state, now, cost, p) returning, in this order:
 -- allowed, remaining, reset (us), retry (us, -1 for none), delay (us), and the state to
 -- keep (false once full again). Several values, not a table: no allocation per check.
+--
+-- Each also has a refund function (state, now, cost, p), cost at most the capacity,
+-- returning the state to keep after giving `cost` back (false once full again) and its
+-- reset (us), exactly as weir-core's `refund`.
+
+-- A refunded state and its reset, or false once a peek finds it full. The state is
+-- kept as refunded, not as the peek would rewrite it (rolled, refilled, trimmed), as
+-- weir-core keeps it: a clock that later goes backwards sees the same state in both.
+local function settled(algorithm, state, now, p)
+  local _, _, reset, _, _, kept = algorithm(state, now, 0, p)
+  if kept then return state, reset end
+  return false, 0
+end

@@ -54,3 +54,27 @@ local function sliding_log(state, now, cost, p)
   end
   return allowed, limit - total, reset, retry, 0, kept
 end
+
+-- Takes `cost` units off the newest entries (see weir-core's sliding_log.rs for what
+-- that means when other requests came after the reservation).
+local function sliding_log_refund(state, now, cost, p)
+  local s = tagged(state, 'l')
+  if s then
+    local entries = {}
+    for at, c in string.gmatch(s, '(%d+):(%d+)') do
+      entries[#entries + 1] = { at, tonumber(c) }
+    end
+    local left = cost
+    while left > 0 and #entries > 0 do
+      local newest = entries[#entries]
+      local taken = math.min(left, newest[2])
+      newest[2] = newest[2] - taken
+      left = left - taken
+      if newest[2] == 0 then entries[#entries] = nil end
+    end
+    local parts = {}
+    for i, e in ipairs(entries) do parts[i] = e[1] .. ':' .. int(e[2]) end
+    state = 'l:' .. table.concat(parts, ',')
+  end
+  return settled(sliding_log, state, now, p)
+end

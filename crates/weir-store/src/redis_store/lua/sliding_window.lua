@@ -53,3 +53,15 @@ local function sliding_window(state, now, cost, p)
   end
   return allowed, remaining, reset, retry, 0, kept
 end
+
+-- Takes `cost` off the newest stored window's count, whatever the time (see
+-- weir-core's sliding_window.rs for the approximation at a boundary).
+local function sliding_window_refund(state, now, cost, p)
+  local s = tagged(state, 'w')
+  if s then
+    s = numbers(s)
+    s[3] = s[3] - math.min(cost, s[3])
+    state = 'w:' .. int(s[1]) .. ':' .. int(s[2]) .. ':' .. int(s[3])
+  end
+  return settled(sliding_window, state, now, p)
+end

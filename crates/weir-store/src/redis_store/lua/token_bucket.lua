@@ -34,3 +34,15 @@ local function token_bucket(state, now, cost, p)
   end
   return allowed, divmod(tokens, p.P), reset, retry, 0, kept
 end
+
+-- Puts `cost` tokens back as of `last`, up to the capacity; the refill from `last` on
+-- comes after, which gives what refilling first would (both stop at the capacity).
+local function token_bucket_refund(state, now, cost, p)
+  local s = tagged(state, 't')
+  if s then
+    s = numbers(s)
+    local tokens = math.min(s[1] + cost * p.P, p.capacity * p.P)
+    state = 't:' .. int(tokens) .. ':' .. int(s[2])
+  end
+  return settled(token_bucket, state, now, p)
+end
