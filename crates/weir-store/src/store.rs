@@ -91,10 +91,6 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets a key's state: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
 
-    /// TEMPORARY until the store branch lands: gives back the checks' costs.
-    fn refund_all<'a>(&'a self, _checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
-        Box::pin(async { Err(StoreError::Unsupported("refunds are not built yet")) })
-    }
 
     /// Whether the store is expected to answer now (connected, circuit closed): what
     /// `/readyz` reports. A store in process is always ready.
