@@ -91,7 +91,6 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets a key's state: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
 
-
     /// Whether the store is expected to answer now (connected, circuit closed): what
     /// `/readyz` reports. A store in process is always ready.
     fn is_ready(&self) -> bool {

@@ -14,7 +14,8 @@
 --
 -- A request denied by one check consumes nothing from the others; the checks that
 -- passed then report their unchanged state. Each key written gets its expiry in the
--- same step: exactly when its state is full again, rounded up to the millisecond.
+-- same step: exactly when its state is full again, rounded up to the millisecond (a
+-- second later with the instances' clocks, see expiry_ms).
 local function algorithm_named(name)
   if name == 'gcra' or name == 'leaky_bucket' then return gcra, gcra_refund end
   if name == 'token_bucket' then return token_bucket, token_bucket_refund end
@@ -65,8 +66,14 @@ local function run(i, cost, state)
   return algorithm(state, now, cost, p)
 end
 
+-- With the instances' clocks (ARGV[1] given), a key lives a second past the end of its
+-- state: Redis expires keys by its own clock, and a state kept a little longer decides
+-- exactly as no state, while one dropped early by a clock running ahead would forget
+-- counts.
+local expiry_margin_ms = (ARGV[1] == '' and 0) or 1000
+
 local function expiry_ms(reset)
-  return math.max(1, div_ceil(reset, 1000))
+  return math.max(1, div_ceil(reset, 1000)) + expiry_margin_ms
 end
 
 -- Whether check i is the last on its key (the one whose state is written).
