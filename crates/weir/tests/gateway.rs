@@ -339,17 +339,13 @@ async fn the_public_api_example_limits_by_plan_key_and_cost() {
     }
 
     // Another free key has its own budget; an export costs 50 of it.
-    let export = get_api(&weir, "/api/exports/all", Some("key-unlisted")).await;
-    assert_eq!(
-        export.status,
-        StatusCode::OK,
-        "an unlisted key is on the default plan"
-    );
+    let export = get_api(&weir, "/api/exports/all", Some("key-free-2")).await;
+    assert_eq!(export.status, StatusCode::OK);
     assert_eq!(
         export.header("ratelimit").as_deref(),
         Some("\"free\";r=10;t=50")
     );
-    let again = get_api(&weir, "/api/ai/summarise", Some("key-unlisted")).await;
+    let again = get_api(&weir, "/api/ai/summarise", Some("key-free-2")).await;
     assert_eq!(
         again.status,
         StatusCode::TOO_MANY_REQUESTS,
@@ -357,7 +353,7 @@ async fn the_public_api_example_limits_by_plan_key_and_cost() {
     );
     assert_eq!(again.header("retry-after").as_deref(), Some("40"));
     assert_eq!(
-        get_api(&weir, "/api/books", Some("key-unlisted"))
+        get_api(&weir, "/api/books", Some("key-free-2"))
             .await
             .status,
         StatusCode::OK,
@@ -381,16 +377,21 @@ async fn the_public_api_example_limits_by_plan_key_and_cost() {
         Some("\"enterprise\";q=10000;w=60")
     );
 
-    // Anonymous: 30 a minute per IP.
-    for _ in 0..30 {
+    // Anonymous: 30 a minute per IP, shared with keys no plan lists: made-up keys
+    // from one IP get no more than no key at all.
+    for i in 0..30 {
+        let key = format!("guessed-{i}");
+        let key = (i % 2 == 0).then_some(key.as_str());
         assert_eq!(
-            get_api(&weir, "/api/books", None).await.status,
+            get_api(&weir, "/api/books", key).await.status,
             StatusCode::OK
         );
     }
-    let anonymous = get_api(&weir, "/api/books", None).await;
-    assert_eq!(anonymous.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(anonymous.json()["violated"], json!(["anonymous"]));
+    for key in [None, Some("guessed-31"), Some("key-free-unlisted")] {
+        let anonymous = get_api(&weir, "/api/books", key).await;
+        assert_eq!(anonymous.status, StatusCode::TOO_MANY_REQUESTS, "{key:?}");
+        assert_eq!(anonymous.json()["violated"], json!(["anonymous"]));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -784,16 +785,29 @@ async fn plans_come_from_a_verified_claim_or_a_trusted_header() {
     );
     drop(weir);
 
-    // From a header set by a trusted authentication layer.
+    // From a header set by a trusted authentication layer: believed only from it, and
+    // only when it names a plan a rule knows.
     let path = dir.path().join("header.yaml");
-    std::fs::write(&path, format!("upstream:\n  url: http://{upstream}\nplans:\n  header: X-Plan\n  default: free\n{rules}")).unwrap();
+    let trusted = "client_ip:\n  trusted_proxies: [127.0.0.1]\n";
+    std::fs::write(&path, format!("upstream:\n  url: http://{upstream}\n{trusted}plans:\n  header: X-Plan\n  default: free\n{rules}")).unwrap();
     let weir = Server::start(&path);
-    assert_eq!(
-        policy_of(&send(&weir.addr, "GET", "/x", &[("x-plan", "pro")], "").await),
-        "\"pro\";q=5;w=60"
-    );
+    let with_plan = |plan: &'static str| [("x-plan", plan)];
+    for (plan, want) in [
+        ("pro", "\"pro\";q=5;w=60"),
+        ("nonexistent", "\"free\";q=2;w=60"),
+        ("Pro", "\"free\";q=2;w=60"),
+    ] {
+        let reply = send(&weir.addr, "GET", "/x", &with_plan(plan), "").await;
+        assert_eq!(policy_of(&reply), want, "X-Plan: {plan}");
+    }
     assert_eq!(
         policy_of(&send(&weir.addr, "GET", "/x", &[], "").await),
         "\"free\";q=2;w=60"
     );
+    drop(weir);
+    // From a client that is not a trusted proxy, the header means nothing.
+    std::fs::write(&path, format!("upstream:\n  url: http://{upstream}\nplans:\n  header: X-Plan\n  default: free\n{rules}")).unwrap();
+    let weir = Server::start(&path);
+    let reply = send(&weir.addr, "GET", "/x", &with_plan("pro"), "").await;
+    assert_eq!(policy_of(&reply), "\"free\";q=2;w=60");
 }

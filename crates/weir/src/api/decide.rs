@@ -17,12 +17,14 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::edge::{self, Problem, ratelimit::ceil_millis};
-use crate::engine::{Engine, Facts, RuleDecision, SettlementId, Verdict, host_name};
+use crate::engine::{Engine, Facts, RuleDecision, SettlementId, Verdict};
+use crate::gateway::client_ip::canonical_ip;
+use crate::request::{canonical_host, canonical_path_and_query};
 use crate::server::Shared;
 
 /// The largest `/v1/decide` request read, in bytes (the facts, a body included).
@@ -94,26 +96,44 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
             return Problem::invalid_request("`method` is not an HTTP method").into_response();
         }
     };
-    let path = request.path.split('?').next().unwrap_or_default();
-    if !path.starts_with('/') {
-        return Problem::invalid_request("`path` must start with `/`").into_response();
-    }
-    let headers = match header_map(&request.headers) {
+    let canonical = match canonical_path_and_query(&request.path, engine.path_options()) {
+        Ok(canonical) => canonical,
+        Err(error) => return Problem::invalid_request(format!("`path`: {error}")).into_response(),
+    };
+    let (path, query) = match canonical.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (canonical.as_str(), None),
+    };
+    let mut headers = match header_map(&request.headers) {
         Ok(headers) => headers,
         Err(problem) => return problem.into_response(),
     };
-    let host = request
-        .host
-        .as_deref()
-        .or_else(|| headers.get("host").and_then(|h| h.to_str().ok()))
-        .map(host_name);
-    let routed = engine.route(&method, host.as_deref(), path);
+    if let Some(host) = &request.host {
+        match HeaderValue::try_from(host.as_str()) {
+            Ok(host) => {
+                headers.insert(header::HOST, host);
+            }
+            Err(_) => return Problem::invalid_request("`host` is not a host").into_response(),
+        }
+    }
+    let host = match canonical_host(&headers, &Uri::default()) {
+        Ok(host) => host,
+        Err(error) => return Problem::invalid_request(format!("`host`: {error}")).into_response(),
+    };
+    let routed = match engine.route(&method, host.as_deref(), path) {
+        Ok(routed) => routed,
+        Err(refused) => return edge::refused(&refused),
+    };
     let facts = Facts {
         method: &method,
         path,
+        query,
         host: host.as_deref(),
         headers: &headers,
-        client_ip: request.client_ip,
+        client_ip: canonical_ip(request.client_ip),
+        // The caller is a service trusted with the admin listener: what it reports
+        // (a plan header set by its authentication layer) is believed.
+        trusted_peer: true,
         body: request.body.as_deref().map(str::as_bytes),
     };
     let legacy = engine.legacy_headers();
@@ -155,6 +175,7 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
                 },
             )
         }
+        Verdict::Refused(refused) => edge::refused(&refused),
         Verdict::Unavailable(unavailable) => {
             Problem::store_unavailable(unavailable.detail).into_response()
         }

@@ -24,7 +24,38 @@ pub(super) struct RawConfig {
     pub(super) plans: Option<Spanned<RawPlans>>,
     #[serde(default)]
     pub(super) response_headers: RawResponseHeaders,
+    #[serde(default)]
+    pub(super) requests: RawRequests,
     pub(super) rules: Vec<RawRule>,
+}
+
+/// How requests are read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRequests {
+    /// What `%2F`, `%5C` and `\` in a path become.
+    #[serde(default)]
+    pub(super) escaped_slashes: EscapedSlashesName,
+    /// What a request for a host no rule names gets, when rules name hosts.
+    #[serde(default)]
+    pub(super) unknown_hosts: UnknownHostsName,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum EscapedSlashesName {
+    #[default]
+    Reject,
+    Keep,
+    UnescapeAndMerge,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum UnknownHostsName {
+    #[default]
+    Refuse,
+    Forward,
 }
 
 #[derive(Debug, Deserialize)]

@@ -2,7 +2,7 @@
 //! `identities`, `plans`, `response_headers`, and each rule's `match`, `key`, `plans`,
 //! `cost`, `shadow`, `count_statuses`, `reset_statuses`, `lockout`, `failure`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,8 +15,8 @@ use weir_core::Policy;
 use super::ConfigError;
 use super::Fallback;
 use super::file::{
-    FailureName, ForwardedHeaderName, NormalizeName, OneOrMany, RawConfig, RawIdentity, RawJwt,
-    RawMatch, RawPlans, RawRule,
+    EscapedSlashesName, FailureName, ForwardedHeaderName, NormalizeName, OneOrMany, RawConfig,
+    RawIdentity, RawJwt, RawMatch, RawPlans, RawRule, UnknownHostsName,
 };
 use crate::engine::identity::{IdentitySource, Normalize, Source};
 use crate::engine::plan::{KeyPlan, PlanSource, Plans};
@@ -25,6 +25,7 @@ use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
 use crate::gateway::client_ip::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
 use crate::gateway::jwt::{JwtKey, JwtVerifier};
 use crate::gateway::{GatewayConfig, Upstream};
+use crate::request::{EscapedSlashes, PathOptions};
 
 /// Defaults of the `upstream` section.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -80,12 +81,10 @@ pub(super) fn gateway(
         return Ok(None);
     };
     let upstream = self::upstream(upstream, errors)?;
-    // TODO(engine): keep the whole `ClientIpConfig` in `GatewayConfig` (its `header`
-    // and `ipv6_prefix` are validated here but not used until then).
-    let trusted_proxies = client_ip(raw.client_ip.as_ref(), errors)?.trusted_proxies;
+    let client_ip = client_ip(raw.client_ip.as_ref(), errors)?;
     Ok(Some(GatewayConfig {
         upstream,
-        trusted_proxies,
+        client_ip,
     }))
 }
 
@@ -102,7 +101,7 @@ pub(super) fn routing(
     for (name, raw_identity) in &raw.identities {
         identities.insert(name.clone(), identity(name, raw_identity, errors)?);
     }
-    let plans = raw
+    let mut plans = raw
         .plans
         .as_ref()
         .map(|p| plans(p, &identities, errors))
@@ -112,6 +111,9 @@ pub(super) fn routing(
         if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, fallback)? {
             rules.push(rule);
         }
+    }
+    if let Some(plans) = &mut plans {
+        plans.known = rules.iter().flat_map(|r| r.plans.iter().cloned()).collect();
     }
     // Custom limits of the plans file must make valid policies for their plan's rules.
     if let Some(Plans {
@@ -148,6 +150,15 @@ pub(super) fn routing(
         plans,
         rules,
         legacy_headers: raw.response_headers.legacy,
+        ipv6_prefix: client_ip(raw.client_ip.as_ref(), errors)?.ipv6_prefix,
+        paths: PathOptions {
+            escaped_slashes: match raw.requests.escaped_slashes {
+                EscapedSlashesName::Reject => EscapedSlashes::Reject,
+                EscapedSlashesName::Keep => EscapedSlashes::Keep,
+                EscapedSlashesName::UnescapeAndMerge => EscapedSlashes::UnescapeAndMerge,
+            },
+        },
+        forward_unknown_hosts: matches!(raw.requests.unknown_hosts, UnknownHostsName::Forward),
     })
 }
 
@@ -442,6 +453,8 @@ fn plans(
     Ok(Plans {
         source,
         default: p.default.clone(),
+        // Filled once the rules are read.
+        known: HashSet::new(),
     })
 }
 

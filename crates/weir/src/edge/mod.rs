@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 pub use self::problem::Problem;
 use self::ratelimit::{Quota, ceil_secs};
-use crate::engine::{Denied, RuleDecision};
+use crate::engine::{Denied, Refused, RuleDecision};
 
 /// Adds the RateLimit fields of `quotas` (and the older fields when `legacy`).
 pub fn add_quota_headers(headers: &mut HeaderMap, quotas: &[RuleDecision<'_>], legacy: bool) {
@@ -28,4 +28,9 @@ pub fn too_many(denied: &Denied<'_>, legacy: bool) -> Response {
     let mut response = Problem::rate_limited(violated, retry).into_response();
     add_quota_headers(response.headers_mut(), &denied.quotas, legacy);
     response
+}
+
+/// A request the engine refused to decide on (400, 415 or 421).
+pub fn refused(refused: &Refused) -> Response {
+    Problem::refused(refused.status, refused.detail.clone()).into_response()
 }

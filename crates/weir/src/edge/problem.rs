@@ -37,6 +37,27 @@ impl Problem {
         )
     }
 
+    /// A request weir will not decide on: 400 (it cannot be read one way), 415 (a body
+    /// weir does not read, on a route keyed by one of its fields), 421 (a host no rule
+    /// names).
+    pub fn refused(status: u16, detail: String) -> Self {
+        match status {
+            415 => Self::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-body",
+                "Body not readable",
+                detail,
+            ),
+            421 => Self::new(
+                StatusCode::MISDIRECTED_REQUEST,
+                "unknown-host",
+                "Unknown host",
+                detail,
+            ),
+            _ => Self::invalid_request(detail),
+        }
+    }
+
     /// No rule has the name asked for (404).
     pub fn unknown_rule(name: &str) -> Self {
         Self::new(

@@ -1,13 +1,16 @@
 //! Who the caller is, for a rule: an API key header, a verified JWT claim, the client
 //! IP, a field of the request body (a login email), normalised where users expect it.
 
-use axum::http::{HeaderMap, HeaderName, header};
+use axum::http::HeaderName;
 
+use super::Refused;
 use super::facts::Facts;
+use crate::gateway::client_ip::ip_key;
 use crate::gateway::jwt::JwtVerifier;
+use crate::request::{body_field, normalize_email};
 
-/// The longest identity used as is; a longer one is not trusted (the caller counts as
-/// anonymous), which keeps keys bounded.
+/// The longest identity accepted; a request with a longer one is refused, which keeps
+/// keys bounded.
 pub const MAX_IDENTITY_BYTES: usize = 1024;
 
 /// Where an identity comes from.
@@ -29,7 +32,9 @@ pub enum Normalize {
     /// As sent.
     #[default]
     None,
-    /// Trimmed and lowercased: `Ana@X.io ` and `ana@x.io` are one account.
+    /// One account however it is written: invisible characters removed, NFKC, case
+    /// folded, trimmed (see [`crate::request::identity_text`]): `Ana@X.io ` and
+    /// `ana@x.io` are one account.
     Email,
 }
 
@@ -45,20 +50,66 @@ pub struct IdentitySource {
 }
 
 impl IdentitySource {
-    /// The caller's identity, or `None` when the request does not carry one (or carries
-    /// an invalid one).
-    pub fn identify(&self, facts: Facts<'_>) -> Option<String> {
+    /// The caller's identity: `None` when the request does not carry it (or carries a
+    /// token that fails verification: the caller is anonymous), an error when it
+    /// carries it in a way that cannot be read one way (the request is refused).
+    pub fn identify(&self, facts: Facts<'_>, ipv6_prefix: u8) -> Result<Option<String>, Refused> {
         let raw = match &self.source {
-            Source::Header(name) => facts.headers.get(name)?.to_str().ok()?.to_owned(),
-            Source::Jwt(verifier) => verifier.claim(facts.headers)?,
-            Source::BodyField(field) => body_field(facts.headers, facts.body?, field)?,
-            Source::ClientIp => facts.client_ip.to_string(),
+            Source::Header(name) => {
+                let mut values = facts.headers.get_all(name).iter();
+                let Some(value) = values.next() else {
+                    return Ok(None);
+                };
+                if values.next().is_some() {
+                    return Err(Refused::bad_request(format!(
+                        "`{name}` is sent more than once; send it once"
+                    )));
+                }
+                value
+                    .to_str()
+                    .map_err(|_| {
+                        Refused::bad_request(format!("`{name}` must be visible ASCII text"))
+                    })?
+                    .to_owned()
+            }
+            Source::Jwt(verifier) => match verifier.claim(facts.headers) {
+                Some(claim) => claim,
+                None => return Ok(None),
+            },
+            Source::BodyField(field) => {
+                let Some(body) = facts.body else {
+                    return Ok(None);
+                };
+                match body_field(facts.headers, body, field, facts.query) {
+                    Ok(Some(value)) => value,
+                    Ok(None) => return Ok(None),
+                    Err(e) if e.is_unsupported_media_type() => {
+                        return Err(Refused::unsupported_media_type(e.to_string()));
+                    }
+                    Err(e) => return Err(Refused::bad_request(e.to_string())),
+                }
+            }
+            Source::ClientIp => ip_key(facts.client_ip, ipv6_prefix),
         };
+        if raw.is_empty() {
+            return Ok(None);
+        }
         let value = match self.normalize {
             Normalize::None => raw,
-            Normalize::Email => raw.trim().to_lowercase(),
+            Normalize::Email => normalize_email(&raw).map_err(|_| {
+                Refused::bad_request(format!(
+                    "`{}` has nothing but spaces or invisible characters",
+                    self.name
+                ))
+            })?,
         };
-        (!value.is_empty() && value.len() <= MAX_IDENTITY_BYTES).then_some(value)
+        if value.len() > MAX_IDENTITY_BYTES {
+            return Err(Refused::bad_request(format!(
+                "`{}` is longer than {MAX_IDENTITY_BYTES} bytes",
+                self.name
+            )));
+        }
+        Ok(Some(value))
     }
 
     /// Whether identifying needs the request body.
@@ -67,42 +118,37 @@ impl IdentitySource {
     }
 }
 
-/// A top-level string field of a JSON body, or a field of a form body.
-fn body_field(headers: &HeaderMap, body: &[u8], field: &str) -> Option<String> {
-    let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let media = content_type.split(';').next()?.trim().to_ascii_lowercase();
-    match media.as_str() {
-        "application/json" => match serde_json::from_slice::<serde_json::Value>(body)
-            .ok()?
-            .get(field)?
-        {
-            serde_json::Value::String(s) => Some(s.clone()),
-            _ => None,
-        },
-        "application/x-www-form-urlencoded" => form_urlencoded::parse(body)
-            .find(|(name, _)| name == field)
-            .map(|(_, value)| value.into_owned()),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use axum::http::{HeaderMap, Method, header};
+
     use super::*;
 
     fn facts<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> Facts<'a> {
         Facts {
-            method: &axum::http::Method::POST,
+            method: &Method::POST,
             path: "/",
+            query: None,
             host: None,
             headers,
-            client_ip: "192.0.2.1".parse().unwrap(),
+            client_ip: "2001:db8:1:2:3:4:5:6".parse().unwrap(),
+            trusted_peer: false,
             body: Some(body),
         }
     }
 
+    fn read(
+        source: &IdentitySource,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<Option<String>, u16> {
+        source
+            .identify(facts(headers, body), 64)
+            .map_err(|r| r.status)
+    }
+
     #[test]
-    fn emails_are_normalised_from_json_and_forms() {
+    fn emails_are_one_account_however_written_and_unreadable_ones_refuse() {
         let email = IdentitySource {
             name: "email".into(),
             source: Source::BodyField("email".into()),
@@ -113,48 +159,72 @@ mod tests {
             header::CONTENT_TYPE,
             "application/json; charset=utf-8".parse().unwrap(),
         );
-        assert_eq!(
-            email.identify(facts(&json, br#"{"email": " Ana@X.io "}"#)),
-            Some("ana@x.io".into())
-        );
+        for written in [r#"" Ana@X.io ""#, r#""\u200bana@x.io""#, r#""ａｎａ@x.io""#] {
+            let body = format!(r#"{{"email": {written}}}"#);
+            assert_eq!(
+                read(&email, &json, body.as_bytes()),
+                Ok(Some("ana@x.io".into())),
+                "{written}"
+            );
+        }
         let mut form = HeaderMap::new();
         form.insert(
             header::CONTENT_TYPE,
             "application/x-www-form-urlencoded".parse().unwrap(),
         );
         assert_eq!(
-            email.identify(facts(&form, b"email=ana%40x.io&password=x")),
-            Some("ana@x.io".into())
+            read(&email, &form, b"email=ana%40x.io&password=x"),
+            Ok(Some("ana@x.io".into()))
         );
-        assert_eq!(email.identify(facts(&json, br#"{"email": 5}"#)), None);
-        assert_eq!(email.identify(facts(&json, b"{not json")), None);
         assert_eq!(
-            email.identify(facts(&HeaderMap::new(), br#"{"email": "a@b"}"#)),
-            None
+            read(&email, &json, br#"{"password": "x"}"#),
+            Ok(None),
+            "absent"
+        );
+        assert_eq!(read(&email, &json, br#"{"email": 5}"#), Err(400));
+        assert_eq!(read(&email, &json, b"{not json"), Err(400));
+        assert_eq!(
+            read(&email, &json, br#"{"email": "a@b", "EMAIL": "c@d"}"#),
+            Err(400)
+        );
+        assert_eq!(read(&email, &form, b"email=decoy&email=victim"), Err(400));
+        assert_eq!(read(&email, &json, br#"{"email": "\u200b "}"#), Err(400));
+        assert_eq!(
+            read(&email, &HeaderMap::new(), br#"{"email": "a@b"}"#),
+            Err(415)
         );
     }
 
     #[test]
-    fn headers_and_ips_identify_callers() {
+    fn headers_are_read_once_and_ips_by_prefix() {
         let key = IdentitySource {
             name: "api_key".into(),
             source: Source::Header(HeaderName::from_static("x-api-key")),
             normalize: Normalize::None,
         };
         let mut headers = HeaderMap::new();
-        assert_eq!(key.identify(facts(&headers, b"")), None);
+        assert_eq!(read(&key, &headers, b""), Ok(None));
         headers.insert("x-api-key", "k-1".parse().unwrap());
-        assert_eq!(key.identify(facts(&headers, b"")), Some("k-1".into()));
+        assert_eq!(read(&key, &headers, b""), Ok(Some("k-1".into())));
+        headers.append("x-api-key", "k-2".parse().unwrap());
+        assert_eq!(
+            read(&key, &headers, b""),
+            Err(400),
+            "two values: which one?"
+        );
         headers.insert(
             "x-api-key",
             "k".repeat(MAX_IDENTITY_BYTES + 1).parse().unwrap(),
         );
-        assert_eq!(key.identify(facts(&headers, b"")), None);
+        assert_eq!(read(&key, &headers, b""), Err(400));
         let ip = IdentitySource {
             name: "ip".into(),
             source: Source::ClientIp,
             normalize: Normalize::None,
         };
-        assert_eq!(ip.identify(facts(&headers, b"")), Some("192.0.2.1".into()));
+        assert_eq!(
+            read(&ip, &headers, b""),
+            Ok(Some("2001:db8:1:2::/64".into()))
+        );
     }
 }

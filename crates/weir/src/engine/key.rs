@@ -2,42 +2,56 @@
 //! request, tagged and joined so that different identities never make the same key.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::CLIENT_IP;
 use super::facts::Facts;
-use super::identity::IdentitySource;
+use super::{CLIENT_IP, Refused, Routing};
+use crate::gateway::client_ip::ip_key;
 
 /// The identities of one request, each worked out at most once (a JWT is verified
-/// once however many rules key on it).
+/// once however many rules key on it). The first identity that cannot be read one way
+/// is kept, and refuses the request.
 pub(super) struct Identities<'s, 'f> {
-    sources: &'s HashMap<String, IdentitySource>,
+    routing: &'s Routing,
     facts: &'f Facts<'f>,
     known: RefCell<Vec<(&'s str, Option<String>)>>,
+    refused: RefCell<Option<Refused>>,
 }
 
 impl<'s, 'f> Identities<'s, 'f> {
-    pub(super) fn new(sources: &'s HashMap<String, IdentitySource>, facts: &'f Facts<'f>) -> Self {
+    pub(super) fn new(routing: &'s Routing, facts: &'f Facts<'f>) -> Self {
         Self {
-            sources,
+            routing,
             facts,
             known: RefCell::new(Vec::new()),
+            refused: RefCell::new(None),
         }
     }
 
-    /// The named identity of the caller, if the request carries it.
+    /// The named identity of the caller, if the request carries it (one that cannot be
+    /// read is `None` here, and remembered for [`Identities::refused`]).
     pub(super) fn get(&self, name: &str) -> Option<String> {
         if name == CLIENT_IP {
-            return Some(self.facts.client_ip.to_string());
+            return Some(self.client_ip());
         }
         if let Some((_, value)) = self.known.borrow().iter().find(|(n, _)| *n == name) {
             return value.clone();
         }
-        let (name, source) = self.sources.get_key_value(name)?;
-        let value = source.identify(*self.facts);
+        let (name, source) = self.routing.identities.get_key_value(name)?;
+        let value = match source.identify(*self.facts, self.routing.ipv6_prefix) {
+            Ok(value) => value,
+            Err(refused) => {
+                self.refused.borrow_mut().get_or_insert(refused);
+                None
+            }
+        };
         self.known.borrow_mut().push((name, value.clone()));
         value
+    }
+
+    /// The client's address as keys hold it (IPv6 by its configured prefix).
+    fn client_ip(&self) -> String {
+        ip_key(self.facts.client_ip, self.routing.ipv6_prefix)
     }
 
     /// The key of a rule keyed on `names`: the identities tagged and joined; a caller
@@ -47,12 +61,17 @@ impl<'s, 'f> Identities<'s, 'f> {
         for name in names {
             let Some(value) = self.get(name) else {
                 key.clear();
-                let _ = write!(key, "{CLIENT_IP}={}", self.facts.client_ip);
+                let _ = write!(key, "{CLIENT_IP}={}", self.client_ip());
                 return key;
             };
             push_tagged(&mut key, name, &value);
         }
         key
+    }
+
+    /// Why the request is refused, if an identity could not be read.
+    pub(super) fn refused(self) -> Option<Refused> {
+        self.refused.into_inner()
     }
 }
 

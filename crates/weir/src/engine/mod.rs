@@ -31,7 +31,7 @@ use axum::http::Method;
 use weir_core::{Clock, Decision, Policy};
 use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
 
-pub use self::facts::{Facts, host_name};
+pub use self::facts::Facts;
 use self::identity::IdentitySource;
 use self::key::Identities;
 use self::pending::Pending;
@@ -40,8 +40,9 @@ use self::plan::{CallerPlan, Plans};
 pub use self::rule::{Failure, Lockout, Rule};
 pub use self::settlement::Settlement;
 use self::settlement::{Reserved, StoreUsed};
-pub use self::verdict::{Allowed, Denied, RuleDecision, Unavailable, Verdict};
+pub use self::verdict::{Allowed, Denied, Refused, RuleDecision, Unavailable, Verdict};
 use crate::config::{Config, RuleConfig, StoreConfig};
+use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
 pub const CLIENT_IP: &str = "client_ip";
@@ -54,7 +55,7 @@ const FALLBACK_LOG_EVERY: u64 = 10_000_000_000;
 
 /// What the engine needs to decide requests: the rules with a `match`, and how callers
 /// are identified and given plans.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Routing {
     /// Named ways to identify callers.
     pub identities: HashMap<String, IdentitySource>,
@@ -64,6 +65,13 @@ pub struct Routing {
     pub rules: Vec<Rule>,
     /// Also send `RateLimit-Limit/Remaining/Reset` and `X-RateLimit-*`.
     pub legacy_headers: bool,
+    /// IPv6 clients are keyed by this prefix of their address.
+    pub ipv6_prefix: u8,
+    /// How request paths are read.
+    pub paths: PathOptions,
+    /// Whether a request for a host no rule names goes on unlimited (when rules name
+    /// hosts); else it is refused.
+    pub forward_unknown_hosts: bool,
 }
 
 /// Decides requests against the configured rules, on one store.
@@ -194,8 +202,39 @@ impl Engine {
         self.store.check(key, &rule.policy, cost).await
     }
 
-    /// The rules whose route matches a request with this method, host and path.
-    pub fn route(&self, method: &Method, host: Option<&str>, path: &str) -> Routed {
+    /// How request paths are read ([`crate::request::canonical_path`]'s options).
+    pub fn path_options(&self) -> PathOptions {
+        self.routing.paths
+    }
+
+    /// The rules whose route matches a request with this method, host and path (both
+    /// canonical). When rules name hosts, a request naming none of them (an IP
+    /// literal, another name) is refused with a 421, and one without a host with a
+    /// 400, unless `requests.unknown_hosts` is `forward`: the app may serve it as one
+    /// of the named hosts.
+    pub fn route(
+        &self,
+        method: &Method,
+        host: Option<&str>,
+        path: &str,
+    ) -> Result<Routed, Refused> {
+        if !self.routing.forward_unknown_hosts {
+            let mut named = self
+                .routing
+                .rules
+                .iter()
+                .filter_map(|r| r.route.host.as_deref());
+            if let Some(first) = named.next() {
+                let Some(host) = host else {
+                    return Err(Refused::bad_request(
+                        "this request names no host (Host), and the rules here depend on it",
+                    ));
+                };
+                if first != host && !named.any(|named| named == host) {
+                    return Err(Refused::misdirected(host));
+                }
+            }
+        }
         let mut routed = Routed::default();
         for (i, rule) in self.routing.rules.iter().enumerate() {
             if rule.route.matches(method, host, path) {
@@ -208,14 +247,17 @@ impl Engine {
                 });
             }
         }
-        routed
+        Ok(routed)
     }
 
     /// The verdict on a request: allowed (with the quotas to report, and a settlement
     /// for rules counted by outcome), denied, or unavailable. `routed` is what
     /// [`Engine::route`] found for the same facts.
     pub async fn decide<'e>(self: &'e Arc<Self>, routed: Routed, facts: &Facts<'_>) -> Verdict<'e> {
-        let applied = self.apply(&routed, facts);
+        let applied = match self.apply(&routed, facts) {
+            Ok(applied) => applied,
+            Err(refused) => return Verdict::Refused(refused),
+        };
         if applied.is_empty() {
             return Verdict::Allowed(Allowed::unlimited());
         }
@@ -278,14 +320,18 @@ impl Engine {
 
     /// The rules of `routed` that apply to this caller (its plan), with their keys,
     /// policies and costs; each identity is worked out once (a JWT is verified once).
-    fn apply<'e>(&'e self, routed: &Routed, facts: &Facts<'_>) -> Vec<Applied<'e>> {
-        let identities = Identities::new(&self.routing.identities, facts);
+    fn apply<'e>(
+        &'e self,
+        routed: &Routed,
+        facts: &Facts<'_>,
+    ) -> Result<Vec<Applied<'e>>, Refused> {
+        let identities = Identities::new(&self.routing, facts);
         let plan = self
             .routing
             .plans
             .as_ref()
             .map(|p| p.plan_of(*facts, |name| identities.get(name)));
-        routed
+        let applied = routed
             .rules
             .iter()
             .map(|&index| (index, &self.routing.rules[index]))
@@ -299,7 +345,13 @@ impl Engine {
                 policy: policy(rule, plan.as_ref()),
                 cost: rule.cost_of(facts.method, facts.host, facts.path),
             })
-            .collect()
+            .collect();
+        // An identity a rule keys on that cannot be read one way refuses the request:
+        // never a weaker key.
+        match identities.refused() {
+            Some(refused) => Err(refused),
+            None => Ok(applied),
+        }
     }
 
     /// The local store to decide on after the shared one failed with `error`, if every

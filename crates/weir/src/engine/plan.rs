@@ -1,7 +1,7 @@
 //! The caller's plan (tier): from a verified JWT claim, a header set by a trusted auth
 //! layer, or a file mapping keys to plans (with custom limits per key).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use axum::http::HeaderName;
 
@@ -46,8 +46,11 @@ pub enum PlanSource {
 pub struct Plans {
     /// Where the plan comes from.
     pub source: PlanSource,
-    /// The plan of an identified caller the source says nothing about.
+    /// The plan of an identified caller the source says nothing about, or names a plan
+    /// no rule knows.
     pub default: String,
+    /// The plans the rules name: any other plan a source gives is the default.
+    pub known: HashSet<String>,
 }
 
 /// A caller's plan, and a custom limit if the plans file gives one.
@@ -67,17 +70,31 @@ impl Plans {
         identity_of: impl Fn(&str) -> Option<String>,
     ) -> CallerPlan {
         let named = |name: String| CallerPlan { name, limit: None };
+        // A plan no rule names would escape every plan's limits: it is the default.
+        let known = |name: String| {
+            if self.known.contains(&name) {
+                named(name)
+            } else {
+                named(self.default.clone())
+            }
+        };
         match &self.source {
             // One verification for both claims.
             PlanSource::JwtClaim { verifier, claim } => match verifier.verified(facts.headers) {
                 Some(claims) if claims.get(verifier.identity_claim()).is_some() => {
-                    named(claims.get(claim).unwrap_or_else(|| self.default.clone()))
+                    known(claims.get(claim).unwrap_or_else(|| self.default.clone()))
                 }
                 _ => named(ANONYMOUS.into()),
             },
+            // Believed only from a trusted proxy (the authentication layer that sets
+            // it), and only once: a client's own header is ignored.
             PlanSource::Header(header) => {
-                match facts.headers.get(header).and_then(|v| v.to_str().ok()) {
-                    Some(plan) if !plan.trim().is_empty() => named(plan.trim().to_owned()),
+                let mut values = facts.headers.get_all(header).iter();
+                match (facts.trusted_peer, values.next(), values.next()) {
+                    (true, Some(plan), None) => match plan.to_str() {
+                        Ok(plan) if !plan.trim().is_empty() => known(plan.trim().to_owned()),
+                        _ => named(self.default.clone()),
+                    },
                     _ => named(self.default.clone()),
                 }
             }

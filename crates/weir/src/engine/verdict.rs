@@ -19,6 +19,49 @@ pub enum Verdict<'e> {
     /// The store could not decide and a rule that applies fails closed (or the store is
     /// full, or refused the check): answer 503. Nothing was consumed.
     Unavailable(Unavailable),
+    /// The request cannot be read one way (an identity sent twice, a body field that
+    /// is ambiguous or unreadable, a host no rule knows): refuse it. Nothing was
+    /// consumed.
+    Refused(Refused),
+}
+
+/// A request the engine will not decide on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// 400 (cannot be read one way), 415 (a body weir does not read) or 421 (a host
+    /// no rule names).
+    pub status: u16,
+    /// What to tell the client.
+    pub detail: String,
+}
+
+impl Refused {
+    /// 400: the request cannot be read one way.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self {
+            status: 400,
+            detail: detail.into(),
+        }
+    }
+
+    /// 415: a body weir cannot read, on a route keyed by one of its fields.
+    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
+        Self {
+            status: 415,
+            detail: detail.into(),
+        }
+    }
+
+    /// 421: a host none of the rules name.
+    pub(super) fn misdirected(host: &str) -> Self {
+        Self {
+            status: 421,
+            detail: format!(
+                "no rule here names the host `{}`; send the host the API is served under",
+                host.escape_debug()
+            ),
+        }
+    }
 }
 
 /// One enforcing rule's decision for the request.

@@ -15,8 +15,8 @@ mod service;
 use std::time::Duration;
 
 use axum::http::Uri;
-use ipnet::IpNet;
 
+use self::client_ip::ClientIpConfig;
 pub use self::service::{Gateway, SHADOW_HEADER, handle};
 
 /// Where allowed requests go.
@@ -39,6 +39,6 @@ pub struct Upstream {
 pub struct GatewayConfig {
     /// Where allowed requests go.
     pub upstream: Upstream,
-    /// Proxies whose forwarding headers are believed.
-    pub trusted_proxies: Vec<IpNet>,
+    /// Whom to believe about the client's address, and what to tell the upstream.
+    pub client_ip: ClientIpConfig,
 }

@@ -1,7 +1,6 @@
 //! Forwarding to the upstream: streamed bodies both ways, keep-alive connections, the
 //! forwarding headers a proxy adds, and bounded waits.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -10,9 +9,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::Upstream;
+use super::client_ip::{ClientAddress, ForwardedHeader};
 use super::pool::UpstreamPool;
 use crate::edge::Problem;
-use crate::edge::ratelimit::append_list;
 
 /// Headers that describe one connection (or how the message is framed on it), not the
 /// message: never forwarded.
@@ -51,7 +50,8 @@ pub(super) async fn forward(
     upstream: &Upstream,
     mut parts: Parts,
     body: Body,
-    peer: IpAddr,
+    client: &ClientAddress,
+    header: ForwardedHeader,
 ) -> Response {
     // Origin form (`/path?query`) on the connection to the upstream; the client's Host
     // is kept, or the upstream's given when the client sent none.
@@ -70,7 +70,7 @@ pub(super) async fn forward(
         parts.headers.insert(header::HOST, host);
     }
     strip_hop_by_hop(&mut parts.headers);
-    add_forwarding(&mut parts.headers, peer);
+    client.write_forwarding(&mut parts.headers, header);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
         Err(_) => Problem::gateway_timeout(format!(
@@ -88,21 +88,6 @@ pub(super) async fn forward(
             Response::from_parts(parts, Body::new(body))
         }
     }
-}
-
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static FORWARDED: HeaderName = HeaderName::from_static("forwarded");
-
-/// `X-Forwarded-For` (appended), `X-Forwarded-Proto` and `Forwarded` (appended).
-fn add_forwarding(headers: &mut HeaderMap, peer: IpAddr) {
-    append_list(headers, &X_FORWARDED_FOR, peer.to_string());
-    let forwarded = match peer {
-        IpAddr::V4(ip) => format!("for={ip};proto=http"),
-        IpAddr::V6(ip) => format!("for=\"[{ip}]\";proto=http"),
-    };
-    append_list(headers, &FORWARDED, forwarded);
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
 }
 
 #[cfg(test)]
@@ -147,31 +132,5 @@ mod tests {
         let before = map.clone();
         strip_hop_by_hop(&mut map);
         assert_eq!(map, before);
-    }
-
-    #[test]
-    fn forwarding_headers_append_this_hop_to_every_earlier_line() {
-        let mut map = headers(&[
-            ("x-forwarded-for", "203.0.113.1"),
-            ("x-forwarded-for", "198.51.100.2, 192.0.2.3"),
-            ("x-forwarded-proto", "https"),
-        ]);
-        add_forwarding(&mut map, "127.0.0.1".parse().unwrap());
-        assert_eq!(
-            map["x-forwarded-for"],
-            "203.0.113.1, 198.51.100.2, 192.0.2.3, 127.0.0.1"
-        );
-        assert_eq!(map["forwarded"], "for=127.0.0.1;proto=http");
-        // This hop's protocol (weir listens on plain HTTP) replaces what the client said.
-        assert_eq!(map["x-forwarded-proto"], "http");
-        assert_eq!(map.get_all("x-forwarded-for").iter().count(), 1);
-
-        let mut map = headers(&[("forwarded", "for=192.0.2.60;proto=https")]);
-        add_forwarding(&mut map, "::1".parse().unwrap());
-        assert_eq!(
-            map["forwarded"],
-            "for=192.0.2.60;proto=https, for=\"[::1]\";proto=http"
-        );
-        assert_eq!(map["x-forwarded-for"], "::1");
     }
 }

@@ -8,15 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 use super::GatewayConfig;
-use super::client_ip::client_ip;
 use super::pool::UpstreamPool;
 use super::proxy::forward;
 use crate::edge::{self, Problem};
-use crate::engine::{Engine, Facts, Verdict, host_name};
+use crate::engine::{Engine, Facts, Verdict};
+use crate::request::{canonical_host, canonical_path_and_query};
 
 /// The header that reports shadow rules that would have denied the request.
 pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
@@ -76,17 +76,52 @@ impl Gateway {
 }
 
 /// The gateway's handler: every request on its listener, from `peer`.
+///
+/// The request is read once, canonically (its host, its path, where it came from), and
+/// what is forwarded is what was decided on: the canonical path, and forwarding headers
+/// rewritten from the client address weir keyed. A request that cannot be read one way
+/// is refused (400), whether or not a rule applies to it.
 pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -> Response {
     let (config, engine) = (&gateway.config, &gateway.engine);
-    let (parts, body) = request.into_parts();
-    let host = parts
-        .headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(host_name);
-    let routed = engine.route(&parts.method, host.as_deref(), parts.uri.path());
+    let (mut parts, body) = request.into_parts();
+    let client = config.client_ip.read(peer.ip(), &parts.headers);
+    let host = match canonical_host(&parts.headers, &parts.uri) {
+        Ok(host) => host,
+        Err(error) => return Problem::invalid_request(error.to_string()).into_response(),
+    };
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let canonical = match canonical_path_and_query(target, engine.path_options()) {
+        Ok(canonical) => canonical,
+        Err(error) => return Problem::invalid_request(error.to_string()).into_response(),
+    };
+    if canonical != target {
+        match canonical.parse() {
+            Ok(uri) => parts.uri = uri,
+            Err(_) => {
+                return Problem::invalid_request("the request target cannot be forwarded")
+                    .into_response();
+            }
+        }
+    }
+    let (path, query) = match canonical.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (canonical.as_str(), None),
+    };
+    let routed = match engine.route(&parts.method, host.as_deref(), path) {
+        Ok(routed) => routed,
+        Err(refused) => return edge::refused(&refused),
+    };
+    let header = config.client_ip.header;
     if routed.is_empty() {
-        return forward(&gateway.pool(), &config.upstream, parts, body, peer.ip()).await;
+        return forward(
+            &gateway.pool(),
+            &config.upstream,
+            parts,
+            body,
+            &client,
+            header,
+        )
+        .await;
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
@@ -101,30 +136,40 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     } else {
         (body, None)
     };
-    let ip = client_ip(peer.ip(), &parts.headers, &config.trusted_proxies);
     let facts = Facts {
         method: &parts.method,
-        path: parts.uri.path(),
+        path,
+        query,
         host: host.as_deref(),
         headers: &parts.headers,
-        client_ip: ip,
+        client_ip: client.ip,
+        trusted_peer: client.peer_trusted,
         body: bytes.as_deref(),
     };
     let allowed = match engine.decide(routed, &facts).await {
         Verdict::Allowed(allowed) => allowed,
         Verdict::Denied(denied) => return edge::too_many(&denied, engine.legacy_headers()),
+        Verdict::Refused(refused) => return edge::refused(&refused),
         Verdict::Unavailable(unavailable) => {
             return Problem::store_unavailable(unavailable.detail).into_response();
         }
     };
-    let mut response = forward(&gateway.pool(), &config.upstream, parts, body, peer.ip()).await;
+    let mut response = forward(
+        &gateway.pool(),
+        &config.upstream,
+        parts,
+        body,
+        &client,
+        header,
+    )
+    .await;
     edge::add_quota_headers(
         response.headers_mut(),
         &allowed.quotas,
         engine.legacy_headers(),
     );
     if !allowed.shadow_denied.is_empty() {
-        tracing::info!(rules = ?allowed.shadow_denied, client = %ip, "shadow rules would have denied");
+        tracing::info!(rules = ?allowed.shadow_denied, client = %client.ip, "shadow rules would have denied");
         if let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", ")) {
             response.headers_mut().insert(SHADOW_HEADER, value);
         }
