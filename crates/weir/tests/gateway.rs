@@ -10,44 +10,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use common::Server;
+use common::echo::echo;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------- the upstream
-
-/// Echoes what it received, as JSON.
-async fn echo(request: Request) -> impl IntoResponse {
-    let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20)
-        .await
-        .unwrap_or_default();
-    let header = |name: &str| {
-        let all: Vec<&str> = parts
-            .headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        (!all.is_empty()).then(|| all.join(", "))
-    };
-    axum::Json(json!({
-        "method": parts.method.as_str(),
-        "host": header("host"),
-        "path": parts.uri.path(),
-        "query": parts.uri.query(),
-        "x-forwarded-for": header("x-forwarded-for"),
-        "x-forwarded-proto": header("x-forwarded-proto"),
-        "forwarded": header("forwarded"),
-        "body": String::from_utf8_lossy(&body),
-    }))
-}
 
 /// 200 for the right password, 401 otherwise, whether or not the account exists.
 async fn login(headers: HeaderMap, body: Bytes) -> StatusCode {

@@ -66,6 +66,7 @@ pub(super) struct RawUpstream {
     pub(super) timeout: Option<Spanned<Period>>,
     pub(super) body_timeout: Option<Spanned<Period>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
+    pub(super) max_buffered_bytes: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]

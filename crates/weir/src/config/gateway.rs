@@ -32,6 +32,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_BODY_BYTES: usize = 64 * 1024;
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_BUFFERED_BYTES: usize = 64 << 20;
 
 /// Builds errors that point into one file.
 pub(super) struct Errors<'a> {
@@ -243,12 +244,24 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
         Some(n) => n.value,
         None => MAX_BODY_BYTES,
     };
+    let max_buffered_bytes = match &raw.max_buffered_bytes {
+        Some(n) if n.value < max_body_bytes || n.value > 4 << 30 => {
+            return Err(errors.at(
+                n.referenced,
+                "upstream.max_buffered_bytes",
+                format!("max_buffered_bytes must be between max_body_bytes ({max_body_bytes}) and 4294967296"),
+            ));
+        }
+        Some(n) => n.value,
+        None => MAX_BUFFERED_BYTES.max(max_body_bytes),
+    };
     Ok(Upstream {
         base,
         connect_timeout: timeout(&raw.connect_timeout, "connect_timeout", CONNECT_TIMEOUT)?,
         timeout: timeout(&raw.timeout, "timeout", UPSTREAM_TIMEOUT)?,
         body_timeout: timeout(&raw.body_timeout, "body_timeout", BODY_TIMEOUT)?,
         max_body_bytes,
+        max_buffered_bytes,
     })
 }
 

@@ -127,6 +127,15 @@ impl Problem {
         }
     }
 
+    /// The gateway is at a bound it keeps for everyone's sake (503, retry in a
+    /// second).
+    pub fn busy(detail: impl Into<String>) -> Self {
+        Self {
+            retry_after_secs: Some(1),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy", detail)
+        }
+    }
+
     /// The client took too long to send the body (408).
     pub fn body_timeout(limit: std::time::Duration) -> Self {
         Self::new(

@@ -30,6 +30,9 @@ pub struct Upstream {
     pub timeout: Duration,
     /// The largest request body read when a rule identifies callers by a body field.
     pub max_body_bytes: usize,
+    /// The most body bytes held at once across all requests being read (each counts
+    /// for its `Content-Length`, or `max_body_bytes` without one); past it, `503`.
+    pub max_buffered_bytes: usize,
     /// The longest a client may take to send such a body (else `408`).
     pub body_timeout: Duration,
 }

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::GatewayConfig;
 use super::pool::UpstreamPool;
@@ -25,9 +26,15 @@ pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limit
 pub struct Gateway {
     config: GatewayConfig,
     engine: Arc<Engine>,
+    /// Body bytes being read, in units of [`BUFFER_UNIT`], bounded by the upstream's
+    /// `max_buffered_bytes`.
+    buffers: Semaphore,
     /// Tells this gateway's upstream clients apart from a reloaded one's.
     id: u64,
 }
+
+/// The unit in which buffered body bytes are counted.
+const BUFFER_UNIT: usize = 1024;
 
 /// Gateways made so far, for their ids.
 static GATEWAYS: AtomicU64 = AtomicU64::new(0);
@@ -49,11 +56,20 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// A gateway for `config`, asking `engine` about every request.
     pub fn new(config: GatewayConfig, engine: Arc<Engine>) -> Self {
+        let units = config.upstream.max_buffered_bytes.div_ceil(BUFFER_UNIT);
         Self {
+            buffers: Semaphore::new(units),
             config,
             engine,
             id: GATEWAYS.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// Room for `bytes` of body among all requests being read now, or `None` when the
+    /// gateway holds its `max_buffered_bytes` already.
+    fn reserve_buffer(&self, bytes: usize) -> Option<SemaphorePermit<'_>> {
+        let units = u32::try_from(bytes.div_ceil(BUFFER_UNIT)).unwrap_or(u32::MAX);
+        self.buffers.try_acquire_many(units.max(1)).ok()
     }
 
     /// This thread's connections to the upstream.
@@ -103,6 +119,14 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             }
         }
     }
+    // An absolute-form target without Host names the host in the target: the app gets
+    // it as Host, as decided (not the upstream's own name).
+    if let Some(host) = &host
+        && !parts.headers.contains_key(header::HOST)
+        && let Ok(value) = HeaderValue::try_from(host.as_str())
+    {
+        parts.headers.insert(header::HOST, value);
+    }
     let (path, query) = match canonical.split_once('?') {
         Some((path, query)) => (path, Some(query)),
         None => (canonical.as_str(), None),
@@ -125,8 +149,18 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
+    let _buffering;
     let (body, bytes) = if routed.reads_body() {
         let limit = config.upstream.max_body_bytes;
+        let announced = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        let Some(permit) = gateway.reserve_buffer(announced.unwrap_or(limit).min(limit)) else {
+            return Problem::busy("too many request bodies are being read; try again")
+                .into_response();
+        };
+        _buffering = permit;
         let read = axum::body::to_bytes(body, limit);
         match tokio::time::timeout(config.upstream.body_timeout, read).await {
             Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),

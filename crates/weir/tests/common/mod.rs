@@ -3,6 +3,7 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub mod echo;
 pub mod login_app;
 
 use std::io::{BufRead, BufReader, Read, Write};
