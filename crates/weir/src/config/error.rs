@@ -58,3 +58,47 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Builds errors that point into one file.
+pub(super) struct Errors<'a> {
+    pub(super) file: &'a Path,
+}
+
+impl Errors<'_> {
+    pub(super) fn at(
+        &self,
+        location: Location,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::new(self.file, message)
+            .at(location)
+            .field(field)
+    }
+
+    /// A file named in the configuration, relative to the configuration's directory.
+    pub(super) fn read(
+        &self,
+        location: Location,
+        field: &str,
+        name: &str,
+    ) -> Result<Vec<u8>, ConfigError> {
+        let path = self.resolve(name);
+        std::fs::read(&path).map_err(|e| {
+            self.at(
+                location,
+                field,
+                format!("cannot read `{}`: {e}", path.display()),
+            )
+        })
+    }
+
+    pub(super) fn resolve(&self, name: &str) -> PathBuf {
+        let path = Path::new(name);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.file.parent().unwrap_or(Path::new(".")).join(path)
+        }
+    }
+}

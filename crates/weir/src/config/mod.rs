@@ -7,9 +7,12 @@
 
 mod error;
 mod file;
-mod gateway;
+mod identities;
 mod period;
+mod plans;
+mod rules;
 mod store;
+mod upstream;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -72,13 +75,13 @@ impl Config {
                 Ok(())
             }
         };
-        let errors = gateway::Errors { file: source };
+        let errors = error::Errors { file: source };
         let fallback = match &store {
             StoreConfig::Redis(_, fallback) => *fallback,
             StoreConfig::Memory(_) => Fallback { instances: 1 },
         };
-        let routing = gateway::routing(&raw, &policies, &errors, &check_policy, fallback)?;
-        let gateway = gateway::gateway(&raw, &errors)?;
+        let routing = rules::routing(&raw, &policies, &errors, &check_policy, fallback)?;
+        let gateway = upstream::gateway(&raw, &errors)?;
         Ok(Config {
             store,
             rules,

@@ -1,0 +1,291 @@
+//! What the engine decides requests by: each rule's `match`, `key`, `plans`, `cost`,
+//! `shadow`, `count_statuses`, `reset_statuses`, `lockout`, `failure`, and the
+//! `response_headers` and `requests` sections.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::http::Method;
+use serde_saphyr::Location;
+use weir_core::Policy;
+
+use super::error::Errors;
+use super::file::{
+    EscapedSlashesName, FailureName, RawConfig, RawMatch, RawRule, UnknownHostsName,
+};
+use super::identities::identity;
+use super::plans::plans;
+use super::upstream::client_ip;
+use super::{ConfigError, Fallback};
+use crate::engine::identity::IdentitySource;
+use crate::engine::plan::{PlanSource, Plans};
+use crate::engine::route::{PathMatch, RouteMatch, rule_host};
+use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
+use crate::request::{EscapedSlashes, PathOptions};
+
+/// What the engine needs to decide requests: identities, plans and the rules with a
+/// `match`. `policies` are the rules' validated policies, in file order.
+pub(super) fn routing(
+    raw: &RawConfig,
+    policies: &[Policy],
+    errors: &Errors<'_>,
+    check_policy: &dyn Fn(&Policy) -> Result<(), String>,
+    fallback: Fallback,
+) -> Result<Routing, ConfigError> {
+    let mut identities = HashMap::new();
+    for (name, raw_identity) in &raw.identities {
+        identities.insert(name.clone(), identity(name, raw_identity, errors)?);
+    }
+    let mut plans = raw
+        .plans
+        .as_ref()
+        .map(|p| plans(p, &identities, errors))
+        .transpose()?;
+    let mut rules = Vec::new();
+    for (i, (rule, policy)) in raw.rules.iter().zip(policies).enumerate() {
+        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, fallback)? {
+            rules.push(rule);
+        }
+    }
+    if let Some(plans) = &mut plans {
+        plans.known = rules.iter().flat_map(|r| r.plans.iter().cloned()).collect();
+    }
+    // Custom limits of the plans file must make valid policies for their plan's rules.
+    if let Some(Plans {
+        source: PlanSource::File { keys, .. },
+        ..
+    }) = &plans
+    {
+        let at = raw
+            .plans
+            .as_ref()
+            .map_or(Location::UNKNOWN, |p| p.referenced);
+        for (key, entry) in keys {
+            let Some(limit) = entry.limit else { continue };
+            for rule in rules.iter().filter(|r| r.plans.contains(&entry.plan)) {
+                let p = rule.policy;
+                Policy::new(p.algorithm(), limit, p.period(), p.burst())
+                    .map_err(|e| e.to_string())
+                    .and_then(|custom| check_policy(&custom))
+                    .map_err(|e| {
+                        errors.at(
+                            at,
+                            "plans.file",
+                            format!(
+                                "custom limit {limit} of key `{key}` for rule `{}`: {e}",
+                                rule.name
+                            ),
+                        )
+                    })?;
+            }
+        }
+    }
+    Ok(Routing {
+        identities,
+        plans,
+        rules,
+        legacy_headers: raw.response_headers.legacy,
+        ipv6_prefix: client_ip(raw.client_ip.as_ref(), errors)?.ipv6_prefix,
+        paths: PathOptions {
+            escaped_slashes: match raw.requests.escaped_slashes {
+                EscapedSlashesName::Reject => EscapedSlashes::Reject,
+                EscapedSlashesName::Keep => EscapedSlashes::Keep,
+                EscapedSlashesName::UnescapeAndMerge => EscapedSlashes::UnescapeAndMerge,
+            },
+        },
+        forward_unknown_hosts: matches!(raw.requests.unknown_hosts, UnknownHostsName::Forward),
+    })
+}
+
+fn routed_rule(
+    i: usize,
+    raw: &RawRule,
+    policy: Policy,
+    identities: &HashMap<String, IdentitySource>,
+    errors: &Errors<'_>,
+    fallback: Fallback,
+) -> Result<Option<Rule>, ConfigError> {
+    let field = |name: &str| format!("rules[{i}].{name}");
+    let Some(route) = &raw.route else {
+        needs_match(i, raw, errors)?;
+        return Ok(None);
+    };
+    let route =
+        route_match(&route.value).map_err(|m| errors.at(route.referenced, field("match"), m))?;
+    let key = match &raw.key {
+        Some(key) => {
+            if key.value.is_empty() {
+                return Err(errors.at(
+                    key.referenced,
+                    field("key"),
+                    "`key` lists at least one identity",
+                ));
+            }
+            for name in &key.value {
+                if name != CLIENT_IP && !identities.contains_key(name) {
+                    return Err(errors.at(key.referenced, field("key"), format!("no identity is named `{name}` (see `identities:`; `{CLIENT_IP}` is built in)")));
+                }
+            }
+            key.value.clone()
+        }
+        None => vec![CLIENT_IP.to_owned()],
+    };
+    let cost = match &raw.cost {
+        Some(cost) if cost.value == 0 => {
+            return Err(errors.at(cost.referenced, field("cost"), "cost must be at least 1"));
+        }
+        Some(cost) => cost.value,
+        None => 1,
+    };
+    let costs = raw
+        .costs
+        .iter()
+        .enumerate()
+        .map(|(j, c)| {
+            let route = route_match(&c.value.route)
+                .map_err(|m| errors.at(c.referenced, field(&format!("costs[{j}].match")), m))?;
+            if c.value.cost == 0 {
+                return Err(errors.at(
+                    c.referenced,
+                    field(&format!("costs[{j}].cost")),
+                    "cost must be at least 1",
+                ));
+            }
+            Ok((route, c.value.cost))
+        })
+        .collect::<Result<_, _>>()?;
+    for (list, name) in [
+        (&raw.count_statuses, "count_statuses"),
+        (&raw.reset_statuses, "reset_statuses"),
+    ] {
+        if let Some(bad) = list.iter().find(|s| !(100..=599).contains(*s)) {
+            return Err(errors.at(
+                raw.name.referenced,
+                field(name),
+                format!("{bad} is not an HTTP status"),
+            ));
+        }
+    }
+    let lockout = match &raw.lockout {
+        None => None,
+        Some(l) => {
+            let at = l.referenced;
+            if raw.count_statuses.is_empty() {
+                return Err(errors.at(
+                    at,
+                    field("lockout"),
+                    "`lockout` needs `count_statuses`: it grows the wait after counted outcomes",
+                ));
+            }
+            if !(2..=10).contains(&l.value.growth) {
+                return Err(errors.at(
+                    at,
+                    field("lockout.growth"),
+                    "growth must be between 2 and 10",
+                ));
+            }
+            let max = l.value.max.0;
+            if max < policy.period() || max > weir_core::MAX_PERIOD {
+                return Err(errors.at(
+                    at,
+                    field("lockout.max"),
+                    "max must be at least the rule's period, and at most 366d",
+                ));
+            }
+            let lockout = Lockout::new(&raw.name.value, l.value.growth, max)
+                .map_err(|e| errors.at(at, field("lockout"), e.to_string()))?;
+            Some(lockout)
+        }
+    };
+    // Each instance's share of the limit, for when the shared store is down.
+    let share = |n: u64| n.div_ceil(fallback.instances).max(1);
+    let fallback_policy = Policy::new(
+        policy.algorithm(),
+        share(policy.limit()),
+        policy.period(),
+        policy.burst().map(share),
+    )
+    .unwrap_or(policy);
+    let store_timeout = match &raw.store_timeout {
+        Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(60) => {
+            return Err(errors.at(
+                t.referenced,
+                field("store_timeout"),
+                "store_timeout must be between 1ms and 60s",
+            ));
+        }
+        Some(t) => Some(t.value.0),
+        None => None,
+    };
+    Ok(Some(Rule {
+        lockout,
+        store_timeout,
+        failure: match raw.failure {
+            FailureName::Open => Failure::Open,
+            FailureName::Closed => Failure::Closed,
+        },
+        fallback_policy,
+        name: raw.name.value.clone(),
+        policy,
+        route,
+        key,
+        plans: raw.plans.clone(),
+        cost,
+        costs,
+        shadow: raw.shadow,
+        count_statuses: raw.count_statuses.clone(),
+        reset_statuses: raw.reset_statuses.clone(),
+    }))
+}
+
+/// Refuses the gateway-only fields of a rule without `match`.
+fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), ConfigError> {
+    let fields = [
+        (raw.key.is_some(), "key"),
+        (!raw.plans.is_empty(), "plans"),
+        (raw.cost.is_some(), "cost"),
+        (!raw.costs.is_empty(), "costs"),
+        (raw.shadow, "shadow"),
+        (!raw.count_statuses.is_empty(), "count_statuses"),
+        (!raw.reset_statuses.is_empty(), "reset_statuses"),
+        (raw.lockout.is_some(), "lockout"),
+        (raw.failure != FailureName::Open, "failure"),
+        (raw.store_timeout.is_some(), "store_timeout"),
+    ];
+    match fields.iter().find(|(present, _)| *present) {
+        Some((_, name)) => Err(errors.at(
+            raw.name.referenced,
+            format!("rules[{i}].{name}"),
+            format!("`{name}` needs a `match`: it applies to gateway rules"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
+    use crate::request::PathMatchOptions;
+    let methods = raw
+        .methods
+        .iter()
+        .map(|m| {
+            Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                .map_err(|_| format!("`{m}` is not an HTTP method"))
+        })
+        .collect::<Result<_, _>>()?;
+    let options = PathMatchOptions {
+        case_insensitive: raw.case_insensitive,
+        trailing_slash: raw.trailing_slash,
+    };
+    let path = match (&raw.path, &raw.path_prefix) {
+        (Some(_), Some(_)) => return Err("give `path` or `path_prefix`, not both".into()),
+        (Some(path), None) => PathMatch::exact(path, options)?,
+        (None, Some(prefix)) => PathMatch::prefix(prefix, options)?,
+        (None, None) => PathMatch::Any,
+    };
+    Ok(RouteMatch {
+        methods,
+        host: raw.host.as_deref().map(rule_host).transpose()?,
+        path,
+        options,
+    })
+}

@@ -1,0 +1,200 @@
+//! The gateway's sections: `upstream` (where allowed requests go) and `client_ip` (whom
+//! to believe about the client's address).
+
+use std::time::Duration;
+
+use axum::http::Uri;
+use ipnet::IpNet;
+use serde_saphyr::Spanned;
+
+use super::ConfigError;
+use super::error::Errors;
+use super::file::{ForwardedHeaderName, RawConfig};
+use crate::gateway::client_ip::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
+use crate::gateway::{GatewayConfig, Upstream};
+
+/// Defaults of the `upstream` section.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_BODY_BYTES: usize = 64 * 1024;
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_BUFFERED_BYTES: usize = 64 << 20;
+
+/// The gateway, when the configuration has an `upstream`.
+pub(super) fn gateway(
+    raw: &RawConfig,
+    errors: &Errors<'_>,
+) -> Result<Option<GatewayConfig>, ConfigError> {
+    let Some(upstream) = &raw.upstream else {
+        return Ok(None);
+    };
+    let upstream = self::upstream(upstream, errors)?;
+    let client_ip = client_ip(raw.client_ip.as_ref(), errors)?;
+    Ok(Some(GatewayConfig {
+        upstream,
+        client_ip,
+    }))
+}
+
+/// The `client_ip` section.
+pub(super) fn client_ip(
+    raw: Option<&super::file::RawClientIp>,
+    errors: &Errors<'_>,
+) -> Result<ClientIpConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(ClientIpConfig::default());
+    };
+    let trusted_proxies = raw
+        .trusted_proxies
+        .iter()
+        .enumerate()
+        .map(|(i, net)| {
+            net.value
+                .parse::<IpNet>()
+                .or_else(|_| net.value.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map(canonical_net)
+                .map_err(|_| {
+                    errors.at(
+                        net.referenced,
+                        format!("client_ip.trusted_proxies[{i}]"),
+                        format!("`{}` is not an IP address or CIDR block", net.value),
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    let header = match raw.header {
+        None | Some(ForwardedHeaderName::XForwardedFor) => ForwardedHeader::XForwardedFor,
+        Some(ForwardedHeaderName::Forwarded) => ForwardedHeader::Forwarded,
+        Some(ForwardedHeaderName::XRealIp) => ForwardedHeader::XRealIp,
+    };
+    let ipv6_prefix = match &raw.ipv6_prefix {
+        None => IPV6_PREFIX,
+        Some(p) => u8::try_from(p.value)
+            .ok()
+            .filter(|p| (1..=128).contains(p))
+            .ok_or_else(|| {
+                errors.at(
+                    p.referenced,
+                    "client_ip.ipv6_prefix",
+                    "ipv6_prefix must be between 1 and 128",
+                )
+            })?,
+    };
+    Ok(ClientIpConfig {
+        trusted_proxies,
+        header,
+        ipv6_prefix,
+    })
+}
+
+fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstream, ConfigError> {
+    let url = &raw.url;
+    let base: Uri = url
+        .value
+        .parse()
+        .ok()
+        .filter(|u: &Uri| u.scheme_str() == Some("http") && u.authority().is_some() && matches!(u.path(), "" | "/"))
+        .ok_or_else(|| errors.at(url.referenced, "upstream.url", format!("`{}` is not an upstream URL: use http://host:port (https upstreams are not supported yet)", url.value)))?;
+    let timeout =
+        |value: &Option<Spanned<super::Period>>, field: &str, default: Duration| match value {
+            Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(3600) => Err(errors
+                .at(
+                    t.referenced,
+                    format!("upstream.{field}"),
+                    format!("{field} must be between 1ms and 1h"),
+                )),
+            Some(t) => Ok(t.value.0),
+            None => Ok(default),
+        };
+    let max_body_bytes = match &raw.max_body_bytes {
+        Some(n) if n.value == 0 || n.value > 16 * 1024 * 1024 => {
+            return Err(errors.at(
+                n.referenced,
+                "upstream.max_body_bytes",
+                "max_body_bytes must be between 1 and 16777216",
+            ));
+        }
+        Some(n) => n.value,
+        None => MAX_BODY_BYTES,
+    };
+    let max_buffered_bytes = match &raw.max_buffered_bytes {
+        Some(n) if n.value < max_body_bytes || n.value > 4 << 30 => {
+            return Err(errors.at(
+                n.referenced,
+                "upstream.max_buffered_bytes",
+                format!("max_buffered_bytes must be between max_body_bytes ({max_body_bytes}) and 4294967296"),
+            ));
+        }
+        Some(n) => n.value,
+        None => MAX_BUFFERED_BYTES.max(max_body_bytes),
+    };
+    Ok(Upstream {
+        base,
+        connect_timeout: timeout(&raw.connect_timeout, "connect_timeout", CONNECT_TIMEOUT)?,
+        timeout: timeout(&raw.timeout, "timeout", UPSTREAM_TIMEOUT)?,
+        body_timeout: timeout(&raw.body_timeout, "body_timeout", BODY_TIMEOUT)?,
+        max_body_bytes,
+        max_buffered_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn section(yaml: &str) -> Result<ClientIpConfig, String> {
+        let raw: super::super::file::RawClientIp =
+            serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+        let errors = Errors {
+            file: Path::new("weir.yaml"),
+        };
+        client_ip(Some(&raw), &errors).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_client_ip_section_has_defaults_and_bounds() {
+        assert_eq!(
+            client_ip(
+                None,
+                &Errors {
+                    file: Path::new("weir.yaml")
+                }
+            )
+            .unwrap(),
+            ClientIpConfig::default()
+        );
+        let c = section(
+            "trusted_proxies: [\"::ffff:10.0.0.0/104\", 127.0.0.1, \"::ffff:192.0.2.1\"]\n",
+        )
+        .unwrap();
+        let nets: Vec<String> = c.trusted_proxies.iter().map(ToString::to_string).collect();
+        assert_eq!(nets, ["10.0.0.0/8", "127.0.0.1/32", "192.0.2.1/32"]);
+        assert_eq!(c.header, ForwardedHeader::XForwardedFor);
+        assert_eq!(c.ipv6_prefix, 64);
+        for (name, header) in [
+            ("x-forwarded-for", ForwardedHeader::XForwardedFor),
+            ("forwarded", ForwardedHeader::Forwarded),
+            ("x-real-ip", ForwardedHeader::XRealIp),
+        ] {
+            assert_eq!(
+                section(&format!("header: {name}\n")).unwrap().header,
+                header
+            );
+        }
+        assert!(section("header: true-client-ip\n").is_err());
+        assert_eq!(section("ipv6_prefix: 48\n").unwrap().ipv6_prefix, 48);
+        assert_eq!(section("ipv6_prefix: 128\n").unwrap().ipv6_prefix, 128);
+        for bad in ["0", "129", "100000"] {
+            assert_eq!(
+                section(&format!("ipv6_prefix: {bad}\n")),
+                Err(
+                    "weir.yaml:1:14: client_ip.ipv6_prefix: ipv6_prefix must be between 1 and 128"
+                        .into()
+                ),
+                "{bad}"
+            );
+        }
+    }
+}
