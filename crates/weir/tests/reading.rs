@@ -527,3 +527,70 @@ async fn bodies_being_read_are_bounded_across_requests() {
         );
     }
 }
+
+const TOKENS: &str = "\
+identities:
+  user:
+    jwt: { claim: sub, hs256_secret: a-secret-of-sixteen-bytes, audience: api, issuer: https://auth.example }
+rules:
+  - name: per-user
+    match: { path: /me }
+    key: [user]
+    algorithm: gcra
+    limit: 1
+    period: 1h
+";
+
+/// A token is the caller's only when its signature, times, audience and issuer all
+/// hold; any other is anonymous (counted by IP), never the user it names.
+#[tokio::test]
+async fn tokens_count_for_their_user_only_when_every_claim_holds() {
+    use jsonwebtoken::{EncodingKey, Header, encode};
+
+    let weir = Weir::start(TOKENS).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let key = EncodingKey::from_secret(b"a-secret-of-sixteen-bytes").unwrap();
+    let token = |claims: Value| {
+        let token = encode(&Header::default(), &claims, &key).unwrap();
+        format!("Bearer {token}")
+    };
+    let good = serde_json::json!({"sub": "u1", "exp": now + 600, "aud": "api", "iss": "https://auth.example"});
+    let bad = [
+        serde_json::json!({"sub": "u1", "exp": now + 600, "aud": "other", "iss": "https://auth.example"}),
+        serde_json::json!({"sub": "u1", "exp": now + 600, "aud": "api", "iss": "https://evil.example"}),
+        serde_json::json!({"sub": "u1", "exp": now + 600, "iss": "https://auth.example"}),
+        serde_json::json!({"sub": "u1", "exp": now + 600, "nbf": now + 3600, "aud": "api", "iss": "https://auth.example"}),
+    ];
+    assert_eq!(me(&weir, "192.0.2.1", token(good.clone())).await, 200);
+    assert_eq!(
+        me(&weir, "192.0.2.2", token(good)).await,
+        429,
+        "u1 is counted as u1 from anywhere"
+    );
+    for (i, claims) in bad.into_iter().enumerate() {
+        let ip: &'static str = [
+            "198.51.100.1",
+            "198.51.100.2",
+            "198.51.100.3",
+            "198.51.100.4",
+        ][i];
+        assert_eq!(
+            me(&weir, ip, token(claims.clone())).await,
+            200,
+            "{claims}: anonymous, not u1"
+        );
+        assert_eq!(
+            me(&weir, ip, token(claims.clone())).await,
+            429,
+            "{claims}: counted by its IP"
+        );
+    }
+}
+
+async fn me(weir: &Weir, ip: &str, authorization: String) -> u16 {
+    let headers = [("authorization", authorization.as_str())];
+    weir.get(ip, "GET", "/me", &headers).await.status
+}
