@@ -106,7 +106,7 @@ rules:
     limit: 1
     period: 1h
   - name: admin
-    match: { path: /admin, case_insensitive: true, trailing_slash: true }
+    match: { path: /Admin, case_insensitive: false, trailing_slash: false }
     algorithm: gcra
     limit: 1
     period: 1h
@@ -155,20 +155,26 @@ async fn path_spellings_are_counted_as_the_path_the_app_routes() {
 }
 
 #[tokio::test]
-async fn case_and_trailing_slashes_match_where_the_rule_opts_in() {
+async fn case_and_trailing_slashes_match_unless_the_rule_opts_out() {
     let weir = Weir::start(PATHS).await;
-    // /admin opts in: /ADMIN/ is /admin.
+    // By default /LOGIN/ is /login, as Express and Spring route it.
+    for (i, variant) in ["/LOGIN", "/login/", "/Login/"].into_iter().enumerate() {
+        let ip = format!("192.0.2.{}", i + 1);
+        assert_eq!(weir.post(&ip, variant, "text/plain", b"").await.status, 200);
+        let again = weir.post(&ip, "/login", "text/plain", b"").await;
+        assert_eq!(again.status, 429, "{variant} was counted as /login");
+    }
+    // /Admin opts out: only that spelling is it.
+    let lower = weir.get("192.0.2.9", "GET", "/admin/", &[]).await;
+    assert_eq!((lower.status, lower.ratelimit), (200, None));
     assert_eq!(
-        weir.get("192.0.2.1", "GET", "/ADMIN/", &[]).await.status,
+        weir.get("192.0.2.9", "GET", "/Admin", &[]).await.status,
         200
     );
     assert_eq!(
-        weir.get("192.0.2.1", "GET", "/admin", &[]).await.status,
+        weir.get("192.0.2.9", "GET", "/Admin", &[]).await.status,
         429
     );
-    // /login does not: an app that routes /LOGIN to it needs the opt-in.
-    let upper = weir.post("192.0.2.2", "/LOGIN", "text/plain", b"").await;
-    assert_eq!((upper.status, upper.ratelimit), (200, None));
     // Patterns read segments canonically too; HEAD is limited as GET.
     assert_eq!(
         weir.get("192.0.2.3", "GET", "/books/%37", &[]).await.status,
@@ -593,4 +599,67 @@ async fn tokens_count_for_their_user_only_when_every_claim_holds() {
 async fn me(weir: &Weir, ip: &str, authorization: String) -> u16 {
     let headers = [("authorization", authorization.as_str())];
     weir.get(ip, "GET", "/me", &headers).await.status
+}
+
+/// Methods and headers that make apps route a request otherwise are read as the app
+/// reads them, or refused.
+#[tokio::test]
+async fn methods_and_rerouting_headers_are_read_one_way() {
+    let weir = Weir::start(PATHS).await;
+    // `post` is routed as POST by WSGI apps: it is counted as POST, and forwarded so.
+    let lower = weir.get("192.0.2.1", "post", "/login", &[]).await;
+    assert_eq!((lower.status, &lower.seen["method"]), (200, &"POST".into()));
+    assert_eq!(
+        weir.get("192.0.2.1", "POST", "/login", &[]).await.status,
+        429
+    );
+    let refused: [&[(&str, &str)]; 4] = [
+        &[("x-http-method-override", "POST")],
+        &[("x-original-url", "/login")],
+        &[("connection", "host"), ("host", "app.test")],
+        &[("connection", "x-api-key"), ("x-api-key", "k")],
+    ];
+    for headers in refused {
+        let reply = weir.get("192.0.2.2", "GET", "/books/1", headers).await;
+        assert_eq!(reply.status, 400, "{headers:?}");
+    }
+}
+
+#[tokio::test]
+async fn identity_headers_spelled_with_underscores_are_refused() {
+    let weir = Weir::start(CLIENTS).await;
+    let both = [("x-api-key", "victim"), ("x_api_key", "attacker")];
+    assert_eq!(
+        weir.get("192.0.2.1", "GET", "/key", &both).await.status,
+        400
+    );
+}
+
+#[tokio::test]
+async fn a_form_that_reads_as_json_is_refused() {
+    let weir = Weir::start(LOGIN).await;
+    let body = br#"{"email":"victim@x.io","password":"p"}&email=decoy@x.io"#;
+    let form = "application/x-www-form-urlencoded";
+    assert_eq!(
+        weir.post("192.0.2.1", "/login", form, body).await.status,
+        400
+    );
+}
+
+#[tokio::test]
+async fn long_identities_keep_their_own_keys() {
+    let weir = Weir::start(LOGIN).await;
+    let long = "a".repeat(900);
+    for tail in ["1@x.io", "2@x.io"] {
+        let body = format!(r#"{{"email": "{long}{tail}"}}"#);
+        let reply = weir
+            .post("192.0.2.1", "/login", "application/json", body.as_bytes())
+            .await;
+        assert_eq!(reply.status, 200, "{tail}: its own budget");
+    }
+    let body = format!(r#"{{"email": "{long}1@x.io"}}"#);
+    let again = weir
+        .post("192.0.2.1", "/login", "application/json", body.as_bytes())
+        .await;
+    assert_eq!(again.status, 429);
 }

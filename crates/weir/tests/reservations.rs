@@ -89,10 +89,16 @@ struct Weir {
 
 impl Weir {
     async fn start(backend: &Backend, app: &App) -> Self {
+        Self::start_with(backend, app, "").await
+    }
+
+    /// The example with `upstream` lines added after its `url`.
+    async fn start_with(backend: &Backend, app: &App, upstream: &str) -> Self {
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/login.yaml");
-        let text = std::fs::read_to_string(example)
-            .unwrap()
-            .replace("http://127.0.0.1:9000", &format!("http://{}", app.addr));
+        let text = std::fs::read_to_string(example).unwrap().replace(
+            "http://127.0.0.1:9000",
+            &format!("http://{}{upstream}", app.addr),
+        );
         let config = Config::parse(
             &format!("{}{text}", backend.section()),
             Path::new("login.yaml"),
@@ -290,6 +296,56 @@ async fn outcomes_that_do_not_count_are_given_back(backend: &Backend) {
     assert_eq!(status, 429);
 }
 
+/// A success for an account written otherwise (`ANA@…`, which an app comparing
+/// exactly may hold as another account, the attacker's) resets nothing: it cannot
+/// clear the failures against `ana@…`.
+async fn a_success_resets_only_an_identity_written_as_keyed(backend: &Backend) {
+    let app = App::start().await;
+    let weir = Weir::start(backend, &app).await;
+    for _ in 0..4 {
+        let (status, _) = weir
+            .attempt("203.0.113.7", "ana@example.com", "guess")
+            .await;
+        assert_eq!(status, 401);
+    }
+    let (status, _) = weir
+        .attempt("203.0.113.7", "ANA@example.com", "right")
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = weir
+        .attempt("203.0.113.7", "ana@example.com", "guess")
+        .await;
+    assert_eq!(status, 401, "the fifth failure");
+    let (status, _) = weir
+        .attempt("203.0.113.7", "ana@example.com", "guess")
+        .await;
+    assert_eq!(status, 429, "the earlier failures were not cleared");
+}
+
+/// weir's own 504 (the app took too long) is no answer: the attempt stays counted.
+#[tokio::test]
+async fn attempts_the_app_never_answered_stay_counted() {
+    let app = App::start().await;
+    let weir = Weir::start_with(&Backend::Memory(None), &app, "\n  timeout: 50ms").await;
+    app.hold();
+    for _ in 0..5 {
+        let (status, _) = weir
+            .attempt("203.0.113.7", "ana@example.com", "guess")
+            .await;
+        assert_eq!(status, 504);
+    }
+    app.release();
+    let (status, _) = weir
+        .attempt("203.0.113.7", "ana@example.com", "guess")
+        .await;
+    assert_eq!(status, 429);
+}
+
+#[tokio::test]
+async fn memory_a_success_resets_only_an_identity_written_as_keyed() {
+    a_success_resets_only_an_identity_written_as_keyed(&Backend::Memory(None)).await;
+}
+
 #[tokio::test]
 async fn memory_concurrent_guesses_from_one_ip() {
     concurrent_guesses_from_one_ip(&Backend::Memory(None)).await;
@@ -349,6 +405,13 @@ async fn cluster_login_limits_hold() {
     hung_up_attempts_count(&backend).await;
     flush(&backend);
     outcomes_that_do_not_count_are_given_back(&backend).await;
+    flush(&backend);
+    a_success_resets_only_an_identity_written_as_keyed(&backend).await;
+}
+
+#[tokio::test]
+async fn redis_a_success_resets_only_an_identity_written_as_keyed() {
+    a_success_resets_only_an_identity_written_as_keyed(&Backend::Redis(RedisServer::start())).await;
 }
 
 /// A full memory store refuses new keys with a 503 and forwards nothing: a counted

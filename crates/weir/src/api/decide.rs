@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use crate::edge::{self, Problem, ratelimit::ceil_millis};
 use crate::engine::{Engine, Facts, RuleDecision, SettlementId, Verdict};
 use crate::gateway::client_ip::canonical_ip;
-use crate::request::{canonical_host, canonical_path_and_query};
+use crate::request::{
+    canonical_host, canonical_method, canonical_path_and_query, check_routing_headers,
+};
 use crate::server::Shared;
 
 /// The largest `/v1/decide` request read, in bytes (the facts, a body included).
@@ -91,7 +93,7 @@ async fn read(body: Body) -> Result<DecideRequest, Problem> {
 
 async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
     let method = match Method::from_bytes(request.method.as_bytes()) {
-        Ok(method) => method,
+        Ok(method) => canonical_method(&method),
         Err(_) => {
             return Problem::invalid_request("`method` is not an HTTP method").into_response();
         }
@@ -108,6 +110,9 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
         Ok(headers) => headers,
         Err(problem) => return problem.into_response(),
     };
+    if let Err(detail) = check_routing_headers(&headers, &method) {
+        return Problem::invalid_request(detail).into_response();
+    }
     if let Some(host) = &request.host {
         match HeaderValue::try_from(host.as_str()) {
             Ok(host) => {

@@ -179,12 +179,18 @@ pub(super) struct RawMatch {
     pub(super) path: Option<String>,
     pub(super) path_prefix: Option<String>,
     pub(super) host: Option<String>,
-    /// ASCII letters of the path compared without case (`/Login` is `/login`).
-    #[serde(default)]
+    /// ASCII letters of the path compared without case (`/Login` is `/login`): the
+    /// default, since matching more spellings than the app routes alike only counts
+    /// more, while matching fewer lets a spelling escape.
+    #[serde(default = "yes")]
     pub(super) case_insensitive: bool,
-    /// A trailing slash makes no other path (`/login/` is `/login`).
-    #[serde(default)]
+    /// A trailing slash makes no other path (`/login/` is `/login`); the default too.
+    #[serde(default = "yes")]
     pub(super) trailing_slash: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Default, Deserialize)]

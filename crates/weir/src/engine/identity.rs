@@ -38,6 +38,18 @@ pub enum Normalize {
     Email,
 }
 
+/// A caller's identity as read from a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The identity, normalised.
+    pub value: String,
+    /// Whether the request wrote it exactly so. An identity that normalising changed
+    /// (`ANA@x.io`) may be another account to an app that compares exactly: such a
+    /// request never resets keys (`reset_statuses`), so that a success on an account
+    /// the attacker owns cannot clear another's failures.
+    pub exact: bool,
+}
+
 /// A named way to identify callers.
 #[derive(Debug, Clone)]
 pub struct IdentitySource {
@@ -53,9 +65,17 @@ impl IdentitySource {
     /// The caller's identity: `None` when the request does not carry it (or carries a
     /// token that fails verification: the caller is anonymous), an error when it
     /// carries it in a way that cannot be read one way (the request is refused).
-    pub fn identify(&self, facts: Facts<'_>, ipv6_prefix: u8) -> Result<Option<String>, Refused> {
+    pub fn identify(&self, facts: Facts<'_>, ipv6_prefix: u8) -> Result<Option<Identity>, Refused> {
         let raw = match &self.source {
             Source::Header(name) => {
+                // `X_Api_Key` reaches CGI and WSGI apps as `X-Api-Key` does.
+                let spelled =
+                    |n: &HeaderName| n != name && n.as_str().replace('_', "-") == name.as_str();
+                if facts.headers.keys().any(spelled) {
+                    return Err(Refused::bad_request(format!(
+                        "`{name}` is also sent with underscores; send it once"
+                    )));
+                }
                 let mut values = facts.headers.get_all(name).iter();
                 let Some(value) = values.next() else {
                     return Ok(None);
@@ -95,7 +115,7 @@ impl IdentitySource {
             return Ok(None);
         }
         let value = match self.normalize {
-            Normalize::None => raw,
+            Normalize::None => raw.clone(),
             Normalize::Email => normalize_email(&raw).map_err(|_| {
                 Refused::bad_request(format!(
                     "`{}` has nothing but spaces or invisible characters",
@@ -109,7 +129,10 @@ impl IdentitySource {
                 self.name
             )));
         }
-        Ok(Some(value))
+        Ok(Some(Identity {
+            exact: value == raw,
+            value,
+        }))
     }
 
     /// Whether identifying needs the request body.

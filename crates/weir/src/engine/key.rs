@@ -4,7 +4,10 @@
 use std::cell::RefCell;
 use std::fmt::Write;
 
+use sha2::{Digest, Sha256};
+
 use super::facts::Facts;
+use super::identity::Identity;
 use super::{CLIENT_IP, Refused, Routing};
 use crate::gateway::client_ip::ip_key;
 
@@ -14,9 +17,21 @@ use crate::gateway::client_ip::ip_key;
 pub(super) struct Identities<'s, 'f> {
     routing: &'s Routing,
     facts: &'f Facts<'f>,
-    known: RefCell<Vec<(&'s str, Option<String>)>>,
+    known: RefCell<Vec<(&'s str, Option<Identity>)>>,
     refused: RefCell<Option<Refused>>,
 }
+
+/// A rule's key for one caller.
+pub(super) struct CallerKey {
+    /// The key.
+    pub(super) key: String,
+    /// Whether every identity in it was written exactly so (see [`Identity::exact`]).
+    pub(super) exact: bool,
+}
+
+/// Keys longer than this are kept as a hash: a state per key costs memory in
+/// proportion to it, and identities may be up to 1 KiB each.
+const MAX_KEY_BYTES: usize = 128;
 
 impl<'s, 'f> Identities<'s, 'f> {
     pub(super) fn new(routing: &'s Routing, facts: &'f Facts<'f>) -> Self {
@@ -31,8 +46,15 @@ impl<'s, 'f> Identities<'s, 'f> {
     /// The named identity of the caller, if the request carries it (one that cannot be
     /// read is `None` here, and remembered for [`Identities::refused`]).
     pub(super) fn get(&self, name: &str) -> Option<String> {
+        self.identity(name).map(|i| i.value)
+    }
+
+    fn identity(&self, name: &str) -> Option<Identity> {
         if name == CLIENT_IP {
-            return Some(self.client_ip());
+            return Some(Identity {
+                value: self.client_ip(),
+                exact: true,
+            });
         }
         if let Some((_, value)) = self.known.borrow().iter().find(|(n, _)| *n == name) {
             return value.clone();
@@ -55,18 +77,29 @@ impl<'s, 'f> Identities<'s, 'f> {
     }
 
     /// The key of a rule keyed on `names`: the identities tagged and joined; a caller
-    /// lacking one of them is counted by IP address (anonymous traffic).
-    pub(super) fn key(&self, names: &[String]) -> String {
+    /// lacking one of them is counted by IP address (anonymous traffic). A long key is
+    /// kept as `#` and its SHA-256.
+    pub(super) fn key(&self, names: &[String]) -> CallerKey {
         let mut key = String::new();
+        let mut exact = true;
         for name in names {
-            let Some(value) = self.get(name) else {
+            let Some(identity) = self.identity(name) else {
                 key.clear();
                 let _ = write!(key, "{CLIENT_IP}={}", self.client_ip());
-                return key;
+                return CallerKey { key, exact: true };
             };
-            push_tagged(&mut key, name, &value);
+            exact &= identity.exact;
+            push_tagged(&mut key, name, &identity.value);
         }
-        key
+        if key.len() > MAX_KEY_BYTES {
+            let digest = Sha256::digest(key.as_bytes());
+            key.clear();
+            key.push('#');
+            for byte in digest {
+                let _ = write!(key, "{byte:02x}");
+            }
+        }
+        CallerKey { key, exact }
     }
 
     /// Why the request is refused, if an identity could not be read.

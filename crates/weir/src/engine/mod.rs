@@ -126,6 +126,8 @@ struct Applied<'e> {
     index: usize,
     rule: &'e Rule,
     identity: String,
+    /// Whether the identities were written exactly as keyed (else no reset).
+    exact: bool,
     policy: Policy,
     cost: u64,
 }
@@ -307,6 +309,7 @@ impl Engine {
                 policy: a.policy,
                 cost: a.cost,
                 last_unit: decision.remaining == 0,
+                resettable: a.exact,
             })
             .collect();
         let settlement =
@@ -338,12 +341,16 @@ impl Engine {
             .filter(|(_, rule)| {
                 rule.plans.is_empty() || plan.as_ref().is_some_and(|p| rule.plans.contains(&p.name))
             })
-            .map(|(index, rule)| Applied {
-                index,
-                rule,
-                identity: identities.key(&rule.key),
-                policy: policy(rule, plan.as_ref()),
-                cost: rule.cost_of(facts.method, facts.host, facts.path),
+            .map(|(index, rule)| {
+                let key = identities.key(&rule.key);
+                Applied {
+                    index,
+                    rule,
+                    identity: key.key,
+                    exact: key.exact,
+                    policy: policy(rule, plan.as_ref()),
+                    cost: rule.cost_of(facts.method, facts.host, facts.path),
+                }
             })
             .collect();
         // An identity a rule keys on that cannot be read one way refuses the request:

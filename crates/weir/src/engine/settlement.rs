@@ -32,6 +32,9 @@ pub(super) struct Reserved {
     pub(super) cost: u64,
     /// Whether the reservation took the last unit: a counted failure then locks out.
     pub(super) last_unit: bool,
+    /// Whether a reset status may reset the key: only when the request wrote its
+    /// identities exactly as keyed (see `Identity::exact`).
+    pub(super) resettable: bool,
 }
 
 impl Reserved {
@@ -109,7 +112,9 @@ impl Engine {
         for r in &reserved {
             let rule = &rules[r.rule];
             match status {
-                Some(status) if rule.reset_statuses.contains(&status) => resets.push(r),
+                Some(status) if rule.reset_statuses.contains(&status) && r.resettable => {
+                    resets.push(r);
+                }
                 Some(status)
                     if rule.counts_by_outcome() && !rule.count_statuses.contains(&status) =>
                 {

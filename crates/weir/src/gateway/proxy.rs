@@ -44,7 +44,9 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Sends the request to the upstream and returns its answer (or a 502/504 problem).
+/// Sends the request to the upstream and returns its answer, or `Err` with weir's own
+/// answer when the upstream gave none (a 502 or 504 problem, or a 400 for a target
+/// that cannot be forwarded).
 pub(super) async fn forward(
     pool: &Arc<UpstreamPool>,
     upstream: &Upstream,
@@ -52,15 +54,16 @@ pub(super) async fn forward(
     body: Body,
     client: &ClientAddress,
     header: ForwardedHeader,
-) -> Response {
+) -> Result<Response, Response> {
     // Origin form (`/path?query`) on the connection to the upstream; the client's Host
     // is kept, or the upstream's given when the client sent none.
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = match path.parse::<Uri>() {
         Ok(uri) => uri,
         Err(_) => {
-            return Problem::invalid_request("the request target cannot be forwarded")
-                .into_response();
+            return Err(
+                Problem::invalid_request("the request target cannot be forwarded").into_response(),
+            );
         }
     };
     if !parts.headers.contains_key(header::HOST)
@@ -73,19 +76,19 @@ pub(super) async fn forward(
     client.write_forwarding(&mut parts.headers, header);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
-        Err(_) => Problem::gateway_timeout(format!(
+        Err(_) => Err(Problem::gateway_timeout(format!(
             "the upstream did not answer within {:?}",
             upstream.timeout
         ))
-        .into_response(),
+        .into_response()),
         Ok(Err(error)) => {
             tracing::warn!(%error, "upstream request failed");
-            Problem::bad_gateway("the upstream could not be reached").into_response()
+            Err(Problem::bad_gateway("the upstream could not be reached").into_response())
         }
         Ok(Ok(response)) => {
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, Body::new(body))
+            Ok(Response::from_parts(parts, Body::new(body)))
         }
     }
 }

@@ -17,7 +17,9 @@ use super::pool::UpstreamPool;
 use super::proxy::forward;
 use crate::edge::{self, Problem};
 use crate::engine::{Engine, Facts, Verdict};
-use crate::request::{canonical_host, canonical_path_and_query};
+use crate::request::{
+    canonical_host, canonical_method, canonical_path_and_query, check_routing_headers,
+};
 
 /// The header that reports shadow rules that would have denied the request.
 pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
@@ -105,6 +107,10 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         Ok(host) => host,
         Err(error) => return Problem::invalid_request(error.to_string()).into_response(),
     };
+    parts.method = canonical_method(&parts.method);
+    if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
+        return Problem::invalid_request(detail).into_response();
+    }
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let canonical = match canonical_path_and_query(target, engine.path_options()) {
         Ok(canonical) => canonical,
@@ -137,15 +143,10 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     };
     let header = config.client_ip.header;
     if routed.is_empty() {
-        return forward(
-            &gateway.pool(),
-            &config.upstream,
-            parts,
-            body,
-            &client,
-            header,
-        )
-        .await;
+        let pool = gateway.pool();
+        return forward(&pool, &config.upstream, parts, body, &client, header)
+            .await
+            .unwrap_or_else(|own| own);
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
@@ -188,7 +189,7 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             return Problem::store_unavailable(unavailable.detail).into_response();
         }
     };
-    let mut response = forward(
+    let answer = forward(
         &gateway.pool(),
         &config.upstream,
         parts,
@@ -197,6 +198,14 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         header,
     )
     .await;
+    // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
+    let (mut response, status) = match answer {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (response, Some(status))
+        }
+        Err(own) => (own, None),
+    };
     edge::add_quota_headers(
         response.headers_mut(),
         &allowed.quotas,
@@ -208,8 +217,8 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             response.headers_mut().insert(SHADOW_HEADER, value);
         }
     }
-    if let Some(settlement) = allowed.settlement {
-        settlement.settle(response.status().as_u16()).await;
+    if let (Some(settlement), Some(status)) = (allowed.settlement, status) {
+        settlement.settle(status).await;
     }
     response
 }

@@ -304,6 +304,13 @@ fn decode_strict(text: &str) -> Option<String> {
 fn form_field(body: &[u8], field: &FieldName<'_>) -> Result<Option<String>, BodyError> {
     let text =
         std::str::from_utf8(body).map_err(|_| BodyError::InvalidForm("the body is not UTF-8"))?;
+    // Apps that decode JSON whatever the Content-Type (Go's json.Decoder, Flask's
+    // get_json(force=True)) would read such a body as JSON, and find another field.
+    if text.trim_start().starts_with(['{', '[']) {
+        return Err(BodyError::InvalidForm(
+            "a form body must not start like JSON (`{` or `[`): apps that decode JSON whatever the type would read it differently",
+        ));
+    }
     let ambiguous = |why| BodyError::AmbiguousField {
         field: field.text.to_owned(),
         why,

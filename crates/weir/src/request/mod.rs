@@ -11,11 +11,13 @@
 //! arguments.
 
 pub mod body;
+pub mod headers;
 pub mod host;
 pub mod identity_text;
 pub mod path;
 
 pub use self::body::{BodyError, body_field};
+pub use self::headers::{canonical_method, check_routing_headers};
 pub use self::host::{HostError, canonical_host};
 pub use self::identity_text::{IdentityTextError, normalize_email, normalize_identity};
 pub use self::path::{

@@ -1,0 +1,141 @@
+//! The method and the headers that change how an app routes a request: read one way,
+//! or refused.
+//!
+//! - A method in lower or mixed case (`post`) is the upper-case method: WSGI servers
+//!   (Werkzeug, Django) upper-case it before routing, so weir matches and forwards it
+//!   upper-cased.
+//! - `X-HTTP-Method-Override`, `X-HTTP-Method` and `X-Method-Override` make some
+//!   frameworks route a request under another method; one that names a method other
+//!   than the request's is refused.
+//! - `X-Original-URL` and `X-Rewrite-URL` make some frameworks (IIS, Symfony) route a
+//!   request under another path: refused.
+//! - `Connection` may name hop-by-hop headers for a proxy to remove; naming a header
+//!   that carries the request's meaning (`Host`, `Content-Type`, an API key...) would
+//!   make weir forward something other than what it decided on: refused.
+
+use axum::http::{HeaderMap, Method, header};
+
+/// Headers that make some frameworks route under another method.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Headers that make some frameworks route under another path.
+const PATH_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
+
+/// Headers a `Connection` header may name: the hop-by-hop ones.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The method as apps route it: upper-case (`post` is `POST`).
+pub fn canonical_method(method: &Method) -> Method {
+    let name = method.as_str();
+    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        return method.clone();
+    }
+    // Upper-casing keeps a valid token valid.
+    Method::from_bytes(name.to_ascii_uppercase().as_bytes()).unwrap_or_else(|_| method.clone())
+}
+
+/// Refuses headers that would make the app route the request differently from how
+/// weir read it (see the [module docs](self)).
+pub fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Result<(), String> {
+    for name in METHOD_OVERRIDES {
+        for value in headers.get_all(name) {
+            let same = value
+                .to_str()
+                .is_ok_and(|v| v.trim().eq_ignore_ascii_case(method.as_str()));
+            if !same {
+                return Err(format!(
+                    "`{name}` names another method than the request's; send the request with that method"
+                ));
+            }
+        }
+    }
+    if let Some(name) = PATH_OVERRIDES.iter().find(|n| headers.contains_key(**n)) {
+        return Err(format!(
+            "`{name}` is not accepted: send the request to that path"
+        ));
+    }
+    for value in headers.get_all(header::CONNECTION) {
+        let tokens = value.to_str().unwrap_or_default().split(',');
+        for token in tokens.map(str::trim).filter(|t| !t.is_empty()) {
+            let named = token.to_ascii_lowercase();
+            if !matches!(named.as_str(), "close")
+                && !HOP_BY_HOP.contains(&named.as_str())
+                && headers.contains_key(named.as_str())
+            {
+                return Err(format!(
+                    "`Connection` names `{token}`, which this request needs end to end"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn methods_are_read_upper_case() {
+        let post = Method::from_bytes(b"post").unwrap();
+        assert_eq!(canonical_method(&post), Method::POST);
+        assert_eq!(
+            canonical_method(&Method::from_bytes(b"PoSt").unwrap()),
+            Method::POST
+        );
+        assert_eq!(canonical_method(&Method::GET), Method::GET);
+        let custom = Method::from_bytes(b"purge").unwrap();
+        assert_eq!(canonical_method(&custom).as_str(), "PURGE");
+    }
+
+    #[test]
+    fn headers_that_reroute_a_request_are_refused() {
+        let post = Method::POST;
+        assert!(
+            check_routing_headers(&headers(&[("x-http-method-override", "GET")]), &post).is_err()
+        );
+        assert!(check_routing_headers(&headers(&[("x-method-override", "post")]), &post).is_ok());
+        assert!(check_routing_headers(&headers(&[("x-original-url", "/login")]), &post).is_err());
+        assert!(check_routing_headers(&headers(&[("x-rewrite-url", "/login")]), &post).is_err());
+        let named = headers(&[("connection", "keep-alive, Host"), ("host", "a")]);
+        assert!(check_routing_headers(&named, &post).is_err());
+        let content = headers(&[
+            ("connection", "content-type"),
+            ("content-type", "application/json"),
+        ]);
+        assert!(check_routing_headers(&content, &post).is_err());
+        let fine = headers(&[
+            ("connection", "close, TE"),
+            ("te", "trailers"),
+            ("x-absent", "1"),
+        ]);
+        assert!(check_routing_headers(&fine, &post).is_ok());
+        let absent = headers(&[("connection", "x-debug")]);
+        assert!(
+            check_routing_headers(&absent, &post).is_ok(),
+            "names nothing present"
+        );
+    }
+}
