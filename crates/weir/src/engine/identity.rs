@@ -167,6 +167,7 @@ mod tests {
     ) -> Result<Option<String>, u16> {
         source
             .identify(facts(headers, body), 64)
+            .map(|i| i.map(|i| i.value))
             .map_err(|r| r.status)
     }
 
@@ -234,6 +235,14 @@ mod tests {
             read(&key, &headers, b""),
             Err(400),
             "two values: which one?"
+        );
+        let mut underscored = HeaderMap::new();
+        underscored.insert("x-api-key", "k-1".parse().unwrap());
+        underscored.insert("x_api_key", "k-2".parse().unwrap());
+        assert_eq!(
+            read(&key, &underscored, b""),
+            Err(400),
+            "X_Api_Key is X-Api-Key to WSGI"
         );
         headers.insert(
             "x-api-key",
