@@ -341,50 +341,37 @@ async fn attempts_the_app_never_answered_stay_counted() {
     assert_eq!(status, 429);
 }
 
-#[tokio::test]
-async fn memory_a_success_resets_only_an_identity_written_as_keyed() {
-    a_success_resets_only_an_identity_written_as_keyed(&Backend::Memory(None)).await;
+/// Each scenario as a test on the memory store and on a single Redis (the cluster
+/// runs them all in one test below: three servers are slow to start).
+macro_rules! on_memory_and_redis {
+    ($($scenario:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario(&super::Backend::Memory(None)).await;
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    let server = weir_testkit::RedisServer::start();
+                    super::$scenario(&super::Backend::Redis(server)).await;
+                }
+            )*
+        }
+    };
 }
 
-#[tokio::test]
-async fn memory_concurrent_guesses_from_one_ip() {
-    concurrent_guesses_from_one_ip(&Backend::Memory(None)).await;
-}
-
-#[tokio::test]
-async fn memory_concurrent_guesses_from_many_ips() {
-    concurrent_guesses_from_many_ips(&Backend::Memory(None)).await;
-}
-
-#[tokio::test]
-async fn memory_hung_up_attempts_count() {
-    hung_up_attempts_count(&Backend::Memory(None)).await;
-}
-
-#[tokio::test]
-async fn memory_outcomes_that_do_not_count_are_given_back() {
-    outcomes_that_do_not_count_are_given_back(&Backend::Memory(None)).await;
-}
-
-#[tokio::test]
-async fn redis_concurrent_guesses_from_one_ip() {
-    concurrent_guesses_from_one_ip(&Backend::Redis(RedisServer::start())).await;
-}
-
-#[tokio::test]
-async fn redis_concurrent_guesses_from_many_ips() {
-    concurrent_guesses_from_many_ips(&Backend::Redis(RedisServer::start())).await;
-}
-
-#[tokio::test]
-async fn redis_hung_up_attempts_count() {
-    hung_up_attempts_count(&Backend::Redis(RedisServer::start())).await;
-}
-
-#[tokio::test]
-async fn redis_outcomes_that_do_not_count_are_given_back() {
-    outcomes_that_do_not_count_are_given_back(&Backend::Redis(RedisServer::start())).await;
-}
+on_memory_and_redis!(
+    concurrent_guesses_from_one_ip,
+    concurrent_guesses_from_many_ips,
+    hung_up_attempts_count,
+    outcomes_that_do_not_count_are_given_back,
+    a_success_resets_only_an_identity_written_as_keyed,
+);
 
 /// The cluster runs every scenario on one cluster (three servers are slow to start),
 /// emptied between them.
@@ -407,11 +394,6 @@ async fn cluster_login_limits_hold() {
     outcomes_that_do_not_count_are_given_back(&backend).await;
     flush(&backend);
     a_success_resets_only_an_identity_written_as_keyed(&backend).await;
-}
-
-#[tokio::test]
-async fn redis_a_success_resets_only_an_identity_written_as_keyed() {
-    a_success_resets_only_an_identity_written_as_keyed(&Backend::Redis(RedisServer::start())).await;
 }
 
 /// A full memory store refuses new keys with a 503 and forwards nothing: a counted
