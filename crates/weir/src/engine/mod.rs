@@ -253,8 +253,9 @@ impl Engine {
     }
 
     /// The verdict on a request: allowed (with the quotas to report, and a settlement
-    /// for rules counted by outcome), denied, or unavailable. `routed` is what
-    /// [`Engine::route`] found for the same facts.
+    /// for rules counted by outcome), denied, unavailable (the store cannot decide and
+    /// the failure policy says 503), or refused (an identity cannot be read one way).
+    /// `routed` is what [`Engine::route`] found for the same facts.
     pub async fn decide<'e>(self: &'e Arc<Self>, routed: Routed, facts: &Facts<'_>) -> Verdict<'e> {
         let applied = match self.apply(&routed, facts) {
             Ok(applied) => applied,
