@@ -663,3 +663,30 @@ async fn long_identities_keep_their_own_keys() {
         .await;
     assert_eq!(again.status, 429);
 }
+
+/// Behind proxies that write `Forwarded`, only `Forwarded` is read: a client's own
+/// `X-Forwarded-For` picks no address.
+#[tokio::test]
+async fn only_the_header_the_proxies_write_names_the_client() {
+    let config = CLIENTS.replace(
+        "  trusted_proxies: [10.0.0.0/8]\n",
+        "  trusted_proxies: [10.0.0.0/8]\n  header: forwarded\n",
+    );
+    let weir = Weir::start(&config).await;
+    let spoofing = [
+        ("forwarded", "for=192.0.2.60"),
+        ("x-forwarded-for", "6.6.6.6"),
+    ];
+    let reply = weir.get("10.0.0.1", "GET", "/ip", &spoofing).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.seen["x-forwarded-for"], "192.0.2.60, 10.0.0.1");
+    let again = [
+        ("forwarded", "for=192.0.2.60"),
+        ("x-forwarded-for", "7.7.7.7"),
+    ];
+    let reply = weir.get("10.0.0.1", "GET", "/ip", &again).await;
+    assert_eq!(
+        reply.status, 429,
+        "still 192.0.2.60, whatever X-Forwarded-For says"
+    );
+}
