@@ -313,8 +313,7 @@ impl Engine {
                 resettable: a.exact,
             })
             .collect();
-        let settlement =
-            (!reserved.is_empty()).then(|| Settlement::new(Arc::clone(self), used, reserved));
+        let settlement = (!reserved.is_empty()).then(|| Settlement::new(self, used, reserved));
         Verdict::Allowed(Allowed {
             quotas,
             shadow_denied,

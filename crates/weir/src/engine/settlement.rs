@@ -6,7 +6,7 @@
 //! `/v1/decide` caller never reported) is settled as "no answer": every reservation is
 //! kept, so an attempt that may have reached the app always counts.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
 use weir_store::{Check, Key, Store};
@@ -57,7 +57,9 @@ impl Reserved {
 /// The reservations of an allowed request, waiting for the answer's status.
 #[must_use = "a settlement dropped unsettled keeps every reservation"]
 pub struct Settlement {
-    engine: Arc<Engine>,
+    /// Weak: the engine keeps parked settlements, and a reload drops the engine with
+    /// them (their reservations stay counted).
+    engine: Weak<Engine>,
     used: StoreUsed,
     reserved: Vec<Reserved>,
 }
@@ -71,9 +73,9 @@ impl std::fmt::Debug for Settlement {
 }
 
 impl Settlement {
-    pub(super) fn new(engine: Arc<Engine>, used: StoreUsed, reserved: Vec<Reserved>) -> Self {
+    pub(super) fn new(engine: &Arc<Engine>, used: StoreUsed, reserved: Vec<Reserved>) -> Self {
         Self {
-            engine,
+            engine: Arc::downgrade(engine),
             used,
             reserved,
         }
@@ -82,7 +84,9 @@ impl Settlement {
     /// Settles with the answer's HTTP status.
     pub async fn settle(mut self, status: u16) {
         let reserved = std::mem::take(&mut self.reserved);
-        self.engine.settle(self.used, reserved, Some(status)).await;
+        if let Some(engine) = self.engine.upgrade() {
+            engine.settle(self.used, reserved, Some(status)).await;
+        }
     }
 }
 
@@ -92,9 +96,12 @@ impl Drop for Settlement {
             return;
         }
         let reserved = std::mem::take(&mut self.reserved);
-        let (engine, used) = (Arc::clone(&self.engine), self.used);
-        // Outside a runtime nothing can be written; the reservations stay kept anyway.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let used = self.used;
+        // Without the engine or outside a runtime nothing can be written; the
+        // reservations stay kept anyway.
+        if let (Some(engine), Ok(runtime)) =
+            (self.engine.upgrade(), tokio::runtime::Handle::try_current())
+        {
             runtime.spawn(async move { engine.settle(used, reserved, None).await });
         }
     }
