@@ -27,6 +27,7 @@ use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Clock, Decision, Policy};
 
@@ -357,12 +358,73 @@ async fn send(
     reply.map_err(|_| StoreError::Timeout(timeout))
 }
 
-/// `PING` within `timeout`; on a cluster, every primary must answer.
+/// `PING` within `timeout`; on a cluster, every primary that owns slots must answer.
+/// A failed probe says the store is unreachable, whatever the client's error.
 async fn ping(connection: &Connection, timeout: Duration) -> Result<(), StoreError> {
-    send(connection.clone(), &redis::cmd("PING"), timeout)
-        .await?
+    let reply = match connection {
+        Connection::Single(c) => {
+            let mut c = c.clone();
+            tokio::time::timeout(timeout, redis::cmd("PING").query_async::<Value>(&mut c))
+                .await
+                .map(|reply| reply.map(|_| ()))
+        }
+        Connection::Cluster(c) => tokio::time::timeout(timeout, ping_primaries(c.clone())).await,
+    };
+    reply
+        .map_err(|_| StoreError::Timeout(timeout))?
+        .map_err(|e| StoreError::Unavailable(e.to_string()))
+}
+
+/// Pings each primary that `CLUSTER SLOTS` names, one by one. (The client's own fan-out
+/// of `PING` to every primary skips a primary it has no connection to, so a dead one
+/// would go unnoticed.) A primary with no address of its own in the reply (announced
+/// empty or as a wildcard, which the client resolves to the answering node) is left to
+/// the fan-out.
+async fn ping_primaries(mut c: ClusterConnection) -> Result<(), RedisError> {
+    let slots: Value = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut c)
+        .await?;
+    for (host, port) in primaries(&slots) {
+        let at = SingleNodeRoutingInfo::ByAddress { host, port };
+        c.route_command(redis::cmd("PING"), RoutingInfo::SingleNode(at))
+            .await?;
+    }
+    redis::cmd("PING")
+        .query_async::<Value>(&mut c)
+        .await
         .map(|_| ())
-        .map_err(classify)
+}
+
+/// The addresses of the primaries in a `CLUSTER SLOTS` reply, as the client names its
+/// connections, each once.
+fn primaries(slots: &Value) -> Vec<(String, u16)> {
+    let mut found: Vec<(String, u16)> = Vec::new();
+    let Value::Array(ranges) = slots else {
+        return found;
+    };
+    for range in ranges {
+        let Value::Array(range) = range else { continue };
+        let Some(Value::Array(primary)) = range.get(2) else {
+            continue;
+        };
+        let (Some(Value::BulkString(host)), Some(Value::Int(port))) =
+            (primary.first(), primary.get(1))
+        else {
+            continue;
+        };
+        let host = String::from_utf8_lossy(host).into_owned();
+        let Ok(port) = u16::try_from(*port) else {
+            continue;
+        };
+        if ["", "?", "0.0.0.0", "::"].contains(&host.as_str()) {
+            continue;
+        }
+        if !found.iter().any(|(h, p)| *h == host && *p == port) {
+            found.push((host, port));
+        }
+    }
+    found
 }
 
 /// How long the first connection may take: the timeout, but at least a second (a
