@@ -251,14 +251,15 @@ impl<S: Store> Breaker<S> {
                     self.open_for(&mut open);
                 }
             }
-            (Err(error), Admission::Pass(generation)) if error.is_unavailable() => {
-                // Failures of calls admitted before the breaker last moved belong to
-                // an opening already counted.
-                if self.generation.load(Ordering::Acquire) == generation
-                    && self.failures.fetch_add(1, Ordering::AcqRel) + 1 >= self.config.threshold
-                {
-                    self.trip(generation);
-                }
+            // Failures of calls admitted before the breaker last moved belong to an
+            // opening already counted.
+            (Err(error), Admission::Pass(generation))
+                if error.is_unavailable()
+                    && self.generation.load(Ordering::Acquire) == generation
+                    && self.failures.fetch_add(1, Ordering::AcqRel) + 1
+                        >= self.config.threshold =>
+            {
+                self.trip(generation);
             }
             // Not about availability, or refused: nothing learned; a probe's release
             // is left to `InFlight`.
