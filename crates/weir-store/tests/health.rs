@@ -1,7 +1,7 @@
 //! The Redis store's health loop against real `redis-server` processes, with no
 //! traffic: it finds Redis lost (killed, frozen, a cluster primary killed) and back
 //! within a second, the breaker that follows it opens and closes with it, and the first
-//! check after the return is shared and succeeds.
+//! check after the return is shared and succeeds. Also a replica promoted by failover.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use weir_store::{
     Breaker, BreakerConfig, Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store,
     SystemClock,
 };
-use weir_testkit::{RedisCluster, RedisServer};
+use weir_testkit::{RedisCluster, RedisServer, redis_cli};
 
 /// What the issue asks: readiness right within a second of the change.
 const WITHIN: Duration = Duration::from_secs(1);
@@ -135,4 +135,74 @@ async fn an_idle_store_finds_a_cluster_primary_lost_and_back() {
     until_ready(&breaker, true, "cluster primary back").await;
     check_succeeds(&breaker, "c").await;
     drop(cluster);
+}
+
+/// The cluster's failover, built by hand (the testkit's cluster has no replicas): a
+/// replica joins the primary that owns the key; that primary is killed; once the replica
+/// is promoted, the idle store finds it without traffic (the seeds still name the dead
+/// primary, not the replica) and the first check after is decided there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_store_finds_a_promoted_replica() {
+    let mut cluster = RedisCluster::start();
+    let owner = cluster.owner_of("health:{f}:r");
+    let replica = RedisServer::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "2000",
+    ]);
+    let owner_id = cluster.nodes()[owner].cli(&["CLUSTER", "MYID"]);
+    let joined = redis_cli(&[
+        "--cluster",
+        "add-node",
+        &format!("127.0.0.1:{}", replica.port()),
+        &format!("127.0.0.1:{}", cluster.nodes()[owner].port()),
+        "--cluster-slave",
+        "--cluster-master-id",
+        owner_id.trim(),
+    ]);
+    assert!(joined.status.success(), "{joined:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(Instant::now() < deadline, "the replica did not sync");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (store, breaker) = start(RedisTarget::Cluster(cluster.urls()));
+    assert!(store.wait_connected(Duration::from_secs(2)).await);
+    check_succeeds(&breaker, "f").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    let killed_at = Instant::now();
+    cluster.node_mut(owner).kill();
+    until_ready(&breaker, false, "primary killed, replica waiting").await;
+    // The failover: after the node timeout (2 s), the replica is elected.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !replica.cli(&["ROLE"]).starts_with("master") {
+        assert!(Instant::now() < deadline, "no failover");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let promoted = killed_at.elapsed();
+    let promoted_at = Instant::now();
+    let healthy = |n: &RedisServer| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok");
+    while !(healthy(&replica)
+        && (0..3)
+            .filter(|&i| i != owner)
+            .all(|i| healthy(&cluster.nodes()[i])))
+    {
+        assert!(Instant::now() < deadline, "the cluster did not recover");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cluster_ok = promoted_at.elapsed();
+    let back = until_ready(&breaker, true, "replica promoted").await;
+    eprintln!(
+        "failover: replica promoted {promoted:?} after the kill, cluster ok {cluster_ok:?} \
+         later, store ready {back:?} after that"
+    );
+    check_succeeds(&breaker, "f").await;
 }
