@@ -17,9 +17,10 @@
 
 mod keys;
 mod params;
+mod probe;
 mod script;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
@@ -27,14 +28,13 @@ use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Clock, Decision, Policy};
 
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
+use self::probe::{ping, watch};
 use self::script::Mode;
-use crate::jitter::Jitter;
 use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth};
 
 /// Where the Redis store's state lives.
@@ -358,75 +358,6 @@ async fn send(
     reply.map_err(|_| StoreError::Timeout(timeout))
 }
 
-/// `PING` within `timeout`; on a cluster, every primary that owns slots must answer.
-/// A failed probe says the store is unreachable, whatever the client's error.
-async fn ping(connection: &Connection, timeout: Duration) -> Result<(), StoreError> {
-    let reply = match connection {
-        Connection::Single(c) => {
-            let mut c = c.clone();
-            tokio::time::timeout(timeout, redis::cmd("PING").query_async::<Value>(&mut c))
-                .await
-                .map(|reply| reply.map(|_| ()))
-        }
-        Connection::Cluster(c) => tokio::time::timeout(timeout, ping_primaries(c.clone())).await,
-    };
-    reply
-        .map_err(|_| StoreError::Timeout(timeout))?
-        .map_err(|e| StoreError::Unavailable(e.to_string()))
-}
-
-/// Pings each primary that `CLUSTER SLOTS` names, one by one. (The client's own fan-out
-/// of `PING` to every primary skips a primary it has no connection to, so a dead one
-/// would go unnoticed.) A primary with no address of its own in the reply (announced
-/// empty or as a wildcard, which the client resolves to the answering node) is left to
-/// the fan-out.
-async fn ping_primaries(mut c: ClusterConnection) -> Result<(), RedisError> {
-    let slots: Value = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query_async(&mut c)
-        .await?;
-    for (host, port) in primaries(&slots) {
-        let at = SingleNodeRoutingInfo::ByAddress { host, port };
-        c.route_command(redis::cmd("PING"), RoutingInfo::SingleNode(at))
-            .await?;
-    }
-    redis::cmd("PING")
-        .query_async::<Value>(&mut c)
-        .await
-        .map(|_| ())
-}
-
-/// The addresses of the primaries in a `CLUSTER SLOTS` reply, as the client names its
-/// connections, each once.
-fn primaries(slots: &Value) -> Vec<(String, u16)> {
-    let mut found: Vec<(String, u16)> = Vec::new();
-    let Value::Array(ranges) = slots else {
-        return found;
-    };
-    for range in ranges {
-        let Value::Array(range) = range else { continue };
-        let Some(Value::Array(primary)) = range.get(2) else {
-            continue;
-        };
-        let (Some(Value::BulkString(host)), Some(Value::Int(port))) =
-            (primary.first(), primary.get(1))
-        else {
-            continue;
-        };
-        let host = String::from_utf8_lossy(host).into_owned();
-        let Ok(port) = u16::try_from(*port) else {
-            continue;
-        };
-        if ["", "?", "0.0.0.0", "::"].contains(&host.as_str()) {
-            continue;
-        }
-        if !found.iter().any(|(h, p)| *h == host && *p == port) {
-            found.push((host, port));
-        }
-    }
-    found
-}
-
 /// How long the first connection may take: the timeout, but at least a second (a
 /// handshake across a network, TLS, may take longer than one check). Reconnecting
 /// takes at most the timeout, so that probing a frozen server does not slow the noticing
@@ -462,19 +393,6 @@ async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection,
         .await
         .map_err(|_| StoreError::Timeout(within))?
         .map_err(classify)
-}
-
-/// The health loop: probes when due (see [`StoreHealth`]) until the store is dropped.
-async fn watch(store: Weak<RedisStore>, health: Arc<StoreHealth>) {
-    let jitter = Jitter::new();
-    loop {
-        let Some(current) = store.upgrade() else {
-            return;
-        };
-        health.record(&current.probe().await);
-        drop(current);
-        health.next_probe(jitter.next()).await;
-    }
 }
 
 /// Sorts a client error into what the caller acts on.
