@@ -11,6 +11,8 @@
 mod breaker;
 mod clock;
 mod error;
+mod health;
+mod jitter;
 mod memory;
 mod redis_store;
 mod store;
@@ -18,6 +20,7 @@ mod store;
 pub use breaker::{Breaker, BreakerConfig};
 pub use clock::SystemClock;
 pub use error::StoreError;
+pub use health::StoreHealth;
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
     RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,

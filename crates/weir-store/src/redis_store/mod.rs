@@ -8,14 +8,22 @@
 //! span several slots and run as one script per identity (see `RedisStore::run_groups`).
 //!
 //! Connections: one multiplexed connection per node (concurrent checks are pipelined
-//! on it), reconnecting by itself; every check is bounded by the configured timeout.
+//! on it); every check is bounded by the configured timeout. A store made by
+//! [`RedisStore::start`] runs a health loop (see [`StoreHealth`]): it connects, probes
+//! with `PING` (every primary of a cluster) when the store is idle or a check failed,
+//! and while the store is lost probes every 100-250 ms, each time on a fresh connection
+//! when the current one fails. A fresh cluster connection reads the topology again from
+//! the seed nodes, so a primary that failed over or moved is found without traffic.
 
 mod keys;
 mod params;
+mod probe;
 mod script;
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -25,8 +33,9 @@ use weir_core::{Clock, Decision, Policy};
 
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
+use self::probe::{ping, watch};
 use self::script::Mode;
-use crate::{Check, Key, Store, StoreError, StoreFuture};
+use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth};
 
 /// Where the Redis store's state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,8 +78,10 @@ enum Connection {
 
 /// Limit state in Redis, shared by every instance that points at it.
 pub struct RedisStore {
-    /// Set once the first connection is made; the connection reconnects by itself.
-    connection: OnceLock<Connection>,
+    /// The current connection, once one is made; the health loop replaces it when it
+    /// fails.
+    connection: ArcSwapOption<Connection>,
+    health: Arc<StoreHealth>,
     config: RedisStoreConfig,
     script: script::CheckScript,
     prefix: String,
@@ -90,31 +101,39 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// Connects to the configured server or cluster, failing if it cannot within the
     /// timeout (at least a second). `clock` is used only with [`RedisClock::Local`].
+    /// The store has no health loop: its connection reconnects on its own when a check
+    /// is sent (what tests and benchmarks need); a service uses [`RedisStore::start`].
     pub async fn connect(
         config: &RedisStoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let store = Self::unconnected(config, clock);
-        let connection = open(config).await?;
-        let _ = store.connection.set(connection);
+        let store = Self::unconnected(config, clock, true);
+        let connection = open(config, first_connect_within(config)).await?;
+        store.connection.store(Some(Arc::new(connection)));
         Ok(store)
     }
 
-    /// A store that connects in the background, retrying with exponential backoff and
-    /// jitter until it succeeds; until then every check fails with
-    /// [`StoreError::Unavailable`] (and the caller applies its failure policy). Lets a
-    /// service start, and serve, while Redis is down. Call inside a Tokio runtime.
+    /// A store that connects in the background and then watches the server (its
+    /// health loop, see the module's doc) until the store is dropped; until the first
+    /// connection every check fails with [`StoreError::Unavailable`] (and the caller
+    /// applies its failure policy). Lets a service start, and serve, while Redis is
+    /// down. Call inside a Tokio runtime.
     pub fn start(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Arc<Self> {
-        let store = Arc::new(Self::unconnected(config, clock));
-        tokio::spawn(keep_connecting(Arc::downgrade(&store)));
+        let store = Arc::new(Self::unconnected(config, clock, false));
+        tokio::spawn(watch(Arc::downgrade(&store), store.health()));
         store
     }
 
-    /// Waits until the first connection is made, for at most `within`; returns whether
-    /// it was.
+    /// What the health loop sees (for a store made by [`RedisStore::connect`]: up).
+    pub fn health(&self) -> Arc<StoreHealth> {
+        Arc::clone(&self.health)
+    }
+
+    /// Waits until the store is reachable, for at most `within`; returns whether it
+    /// is.
     pub async fn wait_connected(&self, within: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
-        while self.connection.get().is_none() {
+        while !self.health.is_up() {
             if tokio::time::Instant::now() >= deadline {
                 return false;
             }
@@ -123,9 +142,10 @@ impl RedisStore {
         true
     }
 
-    fn unconnected(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Self {
+    fn unconnected(config: &RedisStoreConfig, clock: Arc<dyn Clock>, up: bool) -> Self {
         Self {
-            connection: OnceLock::new(),
+            connection: ArcSwapOption::empty(),
+            health: Arc::new(StoreHealth::new(up)),
             config: config.clone(),
             script: script::CheckScript::new(),
             prefix: config.key_prefix.clone(),
@@ -276,22 +296,41 @@ impl RedisStore {
 
     /// Sends one command within the timeout. The outer error is the timeout; the inner
     /// one is Redis's answer.
+    /// Tells the health loop whether Redis answered.
     async fn query(&self, command: &Cmd) -> Result<Result<Value, RedisError>, StoreError> {
         let connection = self
             .connection
-            .get()
+            .load()
+            .as_deref()
+            .cloned()
             .ok_or_else(|| StoreError::Unavailable("not connected to Redis yet".into()))?;
-        let reply = match connection {
-            Connection::Single(c) => {
-                let mut c = c.clone();
-                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
-            }
-            Connection::Cluster(c) => {
-                let mut c = c.clone();
-                tokio::time::timeout(self.timeout, command.query_async(&mut c)).await
-            }
+        let reply = send(connection, command, self.timeout).await;
+        match &reply {
+            Ok(Err(e)) if unreachable(e) => self.health.failed(),
+            Ok(_) => self.health.answered(),
+            Err(_) => self.health.failed(),
+        }
+        reply
+    }
+
+    /// One probe: `PING` (every primary of a cluster) on the current connection, else
+    /// on a fresh one, which replaces it when it answers.
+    async fn probe(&self) -> Result<(), StoreError> {
+        let current = self.connection.load_full();
+        let within = match &current {
+            Some(connection) => match ping(connection, self.timeout).await {
+                Ok(()) => return Ok(()),
+                Err(error) => {
+                    tracing::debug!(%error, "Redis probe failed; reconnecting");
+                    self.timeout
+                }
+            },
+            None => first_connect_within(&self.config),
         };
-        reply.map_err(|_| StoreError::Timeout(self.timeout))
+        let fresh = open(&self.config, within).await?;
+        ping(&fresh, self.timeout).await?;
+        self.connection.store(Some(Arc::new(fresh)));
+        Ok(())
     }
 
     async fn delete(&self, key: Key<'_>) -> Result<(), StoreError> {
@@ -301,8 +340,34 @@ impl RedisStore {
     }
 }
 
-/// Opens a connection to the configured server or cluster.
-async fn open(config: &RedisStoreConfig) -> Result<Connection, StoreError> {
+/// Sends `command` within `timeout`. The outer error is the timeout; the inner one is
+/// Redis's answer.
+async fn send(
+    connection: Connection,
+    command: &Cmd,
+    timeout: Duration,
+) -> Result<Result<Value, RedisError>, StoreError> {
+    let reply = match connection {
+        Connection::Single(mut c) => {
+            tokio::time::timeout(timeout, command.query_async(&mut c)).await
+        }
+        Connection::Cluster(mut c) => {
+            tokio::time::timeout(timeout, command.query_async(&mut c)).await
+        }
+    };
+    reply.map_err(|_| StoreError::Timeout(timeout))
+}
+
+/// How long the first connection may take: the timeout, but at least a second (a
+/// handshake across a network, TLS, may take longer than one check). Reconnecting
+/// takes at most the timeout, so that probing a frozen server does not slow the noticing
+/// of its return.
+fn first_connect_within(config: &RedisStoreConfig) -> Duration {
+    config.timeout.max(Duration::from_secs(1))
+}
+
+/// Opens a connection to the configured server or cluster within `within`.
+async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection, StoreError> {
     let timeout = config.timeout;
     let connect = async {
         match &config.target {
@@ -324,58 +389,29 @@ async fn open(config: &RedisStoreConfig) -> Result<Connection, StoreError> {
             }
         }
     };
-    tokio::time::timeout(timeout.max(Duration::from_secs(1)), connect)
+    tokio::time::timeout(within, connect)
         .await
-        .map_err(|_| StoreError::Timeout(timeout))?
+        .map_err(|_| StoreError::Timeout(within))?
         .map_err(classify)
-}
-
-/// Connects in the background until it succeeds or the store is dropped: waits of
-/// 100 ms doubling up to 5 s, each with up to a quarter more at random.
-async fn keep_connecting(store: Weak<RedisStore>) {
-    let mut wait = Duration::from_millis(100);
-    let mut warned = false;
-    loop {
-        let Some(current) = store.upgrade() else {
-            return;
-        };
-        match open(&current.config).await {
-            Ok(connection) => {
-                let _ = current.connection.set(connection);
-                tracing::info!("connected to Redis");
-                return;
-            }
-            Err(error) => {
-                if !warned {
-                    tracing::warn!(%error, "cannot connect to Redis yet; retrying in the background");
-                    warned = true;
-                }
-            }
-        }
-        drop(current);
-        let jitter = wait.mul_f64(
-            f64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.subsec_nanos())
-                    % 1000,
-            ) / 4000.0,
-        );
-        tokio::time::sleep(wait + jitter).await;
-        wait = (wait * 2).min(Duration::from_secs(5));
-    }
 }
 
 /// Sorts a client error into what the caller acts on.
 fn classify(error: RedisError) -> StoreError {
     if error.is_timeout() {
         StoreError::Unavailable(format!("timed out: {error}"))
-    } else if error.is_io_error() || error.is_connection_dropped() || error.is_connection_refusal()
-    {
+    } else if unreachable(&error) {
         StoreError::Unavailable(error.to_string())
     } else {
         StoreError::Protocol(error.to_string())
     }
+}
+
+/// Whether a client error says Redis could not be reached or did not answer in time.
+fn unreachable(error: &RedisError) -> bool {
+    error.is_timeout()
+        || error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
 }
 
 impl Store for RedisStore {
@@ -413,7 +449,9 @@ impl Store for RedisStore {
         Box::pin(self.delete(key))
     }
 
+    /// Whether the health loop finds Redis up (always, without one: see
+    /// [`RedisStore::connect`]).
     fn is_ready(&self) -> bool {
-        self.connection.get().is_some()
+        self.health.is_up()
     }
 }

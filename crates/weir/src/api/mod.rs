@@ -34,7 +34,9 @@ pub fn router(engine: Shared<Engine>) -> Router {
 }
 
 /// `GET /readyz`: 200 when the store is answering, else 503 (weir still serves, under
-/// each rule's failure policy, but its limits are not shared right now).
+/// each rule's failure policy, but its limits are not shared right now). For Redis,
+/// what the store's health loop last saw and the circuit breaker's state: right within
+/// about a second with or without traffic (see `weir_store::StoreHealth`).
 async fn ready(State(engine): State<Shared<Engine>>) -> Response {
     if engine.load().store().is_ready() {
         "ready\n".into_response()

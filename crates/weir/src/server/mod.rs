@@ -86,18 +86,16 @@ pub(crate) async fn store(
 ) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match config {
         StoreConfig::Redis(redis, _) => {
-            let store = RedisStore::start(redis, clock);
             // Start connected when Redis is there; serve degraded (each rule's failure
-            // policy) when it is not, and connect in the background.
-            if !store
+            // policy) when it is not: the store's health loop connects in the
+            // background, logs the loss and the return, and closes the breaker as soon
+            // as Redis answers.
+            let store = RedisStore::start(redis, clock);
+            store
                 .wait_connected(redis.timeout.max(Duration::from_secs(2)))
-                .await
-            {
-                tracing::warn!(
-                    "Redis is unreachable: serving under each rule's failure policy until it is back"
-                );
-            }
-            Arc::new(Breaker::new(store, BreakerConfig::default()))
+                .await;
+            let health = store.health();
+            Arc::new(Breaker::new(store, BreakerConfig::default()).following(health))
         }
         StoreConfig::Memory(memory) => {
             let store = Arc::new(MemoryStore::new(*memory, clock));
