@@ -183,8 +183,13 @@ impl<S: Store> Breaker<S> {
         Admission::Probe(generation)
     }
 
-    /// The pause after `failed_probes` failed probes, jitter included.
+    /// The pause after `failed_probes` failed probes, jitter included. While the
+    /// health loop finds the store up (it answers, only too slowly for a rule's
+    /// `store_timeout`), the pause does not grow: a probe every base pause finds the
+    /// end of the slowness within a fraction of a second, at the cost of one check.
     fn pause(&self, failed_probes: u32) -> Duration {
+        let slow_not_lost = self.health.as_ref().is_some_and(|h| h.is_up());
+        let failed_probes = if slow_not_lost { 0 } else { failed_probes };
         let pause = self
             .config
             .pause

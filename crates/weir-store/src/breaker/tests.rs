@@ -314,3 +314,25 @@ fn following_the_health_loop_opens_and_closes_with_it() {
     *rig.gate.outcome.lock() = Some(Ok(()));
     assert!(poll(&mut call).is_ready());
 }
+
+#[test]
+fn a_store_that_answers_but_too_slowly_is_probed_without_growing_pauses() {
+    let rig = Rig::new();
+    let health = Arc::new(StoreHealth::new(true));
+    let breaker = Breaker::with_clock(
+        rig.gate.clone(),
+        BreakerConfig::default(),
+        rig.clock.clone(),
+    )
+    .following(health.clone());
+    for failed_probes in 0..8u32 {
+        let pause = breaker.pause(failed_probes).as_millis();
+        assert!(
+            (200..=250).contains(&pause),
+            "{pause} ms after {failed_probes} failed probes"
+        );
+    }
+    // Lost for the health loop: the pauses grow again.
+    health.record(&lost());
+    assert!(breaker.pause(4).as_millis() >= 3200);
+}
