@@ -18,6 +18,7 @@
 //! proxy blocks, so that one client never has two keys and `10.0.0.0/8` trusts a
 //! dual-stack proxy.
 
+use std::fmt::Write;
 use std::net::{IpAddr, Ipv6Addr};
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -261,38 +262,39 @@ impl ClientAddress {
     /// - `X-Forwarded-Host`, `-Port`, `-Prefix`: kept from a trusted peer, dropped from
     ///   any other.
     pub fn write_forwarding(&self, headers: &mut HeaderMap, header: ForwardedHeader) {
-        let mut chain: Vec<IpAddr> = Vec::with_capacity(self.hops.len() + 2);
-        if self.ip != self.peer || !self.hops.is_empty() {
-            chain.push(self.ip);
-        }
-        chain.extend(&self.hops);
-        chain.push(self.peer);
+        // The chain, client first: one pass per header, written into one string each
+        // (this runs for every forwarded request).
+        let client = (self.ip != self.peer || !self.hops.is_empty()).then_some(self.ip);
+        let chain = || client.into_iter().chain(self.hops.iter().copied());
 
-        let xff = chain
-            .iter()
-            .map(IpAddr::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let mut xff = String::with_capacity(48);
+        for ip in chain() {
+            let _ = write!(xff, "{ip}, ");
+        }
+        let _ = write!(xff, "{}", self.peer);
         insert(headers, &X_FORWARDED_FOR, xff);
 
-        let this_hop = format!("{};proto=http", forwarded_node(self.peer));
-        let forwarded = if self.peer_trusted
+        let mut forwarded = String::with_capacity(64);
+        if self.peer_trusted
             && header == ForwardedHeader::Forwarded
             && !self.forwarded_elements.is_empty()
         {
-            let mut elements = self.forwarded_elements.clone();
-            elements.push(this_hop);
-            elements.join(", ")
+            for element in &self.forwarded_elements {
+                forwarded.push_str(element);
+                forwarded.push_str(", ");
+            }
         } else {
-            let mut elements: Vec<String> = chain[..chain.len() - 1]
-                .iter()
-                .map(|ip| forwarded_node(*ip))
-                .collect();
-            elements.push(this_hop);
-            elements.join(", ")
-        };
+            for ip in chain() {
+                write_forwarded_node(&mut forwarded, ip);
+                forwarded.push_str(", ");
+            }
+        }
+        write_forwarded_node(&mut forwarded, self.peer);
+        forwarded.push_str(";proto=http");
         insert(headers, &FORWARDED, forwarded);
-        insert(headers, &X_REAL_IP, self.ip.to_string());
+        let mut real = String::with_capacity(40);
+        let _ = write!(real, "{}", self.ip);
+        insert(headers, &X_REAL_IP, real);
 
         let proto = if self.peer_trusted {
             let mut lines = headers.get_all(&X_FORWARDED_PROTO).iter();
@@ -312,11 +314,12 @@ impl ClientAddress {
     }
 }
 
-fn forwarded_node(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => format!("for={v4}"),
-        IpAddr::V6(v6) => format!("for=\"[{v6}]\""),
-    }
+/// Appends a `Forwarded` node for `ip`: `for=192.0.2.1`, or `for="[2001:db8::1]"`.
+fn write_forwarded_node(out: &mut String, ip: IpAddr) {
+    let _ = match ip {
+        IpAddr::V4(v4) => write!(out, "for={v4}"),
+        IpAddr::V6(v6) => write!(out, "for=\"[{v6}]\""),
+    };
 }
 
 fn insert(headers: &mut HeaderMap, name: &HeaderName, value: String) {

@@ -51,34 +51,34 @@ pub fn canonical_method(method: &Method) -> Method {
 /// Refuses headers that would make the app route the request differently from how
 /// weir read it (see the [module docs](self)).
 pub fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Result<(), String> {
-    for name in METHOD_OVERRIDES {
-        for value in headers.get_all(name) {
+    // One pass over the names: this runs for every request.
+    for (name, value) in headers {
+        let named = name.as_str();
+        if METHOD_OVERRIDES.contains(&named) {
             let same = value
                 .to_str()
                 .is_ok_and(|v| v.trim().eq_ignore_ascii_case(method.as_str()));
             if !same {
                 return Err(format!(
-                    "`{name}` names another method than the request's; send the request with that method"
+                    "`{named}` names another method than the request's; send the request with that method"
                 ));
             }
-        }
-    }
-    if let Some(name) = PATH_OVERRIDES.iter().find(|n| headers.contains_key(**n)) {
-        return Err(format!(
-            "`{name}` is not accepted: send the request to that path"
-        ));
-    }
-    for value in headers.get_all(header::CONNECTION) {
-        let tokens = value.to_str().unwrap_or_default().split(',');
-        for token in tokens.map(str::trim).filter(|t| !t.is_empty()) {
-            let named = token.to_ascii_lowercase();
-            if !matches!(named.as_str(), "close")
-                && !HOP_BY_HOP.contains(&named.as_str())
-                && headers.contains_key(named.as_str())
-            {
-                return Err(format!(
-                    "`Connection` names `{token}`, which this request needs end to end"
-                ));
+        } else if PATH_OVERRIDES.contains(&named) {
+            return Err(format!(
+                "`{named}` is not accepted: send the request to that path"
+            ));
+        } else if name == header::CONNECTION {
+            let tokens = value.to_str().unwrap_or_default().split(',');
+            for token in tokens.map(str::trim).filter(|t| !t.is_empty()) {
+                let token = token.to_ascii_lowercase();
+                if token != "close"
+                    && !HOP_BY_HOP.contains(&token.as_str())
+                    && headers.contains_key(token.as_str())
+                {
+                    return Err(format!(
+                        "`Connection` names `{token}`, which this request needs end to end"
+                    ));
+                }
             }
         }
     }
