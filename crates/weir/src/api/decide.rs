@@ -104,7 +104,7 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
     };
     let (path, query) = match canonical.split_once('?') {
         Some((path, query)) => (path, Some(query)),
-        None => (canonical.as_str(), None),
+        None => (canonical.as_ref(), None),
     };
     let mut headers = match header_map(&request.headers) {
         Ok(headers) => headers,

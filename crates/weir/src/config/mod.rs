@@ -80,8 +80,18 @@ impl Config {
             StoreConfig::Redis(_, fallback) => *fallback,
             StoreConfig::Memory(_) => Fallback { instances: 1 },
         };
-        let routing = rules::routing(&raw, &policies, &errors, &check_policy, fallback)?;
-        let gateway = upstream::gateway(&raw, &errors)?;
+        // Read once: the engine keys IPv6 clients by its prefix, the gateway reads
+        // clients by the rest.
+        let client_ip = upstream::client_ip(raw.client_ip.as_ref(), &errors)?;
+        let routing = rules::routing(
+            &raw,
+            &policies,
+            &errors,
+            &check_policy,
+            fallback,
+            client_ip.ipv6_prefix,
+        )?;
+        let gateway = upstream::gateway(&raw, &errors, client_ip)?;
         Ok(Config {
             store,
             rules,

@@ -15,7 +15,6 @@ use super::file::{
 };
 use super::identities::identity;
 use super::plans::plans;
-use super::upstream::client_ip;
 use super::{ConfigError, Fallback};
 use crate::engine::identity::IdentitySource;
 use crate::engine::plan::{PlanSource, Plans};
@@ -24,13 +23,15 @@ use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
 use crate::request::{EscapedSlashes, PathOptions};
 
 /// What the engine needs to decide requests: identities, plans and the rules with a
-/// `match`. `policies` are the rules' validated policies, in file order.
+/// `match`. `policies` are the rules' validated policies, in file order; IPv6 clients
+/// are keyed by `ipv6_prefix` bits.
 pub(super) fn routing(
     raw: &RawConfig,
     policies: &[Policy],
     errors: &Errors<'_>,
     check_policy: &dyn Fn(&Policy) -> Result<(), String>,
     fallback: Fallback,
+    ipv6_prefix: u8,
 ) -> Result<Routing, ConfigError> {
     let mut identities = HashMap::new();
     for (name, raw_identity) in &raw.identities {
@@ -85,7 +86,7 @@ pub(super) fn routing(
         plans,
         rules,
         legacy_headers: raw.response_headers.legacy,
-        ipv6_prefix: client_ip(raw.client_ip.as_ref(), errors)?.ipv6_prefix,
+        ipv6_prefix,
         paths: PathOptions {
             escaped_slashes: match raw.requests.escaped_slashes {
                 EscapedSlashesName::Reject => EscapedSlashes::Reject,

@@ -20,16 +20,17 @@ const MAX_BODY_BYTES: usize = 64 * 1024;
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BUFFERED_BYTES: usize = 64 << 20;
 
-/// The gateway, when the configuration has an `upstream`.
+/// The gateway, when the configuration has an `upstream`; `client_ip` is its section,
+/// read already.
 pub(super) fn gateway(
     raw: &RawConfig,
     errors: &Errors<'_>,
+    client_ip: ClientIpConfig,
 ) -> Result<Option<GatewayConfig>, ConfigError> {
     let Some(upstream) = &raw.upstream else {
         return Ok(None);
     };
     let upstream = self::upstream(upstream, errors)?;
-    let client_ip = client_ip(raw.client_ip.as_ref(), errors)?;
     Ok(Some(GatewayConfig {
         upstream,
         client_ip,

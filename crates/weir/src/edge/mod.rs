@@ -32,5 +32,5 @@ pub fn too_many(denied: &Denied<'_>, legacy: bool) -> Response {
 
 /// A request the engine refused to decide on (400, 415 or 421).
 pub fn refused(refused: &Refused) -> Response {
-    Problem::refused(refused.status, refused.detail.clone()).into_response()
+    Problem::refused(refused.reason, refused.detail.clone()).into_response()
 }

@@ -4,6 +4,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::engine::Refusal;
+
 /// A problem to report to the client: a status, a stable type and a human detail.
 #[derive(Debug, Clone)]
 pub struct Problem {
@@ -40,21 +42,21 @@ impl Problem {
     /// A request weir will not decide on: 400 (it cannot be read one way), 415 (a body
     /// weir does not read, on a route keyed by one of its fields), 421 (a host no rule
     /// names).
-    pub fn refused(status: u16, detail: String) -> Self {
-        match status {
-            415 => Self::new(
+    pub fn refused(reason: Refusal, detail: String) -> Self {
+        match reason {
+            Refusal::UnsupportedBody => Self::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported-body",
                 "Body not readable",
                 detail,
             ),
-            421 => Self::new(
+            Refusal::UnknownHost => Self::new(
                 StatusCode::MISDIRECTED_REQUEST,
                 "unknown-host",
                 "Unknown host",
                 detail,
             ),
-            _ => Self::invalid_request(detail),
+            Refusal::Unreadable => Self::invalid_request(detail),
         }
     }
 

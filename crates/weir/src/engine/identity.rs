@@ -168,7 +168,7 @@ mod tests {
         source
             .identify(facts(headers, body), 64)
             .map(|i| i.map(|i| i.value))
-            .map_err(|r| r.status)
+            .map_err(|r| r.status())
     }
 
     #[test]

@@ -40,7 +40,7 @@ use self::plan::{CallerPlan, Plans};
 pub use self::rule::{Failure, Lockout, Rule};
 pub use self::settlement::Settlement;
 use self::settlement::{Reserved, StoreUsed};
-pub use self::verdict::{Allowed, Denied, Refused, RuleDecision, Unavailable, Verdict};
+pub use self::verdict::{Allowed, Denied, Refusal, Refused, RuleDecision, Unavailable, Verdict};
 use crate::config::{Config, RuleConfig, StoreConfig};
 use crate::request::PathOptions;
 
@@ -81,6 +81,11 @@ pub struct Routing {
 pub struct Engine {
     named: HashMap<String, RuleConfig>,
     routing: Routing,
+    /// Per routed rule, whether its key reads a body field: worked out at load, not
+    /// per request.
+    reads_body: Vec<bool>,
+    /// The hosts the routed rules name (empty: no rule names one).
+    named_hosts: Vec<String>,
     store: Arc<dyn Store>,
     /// This instance's own limiter, for fail-open rules while a shared store is down;
     /// none when the store is in process (it never becomes unreachable).
@@ -160,9 +165,31 @@ impl Engine {
             };
             MemoryStore::new(limits, clock.clone())
         });
+        let routing = config.routing.clone();
+        let reads_body = routing
+            .rules
+            .iter()
+            .map(|rule| {
+                rule.key.iter().any(|name| {
+                    routing
+                        .identities
+                        .get(name)
+                        .is_some_and(IdentitySource::reads_body)
+                })
+            })
+            .collect();
+        let mut named_hosts: Vec<String> = routing
+            .rules
+            .iter()
+            .filter_map(|r| r.route.host.clone())
+            .collect();
+        named_hosts.sort();
+        named_hosts.dedup();
         Self {
             named,
-            routing: config.routing.clone(),
+            routing,
+            reads_body,
+            named_hosts,
             store,
             fallback,
             pending: Pending::default(),
@@ -220,33 +247,21 @@ impl Engine {
         host: Option<&str>,
         path: &str,
     ) -> Result<Routed, Refused> {
-        if !self.routing.forward_unknown_hosts {
-            let mut named = self
-                .routing
-                .rules
-                .iter()
-                .filter_map(|r| r.route.host.as_deref());
-            if let Some(first) = named.next() {
-                let Some(host) = host else {
-                    return Err(Refused::bad_request(
-                        "this request names no host (Host), and the rules here depend on it",
-                    ));
-                };
-                if first != host && !named.any(|named| named == host) {
-                    return Err(Refused::misdirected(host));
-                }
+        if !self.routing.forward_unknown_hosts && !self.named_hosts.is_empty() {
+            let Some(host) = host else {
+                return Err(Refused::bad_request(
+                    "this request names no host (Host), and the rules here depend on it",
+                ));
+            };
+            if !self.named_hosts.iter().any(|named| named == host) {
+                return Err(Refused::misdirected(host));
             }
         }
         let mut routed = Routed::default();
         for (i, rule) in self.routing.rules.iter().enumerate() {
             if rule.route.matches(method, host, path) {
                 routed.rules.push(i);
-                routed.reads_body |= rule.key.iter().any(|name| {
-                    self.routing
-                        .identities
-                        .get(name)
-                        .is_some_and(IdentitySource::reads_body)
-                });
+                routed.reads_body |= self.reads_body[i];
             }
         }
         Ok(routed)
@@ -461,13 +476,11 @@ async fn reserve(
         return Ok((true, Vec::new()));
     }
     let mut checks: Vec<Check<'_>> = enforced.iter().map(Applied::check).collect();
-    // The lockouts in force, read (cost 0) in the same step.
-    let locked_rules: Vec<usize> = (0..enforced.len())
-        .filter(|&i| enforced[i].rule.lockout.is_some())
-        .collect();
-    for &i in &locked_rules {
-        let a = &enforced[i];
+    // The lockouts in force, read (cost 0) in the same step; `locked_rules` says whose.
+    let mut locked_rules = Vec::new();
+    for (i, a) in enforced.iter().enumerate() {
         if let Some(lockout) = &a.rule.lockout {
+            locked_rules.push(i);
             checks.push(Check {
                 key: Key {
                     rule: &lockout.in_force_rule,

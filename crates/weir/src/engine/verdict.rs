@@ -28,18 +28,28 @@ pub enum Verdict<'e> {
 /// A request the engine will not decide on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
-    /// 400 (cannot be read one way), 415 (a body weir does not read) or 421 (a host
-    /// no rule names).
-    pub status: u16,
+    /// What kind of request it is.
+    pub reason: Refusal,
     /// What to tell the client.
     pub detail: String,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It cannot be read one way (400).
+    Unreadable,
+    /// Its body is one weir does not read, on a route keyed by one of its fields (415).
+    UnsupportedBody,
+    /// It names a host no rule names (421).
+    UnknownHost,
 }
 
 impl Refused {
     /// 400: the request cannot be read one way.
     pub fn bad_request(detail: impl Into<String>) -> Self {
         Self {
-            status: 400,
+            reason: Refusal::Unreadable,
             detail: detail.into(),
         }
     }
@@ -47,7 +57,7 @@ impl Refused {
     /// 415: a body weir cannot read, on a route keyed by one of its fields.
     pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
         Self {
-            status: 415,
+            reason: Refusal::UnsupportedBody,
             detail: detail.into(),
         }
     }
@@ -55,11 +65,20 @@ impl Refused {
     /// 421: a host none of the rules name.
     pub(super) fn misdirected(host: &str) -> Self {
         Self {
-            status: 421,
+            reason: Refusal::UnknownHost,
             detail: format!(
                 "no rule here names the host `{}`; send the host the API is served under",
                 host.escape_debug()
             ),
+        }
+    }
+
+    /// The HTTP status that answers it.
+    pub fn status(&self) -> u16 {
+        match self.reason {
+            Refusal::Unreadable => 400,
+            Refusal::UnsupportedBody => 415,
+            Refusal::UnknownHost => 421,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! One request through the gateway: read its facts, ask the engine, answer 429 or 503
 //! or forward, then settle with the upstream's status.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -111,12 +112,14 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
         return Problem::invalid_request(detail).into_response();
     }
+    // Most paths are canonical already: only another spelling replaces the target.
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let canonical = match canonical_path_and_query(target, engine.path_options()) {
-        Ok(canonical) => canonical,
+    let respelled = match canonical_path_and_query(target, engine.path_options()) {
+        Ok(Cow::Borrowed(_)) => None,
+        Ok(Cow::Owned(canonical)) => Some(canonical),
         Err(error) => return Problem::invalid_request(error.to_string()).into_response(),
     };
-    if canonical != target {
+    if let Some(canonical) = respelled {
         match canonical.parse() {
             Ok(uri) => parts.uri = uri,
             Err(_) => {
@@ -133,10 +136,12 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     {
         parts.headers.insert(header::HOST, value);
     }
-    let (path, query) = match canonical.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (canonical.as_str(), None),
+    // An authority-form target (CONNECT) has no path: it is read as `/`, as before.
+    let path = match parts.uri.path() {
+        "" => "/",
+        path => path,
     };
+    let query = parts.uri.query();
     let routed = match engine.route(&parts.method, host.as_deref(), path) {
         Ok(routed) => routed,
         Err(refused) => return edge::refused(&refused),

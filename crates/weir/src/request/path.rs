@@ -161,17 +161,47 @@ pub fn canonical_path(raw: &str, options: PathOptions) -> Result<String, PathErr
     Ok(path)
 }
 
-/// The canonical path of a `path?query` request target, followed by its query as sent.
-pub fn canonical_path_and_query(target: &str, options: PathOptions) -> Result<String, PathError> {
-    match target.split_once('?') {
-        None => canonical_path(target, options),
-        Some((path, query)) => {
-            let mut canonical = canonical_path(path, options)?;
-            canonical.push('?');
-            canonical.push_str(query);
-            Ok(canonical)
+/// The canonical path of a `path?query` request target, followed by its query as sent:
+/// the target itself (borrowed) when its path is canonical already, as most are.
+pub fn canonical_path_and_query(
+    target: &str,
+    options: PathOptions,
+) -> Result<Cow<'_, str>, PathError> {
+    let (path, query) = match target.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (target, None),
+    };
+    if is_canonical(path) {
+        return Ok(Cow::Borrowed(target));
+    }
+    let mut canonical = canonical_path(path, options)?;
+    if let Some(query) = query {
+        canonical.push('?');
+        canonical.push_str(query);
+    }
+    Ok(Cow::Owned(canonical))
+}
+
+/// Whether [`canonical_path`] would return `path` as it is, whatever the options: it
+/// starts with `/`, holds only characters a path may hold raw (no `%`, no `\`), no
+/// empty segment but a trailing one, and no `.` or `..` segment (with `;params` or not).
+fn is_canonical(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    let raw = |b: &u8| *b == b'/' || unreserved(*b) || sub_delim_or_colon_at(*b);
+    if !rest.as_bytes().iter().all(raw) {
+        return false;
+    }
+    let mut segments = rest.split('/').peekable();
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        let bare = segment.split(';').next().unwrap_or_default();
+        if (segment.is_empty() && !last) || bare == "." || bare == ".." {
+            return false;
         }
     }
+    true
 }
 
 /// Splits the path after its leading `/` into segments in canonical spelling.
@@ -615,6 +645,16 @@ mod tests {
                             prop_assert_eq!(match_form(&m, o), m.clone());
                         }
                     }
+                }
+            }
+        }
+
+        /// The shortcut for paths already canonical agrees with the full reading.
+        #[test]
+        fn paths_taken_as_canonical_are(raw in raw_path()) {
+            if is_canonical(&raw) {
+                for slashes in ALL {
+                    prop_assert_eq!(canonical_path(&raw, with(slashes)), Ok(raw.clone()));
                 }
             }
         }
