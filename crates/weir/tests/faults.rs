@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::Body;
 use common::Server;
 use hyper_util::client::legacy::Client;
@@ -19,14 +18,6 @@ use weir_testkit::{RedisCluster, RedisServer};
 const TIMEOUT: Duration = Duration::from_millis(100);
 /// What a request may take beyond the timeout on this shared, loaded machine.
 const MARGIN: Duration = Duration::from_millis(900);
-
-async fn start_upstream() -> std::net::SocketAddr {
-    let app = Router::new().fallback(|| async { "ok" });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
-}
 
 /// One request: its status and how long it took.
 async fn timed(addr: &str, path: &str) -> (u16, Duration) {
@@ -96,7 +87,7 @@ async fn wait_until_shared(addr: &str, within: Duration) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers() {
-    let upstream = start_upstream().await;
+    let upstream = common::echo::start().await;
     let mut redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
@@ -267,7 +258,7 @@ async fn latency_proxy(target: u16, delay_ms: Arc<std::sync::atomic::AtomicU64>)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_redis_costs_at_most_the_rules_timeout_and_recovers() {
-    let upstream = start_upstream().await;
+    let upstream = common::echo::start().await;
     let redis = RedisServer::start();
     let delay_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let proxy = latency_proxy(redis.port(), delay_ms.clone()).await;
@@ -296,7 +287,7 @@ async fn a_slow_redis_costs_at_most_the_rules_timeout_and_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_primary_killed_fails_as_configured_and_recovers_when_it_rejoins() {
-    let upstream = start_upstream().await;
+    let upstream = common::echo::start().await;
     let mut cluster = RedisCluster::start();
     let nodes = cluster.urls().join(", ");
     let dir = tempfile::tempdir().unwrap();

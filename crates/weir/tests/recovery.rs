@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::Body;
 use common::Server;
 use hyper_util::client::legacy::Client;
@@ -26,14 +25,6 @@ use weir_testkit::RedisServer;
 const WITHIN: Duration = Duration::from_secs(1);
 /// Beyond it, for a loaded shared 2-core machine; the figures printed say what it took.
 const MARGIN: Duration = Duration::from_millis(750);
-
-async fn start_upstream() -> std::net::SocketAddr {
-    let app = Router::new().fallback(|| async { "ok" });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
-}
 
 /// One answer: when it came, its status (0: connection failed, 1: no answer in 10 s),
 /// how long it took.
@@ -128,7 +119,7 @@ fn within(what: &str, took: Option<Duration>) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_recover_within_a_second_and_readyz_tells_the_truth() {
-    let upstream = start_upstream().await;
+    let upstream = common::echo::start().await;
     let mut redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");

@@ -113,6 +113,14 @@ impl Weir {
         }
     }
 
+    /// A login attempt for ana@example.com from the attacker's IP; returns the status.
+    async fn ana(&self, password: &str) -> u16 {
+        let (status, _) = self
+            .attempt("203.0.113.7", "ana@example.com", password)
+            .await;
+        status
+    }
+
     /// A login attempt from `ip`; returns the status and the headers.
     async fn attempt(&self, ip: &str, email: &str, password: &str) -> (u16, HeaderMap) {
         let response = self.call(ip, email, password).await;
@@ -199,10 +207,7 @@ async fn concurrent_guesses_from_one_ip(backend: &Backend) {
     // lock the pair out again, for twice as long.
     weir.advance(Duration::from_secs(15 * 60 + 1));
     for _ in 0..5 {
-        let (status, _) = weir
-            .attempt("203.0.113.7", "ana@example.com", "guess")
-            .await;
-        assert_eq!(status, 401);
+        assert_eq!(weir.ana("guess").await, 401);
     }
     let (status, headers) = weir
         .attempt("203.0.113.7", "ana@example.com", "guess")
@@ -212,15 +217,13 @@ async fn concurrent_guesses_from_one_ip(backend: &Backend) {
         (429, &"1800".parse().unwrap())
     );
     weir.advance(Duration::from_secs(15 * 60 + 1));
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "guess")
-        .await;
-    assert_eq!(status, 429, "the second lockout lasts 30 minutes");
+    assert_eq!(
+        weir.ana("guess").await,
+        429,
+        "the second lockout lasts 30 minutes"
+    );
     weir.advance(Duration::from_secs(15 * 60));
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "guess")
-        .await;
-    assert_eq!(status, 401, "and then ends");
+    assert_eq!(weir.ana("guess").await, 401, "and then ends");
 }
 
 /// A botnet: 40 wrong passwords for one account from 40 IPs at once reach the app 20
@@ -269,31 +272,20 @@ async fn outcomes_that_do_not_count_are_given_back(backend: &Backend) {
     let app = App::start().await;
     let weir = Weir::start(backend, &app).await;
     for _ in 0..5 {
-        let (status, _) = weir
-            .attempt("203.0.113.7", "ana@example.com", "status-503")
-            .await;
-        assert_eq!(status, 503, "the app's own answer");
+        assert_eq!(weir.ana("status-503").await, 503, "the app's own answer");
     }
     for _ in 0..4 {
-        let (status, _) = weir
-            .attempt("203.0.113.7", "ana@example.com", "guess")
-            .await;
-        assert_eq!(status, 401);
+        assert_eq!(weir.ana("guess").await, 401);
     }
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "right")
-        .await;
-    assert_eq!(status, 200);
+    assert_eq!(weir.ana("right").await, 200);
     for _ in 0..5 {
-        let (status, _) = weir
-            .attempt("203.0.113.7", "ana@example.com", "guess")
-            .await;
-        assert_eq!(status, 401, "the success cleared the earlier failures");
+        assert_eq!(
+            weir.ana("guess").await,
+            401,
+            "the success cleared the earlier failures"
+        );
     }
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "guess")
-        .await;
-    assert_eq!(status, 429);
+    assert_eq!(weir.ana("guess").await, 429);
 }
 
 /// A success for an account written otherwise (`ANA@…`, which an app comparing
@@ -303,23 +295,18 @@ async fn a_success_resets_only_an_identity_written_as_keyed(backend: &Backend) {
     let app = App::start().await;
     let weir = Weir::start(backend, &app).await;
     for _ in 0..4 {
-        let (status, _) = weir
-            .attempt("203.0.113.7", "ana@example.com", "guess")
-            .await;
-        assert_eq!(status, 401);
+        assert_eq!(weir.ana("guess").await, 401);
     }
     let (status, _) = weir
         .attempt("203.0.113.7", "ANA@example.com", "right")
         .await;
     assert_eq!(status, 200);
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "guess")
-        .await;
-    assert_eq!(status, 401, "the fifth failure");
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "guess")
-        .await;
-    assert_eq!(status, 429, "the earlier failures were not cleared");
+    assert_eq!(weir.ana("guess").await, 401, "the fifth failure");
+    assert_eq!(
+        weir.ana("guess").await,
+        429,
+        "the earlier failures were not cleared"
+    );
 }
 
 /// weir's own 504 (the app took too long) is no answer: the attempt stays counted.
@@ -329,16 +316,10 @@ async fn attempts_the_app_never_answered_stay_counted() {
     let weir = Weir::start_with(&Backend::Memory(None), &app, "\n  timeout: 50ms").await;
     app.hold();
     for _ in 0..5 {
-        let (status, _) = weir
-            .attempt("203.0.113.7", "ana@example.com", "guess")
-            .await;
-        assert_eq!(status, 504);
+        assert_eq!(weir.ana("guess").await, 504);
     }
     app.release();
-    let (status, _) = weir
-        .attempt("203.0.113.7", "ana@example.com", "guess")
-        .await;
-    assert_eq!(status, 429);
+    assert_eq!(weir.ana("guess").await, 429);
 }
 
 /// Each scenario as a test on the memory store and on a single Redis (the cluster
