@@ -690,3 +690,15 @@ async fn only_the_header_the_proxies_write_names_the_client() {
         "still 192.0.2.60, whatever X-Forwarded-For says"
     );
 }
+
+/// A target with no path (CONNECT's authority form) is read as `/`: rules for every
+/// path count it.
+#[tokio::test]
+async fn a_target_without_a_path_is_read_as_the_root() {
+    let all = "rules:\n  - { name: all, match: { path_prefix: / }, algorithm: gcra, limit: 1, period: 1h }\n";
+    let weir = Weir::start(all).await;
+    let first = weir.get("192.0.2.1", "CONNECT", "api.test:443", &[]).await;
+    assert_ne!(first.status, 429);
+    let again = weir.get("192.0.2.1", "CONNECT", "api.test:443", &[]).await;
+    assert_eq!(again.status, 429, "counted under the rule for /");
+}
