@@ -5,10 +5,12 @@
 
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod api;
 pub mod config;
 pub mod edge;
 pub mod engine;
 pub mod gateway;
+pub mod metrics;
 pub mod request;
 pub mod server;

@@ -7,6 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -49,9 +50,16 @@ enum Command {
         /// The address to listen on.
         #[arg(long, short, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
-        /// In gateway mode, where the decision API and /healthz listen.
+        /// The admin listener: in gateway mode the decision API, /healthz, /readyz and
+        /// /metrics; with an `admin` section in the configuration, the admin API and
+        /// status page (/admin/) too, in either mode.
         #[arg(long, default_value = "127.0.0.1:9090")]
         admin_listen: SocketAddr,
+        /// How log lines are written to standard error: `text` for people, `json` (one
+        /// object a line) for log pipelines. The level comes from RUST_LOG (default
+        /// info).
+        #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
         /// The longest a client may take to send a request's headers, in milliseconds;
         /// slower clients (and idle keep-alive connections) are closed.
         #[arg(long, default_value_t = 10_000)]
@@ -63,6 +71,15 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 /// mimalloc: the allocator matters on a path that allocates for every request.
@@ -80,12 +97,13 @@ fn main() -> ExitCode {
             listen,
             admin_listen,
             header_timeout_ms,
+            log_format,
         } => {
             let limits = ConnectionLimits {
                 header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
                 ..ConnectionLimits::default()
             };
-            serve(&config, listen, admin_listen, limits)
+            serve(&config, listen, admin_listen, limits, log_format)
         }
     };
     match result {
@@ -102,15 +120,18 @@ fn serve(
     listen: SocketAddr,
     admin_listen: SocketAddr,
     limits: ConnectionLimits,
+    log_format: LogFormat,
 ) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -128,7 +149,20 @@ fn serve(
             }
         };
         let api = weir::api::router(service.engine.clone());
+        let admin_api = service.admin.clone().map(|admin| {
+            api.clone()
+                .merge(weir::admin::router(service.engine.clone(), admin))
+        });
         let gateway = service.gateway.clone();
+        let metrics = Arc::clone(&service.metrics);
+        // Decision rates (admin API) are taken between samples of the rules' totals.
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                every.tick().await;
+                metrics.sample();
+            }
+        });
         tokio::spawn(service.watch(config_path.to_path_buf()));
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
         let listeners = weir::server::bind_shared(listen, threads)
@@ -137,9 +171,12 @@ fn serve(
             "weir listening on http://{}",
             listeners[0].local_addr()?
         ));
-        // In gateway mode the decision API moves to the admin listener.
-        let admin = match gateway {
-            Some(_) => {
+        // In gateway mode the decision API moves to the admin listener; the admin API
+        // is only ever there.
+        let admin = match (&gateway, admin_api) {
+            (None, None) => None,
+            (_, admin_api) => {
+                let router = admin_api.unwrap_or_else(|| api.clone());
                 let listener = bind(admin_listen).await?;
                 announce(&format!(
                     "weir admin listening on http://{}",
@@ -147,12 +184,11 @@ fn serve(
                 ));
                 Some(tokio::spawn(weir::server::serve(
                     listener,
-                    api.clone(),
+                    router,
                     limits,
                     until_stopped(),
                 )))
             }
-            None => None,
         };
         tracing::info!(
             rules = config.rules.len(),

@@ -8,7 +8,7 @@ mod decide;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::Uri;
+use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
@@ -20,7 +20,7 @@ use crate::server::Shared;
 
 /// The service: `POST /v1/check` (one rule), `POST /v1/decide` and `POST /v1/settle`
 /// (a request's facts, decided as the gateway would), `GET /healthz`, `GET /readyz`,
-/// and problem+json for anything else.
+/// `GET /metrics` (Prometheus), and problem+json for anything else.
 pub fn router(engine: Shared<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
@@ -28,9 +28,16 @@ pub fn router(engine: Shared<Engine>) -> Router {
         .route("/v1/settle", post(decide::settle))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
         .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed().into_response() })
         .with_state(engine)
+}
+
+/// `GET /metrics`: every metric in the OpenMetrics text format.
+async fn metrics(State(engine): State<Shared<Engine>>) -> Response {
+    let text = engine.load().metrics().metrics().encode();
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
 
 /// `GET /readyz`: 200 when the store is answering, else 503 (weir still serves, under

@@ -26,7 +26,18 @@ pub(super) struct RawConfig {
     pub(super) response_headers: RawResponseHeaders,
     #[serde(default)]
     pub(super) requests: RawRequests,
+    pub(super) admin: Option<Spanned<RawAdmin>>,
     pub(super) rules: Vec<RawRule>,
+}
+
+/// The admin API: where its bearer token comes from (never the file itself).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdmin {
+    /// The environment variable holding the token.
+    pub(super) token_env: Option<String>,
+    /// The file holding the token (its first line).
+    pub(super) token_file: Option<String>,
 }
 
 /// How requests are read.

@@ -5,6 +5,7 @@
 //! line and column, and the field (`rules[1].limit`). `weir check-config` runs exactly
 //! this, and `weir serve` refuses to start on an error.
 
+mod admin;
 mod error;
 mod file;
 mod identities;
@@ -23,6 +24,7 @@ use weir_core::{Algorithm, Policy, PolicyError};
 use crate::engine::Routing;
 use crate::gateway::GatewayConfig;
 
+pub use self::admin::AdminConfig;
 pub use self::error::ConfigError;
 use self::file::{RawConfig, RawRule};
 pub use self::period::{Period, PeriodError};
@@ -42,6 +44,10 @@ pub struct Config {
     pub routing: Routing,
     /// The gateway, when an `upstream` is configured.
     pub gateway: Option<GatewayConfig>,
+    /// The admin API, when an `admin` section is configured.
+    pub admin: Option<AdminConfig>,
+    /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
+    pub sha256: String,
 }
 
 /// A named limit.
@@ -92,13 +98,25 @@ impl Config {
             client_ip.ipv6_prefix,
         )?;
         let gateway = upstream::gateway(&raw, &errors, client_ip)?;
+        let admin = admin::admin(raw.admin.as_ref(), &errors)?;
         Ok(Config {
             store,
             rules,
             routing,
             gateway,
+            admin,
+            sha256: hex_sha256(text.as_bytes()),
         })
     }
+}
+
+/// The SHA-256 of `bytes`, in lower-case hex.
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Deserializes the YAML, keeping the path of the field that failed.

@@ -29,6 +29,16 @@ struct Body<'a> {
 }
 
 impl Problem {
+    /// The admin API was called without the right bearer token (401).
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            "the admin API needs `Authorization: Bearer <token>` with the configured admin token",
+        )
+    }
+
     /// The request is malformed (400).
     pub fn invalid_request(detail: impl Into<String>) -> Self {
         Self::new(

@@ -91,21 +91,29 @@ impl<'s, 'f> Identities<'s, 'f> {
             exact &= identity.exact;
             push_tagged(&mut key, name, &identity.value);
         }
-        if key.len() > MAX_KEY_BYTES {
-            let digest = Sha256::digest(key.as_bytes());
-            key.clear();
-            key.push('#');
-            for byte in digest {
-                let _ = write!(key, "{byte:02x}");
-            }
+        CallerKey {
+            key: stored(key),
+            exact,
         }
-        CallerKey { key, exact }
     }
 
     /// Why the request is refused, if an identity could not be read.
     pub(super) fn refused(self) -> Option<Refused> {
         self.refused.into_inner()
     }
+}
+
+/// A key as the store holds it: a long one as `#` and its SHA-256.
+pub(super) fn stored(mut key: String) -> String {
+    if key.len() > MAX_KEY_BYTES {
+        let digest = Sha256::digest(key.as_bytes());
+        key.clear();
+        key.push('#');
+        for byte in digest {
+            let _ = write!(key, "{byte:02x}");
+        }
+    }
+    key
 }
 
 /// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,

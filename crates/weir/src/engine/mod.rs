@@ -12,6 +12,8 @@
 //! open to this instance's share of the limit, on a local store. The front doors only
 //! translate the [`Verdict`] (a 429, a 503, or forward and settle).
 
+mod admin;
+mod denial_log;
 mod facts;
 pub mod identity;
 mod key;
@@ -31,6 +33,8 @@ use axum::http::Method;
 use weir_core::{Clock, Decision, Policy};
 use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
 
+pub use self::admin::KeyState;
+use self::denial_log::DenialLog;
 pub use self::facts::Facts;
 use self::identity::IdentitySource;
 use self::key::Identities;
@@ -42,6 +46,7 @@ pub use self::settlement::Settlement;
 use self::settlement::{Reserved, StoreUsed};
 pub use self::verdict::{Allowed, Denied, Refusal, Refused, RuleDecision, Unavailable, Verdict};
 use crate::config::{Config, RuleConfig, StoreConfig};
+use crate::metrics::{EngineMetrics, Metrics, Outcome, RuleShape, StoreOp};
 use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
@@ -79,7 +84,9 @@ pub struct Routing {
 /// Cheap to share (`Arc<Engine>`); a reload builds a new one. Time (for the local
 /// fallback and for settlements left pending) comes from the clock it is given.
 pub struct Engine {
-    named: HashMap<String, RuleConfig>,
+    /// Every rule, in file order, and by name.
+    rules: Vec<RuleConfig>,
+    named: HashMap<String, usize>,
     routing: Routing,
     /// Per routed rule, whether its key reads a body field: worked out at load, not
     /// per request.
@@ -94,6 +101,10 @@ pub struct Engine {
     pending: Pending,
     /// When the engine last logged that it decides on the fallback.
     fallback_logged: AtomicU64,
+    metrics: EngineMetrics,
+    /// Per routed rule, its series in `metrics`.
+    series: Vec<usize>,
+    denials: DenialLog,
 }
 
 impl std::fmt::Debug for Engine {
@@ -117,6 +128,11 @@ impl Routed {
     /// Whether no rule applies: the request goes on unlimited.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// The index of the first rule that applies (the request's route, in metrics).
+    pub fn first(&self) -> Option<usize> {
+        self.rules.first().copied()
     }
 
     /// Whether a rule that applies keys on a field of the body.
@@ -152,12 +168,25 @@ impl Applied<'_> {
 
 impl Engine {
     /// An engine for the configuration's rules, keeping state in `store` and reading
-    /// time from `clock`.
+    /// time from `clock`, counting into metrics of its own.
     pub fn new(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let metrics = Arc::new(Metrics::new(clock.clone()));
+        Self::with_metrics(config, store, clock, metrics)
+    }
+
+    /// An engine like [`Engine::new`]'s, counting into the process's `metrics` (which
+    /// outlive reloads).
+    pub fn with_metrics(
+        config: &Config,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let named = config
             .rules
             .iter()
-            .map(|rule| (rule.name.clone(), rule.clone()))
+            .enumerate()
+            .map(|(i, rule)| (rule.name.clone(), i))
             .collect();
         let fallback = matches!(config.store, StoreConfig::Redis(..)).then(|| {
             let limits = MemoryStoreConfig {
@@ -185,7 +214,15 @@ impl Engine {
             .collect();
         named_hosts.sort();
         named_hosts.dedup();
+        let metrics = engine_metrics(config, metrics);
+        let denials = DenialLog::new(clock.clone());
+        let series = routing
+            .rules
+            .iter()
+            .map(|rule| metrics.series_of(&rule.name).unwrap_or(usize::MAX))
+            .collect();
         Self {
+            rules: config.rules.clone(),
             named,
             routing,
             reads_body,
@@ -195,7 +232,15 @@ impl Engine {
             pending: Pending::default(),
             clock,
             fallback_logged: AtomicU64::new(0),
+            metrics,
+            series,
+            denials,
         }
+    }
+
+    /// What the engine counts into.
+    pub fn metrics(&self) -> &EngineMetrics {
+        &self.metrics
     }
 
     /// The store the engine decides on.
@@ -205,7 +250,12 @@ impl Engine {
 
     /// The rule with this name (for `POST /v1/check`).
     pub fn rule(&self, name: &str) -> Option<&RuleConfig> {
-        self.named.get(name)
+        self.named.get(name).map(|&i| &self.rules[i])
+    }
+
+    /// Every rule, in file order.
+    pub fn rules(&self) -> impl Iterator<Item = &RuleConfig> {
+        self.rules.iter()
     }
 
     /// Whether answers also carry the older `RateLimit-*` and `X-RateLimit-*` fields.
@@ -228,7 +278,20 @@ impl Engine {
             rule: &rule.name,
             identity,
         };
-        self.store.check(key, &rule.policy, cost).await
+        let timer = self.metrics.store_timer(StoreOp::Check, false);
+        let decided = self.store.check(key, &rule.policy, cost).await;
+        timer.finish(decided.as_ref().err());
+        if let Some(series) = self.metrics.series_of(&rule.name) {
+            let (outcome, remaining) = match &decided {
+                Ok(d) if d.allowed => (Outcome::Allowed, d.remaining),
+                Ok(d) => (Outcome::Denied, d.remaining),
+                Err(_) => (Outcome::Unavailable, 0),
+            };
+            let now = self.clock.now();
+            self.metrics
+                .decided(series, None, outcome, identity, remaining, now);
+        }
+        decided
     }
 
     /// How request paths are read ([`crate::request::canonical_path`]'s options).
@@ -249,12 +312,12 @@ impl Engine {
     ) -> Result<Routed, Refused> {
         if !self.routing.forward_unknown_hosts && !self.named_hosts.is_empty() {
             let Some(host) = host else {
-                return Err(Refused::bad_request(
+                return Err(self.refused(Refused::bad_request(
                     "this request names no host (Host), and the rules here depend on it",
-                ));
+                )));
             };
             if !self.named_hosts.iter().any(|named| named == host) {
-                return Err(Refused::misdirected(host));
+                return Err(self.refused(Refused::misdirected(host)));
             }
         }
         let mut routed = Routed::default();
@@ -272,31 +335,45 @@ impl Engine {
     /// the failure policy says 503), or refused (an identity cannot be read one way).
     /// `routed` is what [`Engine::route`] found for the same facts.
     pub async fn decide<'e>(self: &'e Arc<Self>, routed: Routed, facts: &Facts<'_>) -> Verdict<'e> {
-        let applied = match self.apply(&routed, facts) {
+        let (applied, plan) = match self.apply(&routed, facts) {
             Ok(applied) => applied,
-            Err(refused) => return Verdict::Refused(refused),
+            Err(refused) => return Verdict::Refused(self.refused(refused)),
         };
         if applied.is_empty() {
             return Verdict::Allowed(Allowed::unlimited());
         }
+        let plan = plan.as_ref().map(|p| p.name.as_str());
         let (enforced, shadow): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
             applied.into_iter().partition(|a| !a.rule.shadow);
         let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
 
-        let (used, enforced, (allowed, decisions)) =
-            match reserve(self.store.as_ref(), &enforced, timeout).await {
-                Ok(reserved) => (StoreUsed::Shared, enforced, reserved),
-                Err(error) => {
-                    let Some(fallback) = self.fail_over(&enforced, &error) else {
+        let timer = self.metrics.store_timer(StoreOp::Check, false);
+        let reserved = reserve(self.store.as_ref(), &enforced, timeout).await;
+        timer.finish(reserved.as_ref().err());
+        let (used, enforced, (allowed, decisions)) = match reserved {
+            Ok(reserved) => (StoreUsed::Shared, enforced, reserved),
+            Err(error) => {
+                let fallback = match self.fail_over(&enforced, &error) {
+                    Ok(fallback) => fallback,
+                    Err(outcome) => {
+                        self.count_failure(&enforced, plan, outcome);
                         return Verdict::Unavailable(Unavailable::from_error(&error));
-                    };
-                    let enforced = on_fallback(enforced);
-                    match reserve(fallback, &enforced, None).await {
-                        Ok(reserved) => (StoreUsed::Fallback, enforced, reserved),
-                        Err(error) => return Verdict::Unavailable(Unavailable::from_error(&error)),
+                    }
+                };
+                let enforced = on_fallback(enforced);
+                let timer = self.metrics.store_timer(StoreOp::Check, true);
+                let reserved = reserve(fallback, &enforced, None).await;
+                timer.finish(reserved.as_ref().err());
+                match reserved {
+                    Ok(reserved) => (StoreUsed::Fallback, enforced, reserved),
+                    Err(error) => {
+                        self.count_failure(&enforced, plan, Outcome::Unavailable);
+                        return Verdict::Unavailable(Unavailable::from_error(&error));
                     }
                 }
-            };
+            }
+        };
+        self.count(used, &enforced, &decisions, plan, facts);
         let quotas: Vec<RuleDecision<'e>> = enforced
             .iter()
             .zip(&decisions)
@@ -314,7 +391,7 @@ impl Engine {
             StoreUsed::Shared => shadow,
             StoreUsed::Fallback => on_fallback(shadow),
         };
-        let shadow_denied = self.shadow(used, &shadow).await;
+        let shadow_denied = self.shadow(used, &shadow, plan, facts).await;
         let reserved: Vec<Reserved> = enforced
             .into_iter()
             .zip(&decisions)
@@ -342,7 +419,7 @@ impl Engine {
         &'e self,
         routed: &Routed,
         facts: &Facts<'_>,
-    ) -> Result<Vec<Applied<'e>>, Refused> {
+    ) -> Result<(Vec<Applied<'e>>, Option<CallerPlan>), Refused> {
         let identities = Identities::new(&self.routing, facts);
         let plan = self
             .routing
@@ -372,22 +449,27 @@ impl Engine {
         // never a weaker key.
         match identities.refused() {
             Some(refused) => Err(refused),
-            None => Ok(applied),
+            None => Ok((applied, plan)),
         }
     }
 
     /// The local store to decide on after the shared one failed with `error`, if every
-    /// rule fails open and the error is an outage; `None` when the request must get a
-    /// 503. A full store, a refused check or a protocol error is never an outage.
-    fn fail_over(&self, enforced: &[Applied<'_>], error: &StoreError) -> Option<&MemoryStore> {
+    /// rule fails open and the error is an outage; else why the request gets a 503
+    /// (failed closed, or unavailable). A full store, a refused check or a protocol
+    /// error is never an outage.
+    fn fail_over(
+        &self,
+        enforced: &[Applied<'_>],
+        error: &StoreError,
+    ) -> Result<&MemoryStore, Outcome> {
         let fallback = self.fallback.as_ref().filter(|_| error.is_unavailable());
         let Some(fallback) = fallback else {
             tracing::warn!(%error, "the store could not decide");
-            return None;
+            return Err(Outcome::Unavailable);
         };
         if let Some(closed) = enforced.iter().find(|a| a.rule.failure == Failure::Closed) {
             tracing::warn!(%error, rule = %closed.rule.name, "store unavailable: failing closed");
-            return None;
+            return Err(Outcome::FailedClosed);
         }
         let now = self.clock.now();
         let last = self.fallback_logged.load(Ordering::Relaxed);
@@ -399,23 +481,45 @@ impl Engine {
         {
             tracing::warn!(%error, "store unavailable: deciding fail-open rules on this instance's local fallback limits");
         }
-        Some(fallback)
+        Ok(fallback)
     }
 
     /// Counts the shadow rules on the store the request was decided on; returns the
-    /// names of those that would have denied.
-    async fn shadow<'e>(&'e self, used: StoreUsed, shadow: &[Applied<'e>]) -> Vec<&'e str> {
+    /// names of those that would have denied (and logs them, rate-limited).
+    async fn shadow<'e>(
+        &'e self,
+        used: StoreUsed,
+        shadow: &[Applied<'e>],
+        plan: Option<&str>,
+        facts: &Facts<'_>,
+    ) -> Vec<&'e str> {
         if shadow.is_empty() {
             return Vec::new();
         }
         let checks: Vec<Check<'_>> = shadow.iter().map(Applied::check).collect();
-        match self.store_used(used).check_all(&checks).await {
-            Ok(decisions) => shadow
-                .iter()
-                .zip(decisions)
-                .filter(|(_, d)| !d.allowed)
-                .map(|(a, _)| a.rule.name.as_str())
-                .collect(),
+        let timer = self
+            .metrics
+            .store_timer(StoreOp::Shadow, used == StoreUsed::Fallback);
+        let decided = self.store_used(used).check_all(&checks).await;
+        timer.finish(decided.as_ref().err());
+        match decided {
+            Ok(decisions) => {
+                let now = self.clock.now();
+                let mut denied = Vec::new();
+                for (a, d) in shadow.iter().zip(decisions) {
+                    let outcome = if d.allowed {
+                        Outcome::ShadowAllowed
+                    } else {
+                        self.log_denial(a, plan, facts, "a shadow rule would have denied");
+                        denied.push(a.rule.name.as_str());
+                        Outcome::ShadowDenied
+                    };
+                    let series = self.series[a.index];
+                    self.metrics
+                        .decided(series, plan, outcome, &a.identity, d.remaining, now);
+                }
+                denied
+            }
             Err(error) => {
                 tracing::warn!(%error, "shadow rules could not be checked");
                 Vec::new()
@@ -430,6 +534,75 @@ impl Engine {
         }
     }
 
+    /// Counts a refusal, and returns it.
+    fn refused(&self, refused: Refused) -> Refused {
+        let reason = match refused.reason {
+            Refusal::Unreadable => 0,
+            Refusal::UnsupportedBody => 1,
+            Refusal::UnknownHost => 2,
+        };
+        self.metrics.refused(reason);
+        refused
+    }
+
+    /// Counts each enforcing rule's decision, and logs denials (rate-limited).
+    fn count(
+        &self,
+        used: StoreUsed,
+        enforced: &[Applied<'_>],
+        decisions: &[Decision],
+        plan: Option<&str>,
+        facts: &Facts<'_>,
+    ) {
+        let fallback = used == StoreUsed::Fallback;
+        if self.fallback.is_some() {
+            self.metrics.decided_on_fallback(fallback);
+        }
+        let now = self.clock.now();
+        for (a, d) in enforced.iter().zip(decisions) {
+            let outcome = match (fallback, d.allowed) {
+                (false, true) => Outcome::Allowed,
+                (false, false) => Outcome::Denied,
+                (true, true) => Outcome::FallbackAllowed,
+                (true, false) => Outcome::FallbackDenied,
+            };
+            if !d.allowed {
+                self.log_denial(a, plan, facts, "denied");
+            }
+            let series = self.series[a.index];
+            self.metrics
+                .decided(series, plan, outcome, &a.identity, d.remaining, now);
+        }
+    }
+
+    /// Counts a request no store could decide.
+    fn count_failure(&self, enforced: &[Applied<'_>], plan: Option<&str>, outcome: Outcome) {
+        let now = self.clock.now();
+        for a in enforced {
+            let series = self.series[a.index];
+            self.metrics
+                .decided(series, plan, outcome, &a.identity, 0, now);
+        }
+    }
+
+    /// Logs a denial at info, at most once per rule and identity a minute (and a
+    /// bounded number a second in all).
+    fn log_denial(&self, a: &Applied<'_>, plan: Option<&str>, facts: &Facts<'_>, message: &str) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        if let Some(suppressed) = self.denials.admit(&a.rule.name, &a.identity) {
+            tracing::info!(
+                rule = %a.rule.name,
+                plan = plan.unwrap_or("none"),
+                client = %facts.client_ip,
+                identity = %a.identity,
+                suppressed,
+                "{message}"
+            );
+        }
+    }
+
     /// Keeps a settlement for `POST /v1/settle`, under a new id. One left unsettled
     /// past `keep_for` is dropped, and so kept (counted).
     pub fn park(&self, settlement: Settlement, keep_for: Duration) -> SettlementId {
@@ -440,6 +613,40 @@ impl Engine {
     pub fn unpark(&self, id: SettlementId) -> Option<Settlement> {
         self.pending.unpark(id, self.clock.now())
     }
+}
+
+/// The series an engine of `config` counts into: every named rule under every plan it
+/// may see, and a gateway route per rule with a `match`.
+fn engine_metrics(config: &Config, metrics: Arc<Metrics>) -> EngineMetrics {
+    let kind = match config.store {
+        StoreConfig::Redis(..) => "redis",
+        StoreConfig::Memory(_) => "memory",
+    };
+    let routing = &config.routing;
+    let known: Vec<&str> = routing
+        .plans
+        .as_ref()
+        .map(|p| p.known.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    let shapes: Vec<RuleShape<'_>> = config
+        .rules
+        .iter()
+        .map(|rule| {
+            let routed = routing.rules.iter().find(|r| r.name == rule.name);
+            let mut plans: Vec<&str> = match routed {
+                Some(r) if !r.plans.is_empty() => r.plans.iter().map(String::as_str).collect(),
+                _ => known.clone(),
+            };
+            plans.push("none");
+            RuleShape {
+                name: &rule.name,
+                limit: rule.policy.limit(),
+                plans,
+            }
+        })
+        .collect();
+    let routes: Vec<&str> = routing.rules.iter().map(|r| r.name.as_str()).collect();
+    EngineMetrics::new(metrics, kind, &shapes, &routes)
 }
 
 /// The rules with each instance's share of their limits, for the local fallback.

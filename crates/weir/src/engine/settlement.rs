@@ -12,6 +12,7 @@ use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
 use weir_store::{Check, Key, Store};
 
 use super::{Engine, Lockout, Rule};
+use crate::metrics::StoreOp;
 
 /// Which store a request was decided on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +135,12 @@ impl Engine {
                 }
             }
         }
+        if refunds.is_empty() && lockouts.is_empty() && resets.is_empty() {
+            return;
+        }
+        let timer = self
+            .metrics
+            .store_timer(StoreOp::Settle, used == StoreUsed::Fallback);
         if !refunds.is_empty()
             && let Err(error) = store.refund_all(&refunds).await
         {
@@ -155,6 +162,7 @@ impl Engine {
                 }
             }
         }
+        timer.finish(None);
     }
 }
 

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -101,30 +102,56 @@ impl Gateway {
 /// rewritten from the client address weir keyed. A request that cannot be read one way
 /// is refused (400), whether or not a rule applies to it.
 pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -> Response {
+    let counted = gateway.engine.metrics().gateway_request();
+    let (response, route) = answer(&gateway, peer, request).await;
+    counted.answered(route, response.status().as_u16());
+    response
+}
+
+/// The answer to one request, and the index of the first rule whose route matched it
+/// (for the metrics).
+async fn answer(
+    gateway: &Gateway,
+    peer: SocketAddr,
+    request: Request,
+) -> (Response, Option<usize>) {
     let (config, engine) = (&gateway.config, &gateway.engine);
     let (mut parts, body) = request.into_parts();
     let client = config.client_ip.read(peer.ip(), &parts.headers);
     let host = match canonical_host(&parts.headers, &parts.uri) {
         Ok(host) => host,
-        Err(error) => return Problem::invalid_request(error.to_string()).into_response(),
+        Err(error) => {
+            return (
+                Problem::invalid_request(error.to_string()).into_response(),
+                None,
+            );
+        }
     };
     parts.method = canonical_method(&parts.method);
     if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
-        return Problem::invalid_request(detail).into_response();
+        return (Problem::invalid_request(detail).into_response(), None);
     }
     // Most paths are canonical already: only another spelling replaces the target.
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let respelled = match canonical_path_and_query(target, engine.path_options()) {
         Ok(Cow::Borrowed(_)) => None,
         Ok(Cow::Owned(canonical)) => Some(canonical),
-        Err(error) => return Problem::invalid_request(error.to_string()).into_response(),
+        Err(error) => {
+            return (
+                Problem::invalid_request(error.to_string()).into_response(),
+                None,
+            );
+        }
     };
     if let Some(canonical) = respelled {
         match canonical.parse() {
             Ok(uri) => parts.uri = uri,
             Err(_) => {
-                return Problem::invalid_request("the request target cannot be forwarded")
-                    .into_response();
+                return (
+                    Problem::invalid_request("the request target cannot be forwarded")
+                        .into_response(),
+                    None,
+                );
             }
         }
     }
@@ -144,14 +171,19 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     let query = parts.uri.query();
     let routed = match engine.route(&parts.method, host.as_deref(), path) {
         Ok(routed) => routed,
-        Err(refused) => return edge::refused(&refused),
+        Err(refused) => return (edge::refused(&refused), None),
     };
+    let route = routed.first();
     let header = config.client_ip.header;
     if routed.is_empty() {
         let pool = gateway.pool();
-        return forward(&pool, &config.upstream, parts, body, &client, header)
-            .await
-            .unwrap_or_else(|own| own);
+        let response = timed(
+            engine,
+            forward(&pool, &config.upstream, parts, body, &client, header),
+        )
+        .await
+        .unwrap_or_else(|own| own);
+        return (response, route);
     }
 
     // Read the body only when a rule identifies callers by it; then forward the copy.
@@ -163,15 +195,18 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
         let Some(permit) = gateway.reserve_buffer(announced.unwrap_or(limit).min(limit)) else {
-            return Problem::busy("too many request bodies are being read; try again")
-                .into_response();
+            let busy = Problem::busy("too many request bodies are being read; try again");
+            return (busy.into_response(), route);
         };
         _buffering = permit;
         let read = axum::body::to_bytes(body, limit);
         match tokio::time::timeout(config.upstream.body_timeout, read).await {
             Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),
-            Ok(Err(_)) => return Problem::body_too_large(limit).into_response(),
-            Err(_) => return Problem::body_timeout(config.upstream.body_timeout).into_response(),
+            Ok(Err(_)) => return (Problem::body_too_large(limit).into_response(), route),
+            Err(_) => {
+                let timeout = config.upstream.body_timeout;
+                return (Problem::body_timeout(timeout).into_response(), route);
+            }
         }
     } else {
         (body, None)
@@ -188,21 +223,20 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
     };
     let allowed = match engine.decide(routed, &facts).await {
         Verdict::Allowed(allowed) => allowed,
-        Verdict::Denied(denied) => return edge::too_many(&denied, engine.legacy_headers()),
-        Verdict::Refused(refused) => return edge::refused(&refused),
+        Verdict::Denied(denied) => {
+            return (edge::too_many(&denied, engine.legacy_headers()), route);
+        }
+        Verdict::Refused(refused) => return (edge::refused(&refused), route),
         Verdict::Unavailable(unavailable) => {
-            return Problem::store_unavailable(unavailable.detail).into_response();
+            return (
+                Problem::store_unavailable(unavailable.detail).into_response(),
+                route,
+            );
         }
     };
-    let answer = forward(
-        &gateway.pool(),
-        &config.upstream,
-        parts,
-        body,
-        &client,
-        header,
-    )
-    .await;
+    let pool = gateway.pool();
+    let forwarded = forward(&pool, &config.upstream, parts, body, &client, header);
+    let answer = timed(engine, forwarded).await;
     // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
     let (mut response, status) = match answer {
         Ok(response) => {
@@ -216,14 +250,21 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         &allowed.quotas,
         engine.legacy_headers(),
     );
-    if !allowed.shadow_denied.is_empty() {
-        tracing::info!(rules = ?allowed.shadow_denied, client = %client.ip, "shadow rules would have denied");
-        if let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", ")) {
-            response.headers_mut().insert(SHADOW_HEADER, value);
-        }
+    if !allowed.shadow_denied.is_empty()
+        && let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", "))
+    {
+        response.headers_mut().insert(SHADOW_HEADER, value);
     }
     if let (Some(settlement), Some(status)) = (allowed.settlement, status) {
         settlement.settle(status).await;
     }
-    response
+    (response, route)
+}
+
+/// Forwards, recording how long the upstream took (weir's own 502/504 included).
+async fn timed<T>(engine: &Engine, forwarding: impl Future<Output = T>) -> T {
+    let started = Instant::now();
+    let answer = forwarding.await;
+    engine.metrics().upstream_latency(started.elapsed());
+    answer
 }

@@ -16,9 +16,10 @@ use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreEr
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
 pub use self::workers::serve_on_threads;
-use crate::config::{Config, StoreConfig};
+use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::Engine;
 use crate::gateway::Gateway;
+use crate::metrics::{Metrics, StoreWatch};
 
 /// How often the memory store gives back the memory of keys that are full again.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
@@ -38,6 +39,11 @@ pub struct Service {
     pub engine: Shared<Engine>,
     /// The gateway, when the configuration has an `upstream`.
     pub gateway: Option<Shared<Gateway>>,
+    /// The admin API's settings, when configured (read at start: changing them needs a
+    /// restart, as the listener does).
+    pub admin: Option<AdminConfig>,
+    /// What the service counts, kept across reloads.
+    pub metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
     store_config: StoreConfig,
     clock: Arc<dyn Clock>,
@@ -56,8 +62,10 @@ impl std::fmt::Debug for Service {
 /// starts the memory store's sweeper (so call it inside a Tokio runtime).
 pub async fn service(config: &Config) -> Result<Service, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let store = store(&config.store, clock.clone()).await?;
-    Ok(Service::with_store(config, store, clock))
+    let (store, watch) = store(&config.store, clock.clone()).await?;
+    let service = Service::with_store(config, store, clock);
+    service.metrics.watch_store(watch);
+    Ok(service)
 }
 
 impl Service {
@@ -65,8 +73,17 @@ impl Service {
     /// `clock`: how tests run the gateway in process, on a memory store with a manual
     /// clock. Reloads are not available without the store's configuration.
     pub fn with_store(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        let engine = Arc::new(Engine::new(config, store.clone(), clock.clone()));
+        let metrics = Arc::new(Metrics::new(clock.clone()));
+        metrics.serving_config(&config.sha256);
+        let engine = Arc::new(Engine::with_metrics(
+            config,
+            store.clone(),
+            clock.clone(),
+            Arc::clone(&metrics),
+        ));
         Service {
+            admin: config.admin.clone(),
+            metrics,
             gateway: config
                 .gateway
                 .clone()
@@ -79,11 +96,11 @@ impl Service {
     }
 }
 
-/// The store the configuration describes.
+/// The store the configuration describes, and how the metrics watch it.
 pub(crate) async fn store(
     config: &StoreConfig,
     clock: Arc<dyn Clock>,
-) -> Result<Arc<dyn Store>, StoreError> {
+) -> Result<(Arc<dyn Store>, StoreWatch), StoreError> {
     Ok(match config {
         StoreConfig::Redis(redis, _) => {
             // Start connected when Redis is there; serve degraded (each rule's failure
@@ -95,7 +112,15 @@ pub(crate) async fn store(
                 .wait_connected(redis.timeout.max(Duration::from_secs(2)))
                 .await;
             let health = store.health();
-            Arc::new(Breaker::new(store, BreakerConfig::default()).following(health))
+            let breaker =
+                Arc::new(Breaker::new(store, BreakerConfig::default()).following(health.clone()));
+            let closed = Arc::clone(&breaker);
+            let watch = StoreWatch {
+                kind: "redis",
+                up: Box::new(move || health.is_up()),
+                breaker_open: Some(Box::new(move || !closed.is_closed())),
+            };
+            (breaker, watch)
         }
         StoreConfig::Memory(memory) => {
             let store = Arc::new(MemoryStore::new(*memory, clock));
@@ -109,7 +134,12 @@ pub(crate) async fn store(
                     store.sweep_expired();
                 }
             });
-            store
+            let watch = StoreWatch {
+                kind: "memory",
+                up: Box::new(|| true),
+                breaker_open: None,
+            };
+            (store, watch)
         }
     })
 }

@@ -35,15 +35,29 @@ impl Service {
     /// flight finish on the old one, new requests get the new one. The store is kept
     /// (with its state) when its section is unchanged.
     pub async fn reload(&mut self, path: &Path) -> Result<(), ReloadError> {
+        let result = self.replace(path).await;
+        self.metrics.reloaded(result.is_ok());
+        result
+    }
+
+    async fn replace(&mut self, path: &Path) -> Result<(), ReloadError> {
         let config = Config::load(path)?;
         if config.gateway.is_some() != self.gateway.is_some() {
             return Err(ReloadError::ModeChange);
         }
         if config.store != self.store_config {
-            self.store = store(&config.store, self.clock.clone()).await?;
+            let (store, watch) = store(&config.store, self.clock.clone()).await?;
+            self.store = store;
+            self.metrics.watch_store(watch);
             self.store_config = config.store.clone();
         }
-        let engine = Arc::new(Engine::new(&config, self.store.clone(), self.clock.clone()));
+        let engine = Arc::new(Engine::with_metrics(
+            &config,
+            self.store.clone(),
+            self.clock.clone(),
+            Arc::clone(&self.metrics),
+        ));
+        self.metrics.serving_config(&config.sha256);
         self.engine.store(Arc::clone(&engine));
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.store(Arc::new(Gateway::new(gateway, engine)));

@@ -1,0 +1,259 @@
+//! The admin API and status page, on the admin listener only, and only when the
+//! configuration has an `admin` section. Every `/admin/api/` call needs
+//! `Authorization: Bearer <token>`; the page itself holds no data (it asks the API,
+//! with a token the operator gives it in the address's `#token=` fragment, which
+//! browsers never send to the server).
+//!
+//! - `GET /admin/api/rules`: each rule, its limit, live decision rates and totals, and
+//!   the keys near their limit over the last minute;
+//! - `GET /admin/api/key?rule=R&key=K`: a key's state (remaining, reset, lockout);
+//! - `POST /admin/api/reset` with `{"rule": R, "key": K}`: forgets a key's state and
+//!   lockouts (unlocking a caller), logged;
+//! - `GET /admin/api/top?rule=R&minutes=5&n=20`: the identities the rule denied most
+//!   (estimated in bounded memory; see `metrics::top`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+
+use crate::config::AdminConfig;
+use crate::edge::Problem;
+use crate::edge::ratelimit::ceil_millis;
+use crate::engine::Engine;
+use crate::server::Shared;
+
+/// The status page: one HTML file, no build step, no external assets.
+const PAGE: &str = include_str!("page.html");
+
+/// The largest reset request read.
+const MAX_RESET_BYTES: usize = 4096;
+
+#[derive(Clone)]
+struct Admin {
+    engine: Shared<Engine>,
+    config: Arc<AdminConfig>,
+}
+
+/// The admin routes, to merge into the admin listener's router.
+pub fn router(engine: Shared<Engine>, config: AdminConfig) -> Router {
+    let page = || async {
+        (
+            [
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            PAGE,
+        )
+    };
+    Router::new()
+        .route("/admin", get(page))
+        .route("/admin/", get(page))
+        .route("/admin/api/rules", get(rules))
+        .route("/admin/api/key", get(key))
+        .route("/admin/api/reset", post(reset))
+        .route("/admin/api/top", get(top))
+        .with_state(Admin {
+            engine,
+            config: Arc::new(config),
+        })
+}
+
+/// `None` when the request carries the admin token, else the 401 to answer.
+fn authorize(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if token.is_some_and(|token| admin.config.accepts(token.trim())) {
+        return None;
+    }
+    let mut response = Problem::unauthorized().into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"weir admin\""),
+    );
+    Some(response)
+}
+
+/// The query's parameters; a parameter given twice is an error (one meaning only).
+fn query(uri: &Uri) -> Result<HashMap<String, String>, Problem> {
+    let mut found = HashMap::new();
+    for (name, value) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
+        if found.insert(name.to_string(), value.into_owned()).is_some() {
+            return Err(Problem::invalid_request(format!(
+                "`{name}` is given more than once"
+            )));
+        }
+    }
+    Ok(found)
+}
+
+fn required<'q>(query: &'q HashMap<String, String>, name: &str) -> Result<&'q str, Problem> {
+    query
+        .get(name)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| Problem::invalid_request(format!("`{name}` is required")))
+}
+
+#[derive(Serialize)]
+struct RuleView {
+    name: String,
+    algorithm: String,
+    limit: u64,
+    period_seconds: f64,
+    allowed_per_second: f64,
+    denied_per_second: f64,
+    rates_over_seconds: f64,
+    allowed_total: u64,
+    denied_total: u64,
+    near_limit_keys: u64,
+}
+
+async fn rules(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if let Some(refused) = authorize(&admin, &headers) {
+        return refused;
+    }
+    let engine = admin.engine.load_full();
+    let metrics = engine.metrics().metrics();
+    let rates = metrics.rates();
+    let now = metrics.now();
+    let views: Vec<RuleView> = engine
+        .rules()
+        .map(|rule| {
+            let live = metrics.rule(&rule.name);
+            let totals = live.totals();
+            let rate = rates.get(&rule.name).copied().unwrap_or_default();
+            RuleView {
+                name: rule.name.clone(),
+                algorithm: rule.policy.algorithm().to_string(),
+                limit: rule.policy.limit(),
+                period_seconds: rule.policy.period().as_secs_f64(),
+                allowed_per_second: rate.allowed_per_second,
+                denied_per_second: rate.denied_per_second,
+                rates_over_seconds: rate.over_seconds,
+                allowed_total: totals.allowed,
+                denied_total: totals.denied,
+                near_limit_keys: live.near_limit_keys(now),
+            }
+        })
+        .collect();
+    Json(views).into_response()
+}
+
+#[derive(Serialize)]
+struct KeyView {
+    rule: String,
+    key: String,
+    limit: u64,
+    remaining: u64,
+    reset_after_ms: u64,
+    locked_out: bool,
+    locked_for_ms: Option<u64>,
+    lockouts: u64,
+}
+
+async fn key(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = authorize(&admin, &headers) {
+        return refused;
+    }
+    let answer = async {
+        let query = query(&uri).map_err(IntoResponse::into_response)?;
+        let rule = required(&query, "rule").map_err(IntoResponse::into_response)?;
+        let key = required(&query, "key").map_err(IntoResponse::into_response)?;
+        let engine = admin.engine.load_full();
+        match engine.inspect(rule, key).await {
+            Ok(Some(state)) => Ok(Json(KeyView {
+                rule: rule.to_owned(),
+                key: state.key,
+                limit: state.limit,
+                remaining: state.remaining,
+                reset_after_ms: ceil_millis(state.reset_after),
+                locked_out: state.locked_for.is_some(),
+                locked_for_ms: state.locked_for.map(ceil_millis),
+                lockouts: state.lockouts,
+            })
+            .into_response()),
+            Ok(None) => Err(Problem::unknown_rule(rule).into_response()),
+            Err(error) => Err(Problem::store_unavailable(error.to_string()).into_response()),
+        }
+    };
+    answer.await.unwrap_or_else(|refused| refused)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetRequest {
+    rule: String,
+    key: String,
+}
+
+async fn reset(State(admin): State<Admin>, headers: HeaderMap, body: Body) -> Response {
+    if let Some(refused) = authorize(&admin, &headers) {
+        return refused;
+    }
+    let answer = async {
+        let bytes = axum::body::to_bytes(body, MAX_RESET_BYTES)
+            .await
+            .map_err(|_| Problem::body_too_large(MAX_RESET_BYTES).into_response())?;
+        let request: ResetRequest = serde_json::from_slice(&bytes).map_err(|e| {
+            Problem::invalid_request(format!("invalid reset request: {e}")).into_response()
+        })?;
+        if request.key.is_empty() {
+            return Err(Problem::invalid_request("`key` must not be empty").into_response());
+        }
+        let engine = admin.engine.load_full();
+        match engine.reset_key(&request.rule, &request.key).await {
+            Ok(true) => {
+                tracing::info!(rule = %request.rule, key = %request.key, "admin: key reset (state and lockouts forgotten)");
+                Ok(Json(
+                    serde_json::json!({"reset": true, "rule": request.rule, "key": request.key}),
+                )
+                .into_response())
+            }
+            Ok(false) => Err(Problem::unknown_rule(&request.rule).into_response()),
+            Err(error) => Err(Problem::store_unavailable(error.to_string()).into_response()),
+        }
+    };
+    answer.await.unwrap_or_else(|refused| refused)
+}
+
+async fn top(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = authorize(&admin, &headers) {
+        return refused;
+    }
+    let answer = || -> Result<Response, Problem> {
+        let query = query(&uri)?;
+        let rule = required(&query, "rule")?;
+        let number = |name: &str, default: u64, max: u64| match query.get(name) {
+            None => Ok(default),
+            Some(text) => text
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    Problem::invalid_request(format!("`{name}` must be a number from 1 to {max}"))
+                }),
+        };
+        let minutes = number("minutes", 5, 5)?;
+        let n = number("n", 20, 64)?;
+        let engine = admin.engine.load_full();
+        if engine.rule(rule).is_none() {
+            return Err(Problem::unknown_rule(rule));
+        }
+        let metrics = engine.metrics().metrics();
+        let top = metrics
+            .rule(rule)
+            .top_denied(metrics.now(), minutes, n as usize);
+        Ok(Json(serde_json::json!({"rule": rule, "minutes": minutes, "top": top})).into_response())
+    };
+    answer().unwrap_or_else(IntoResponse::into_response)
+}

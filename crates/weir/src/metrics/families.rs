@@ -1,0 +1,193 @@
+//! The Prometheus families weir exports, and their label sets.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// A decision of one rule for one request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct DecisionLabels {
+    pub(super) rule: String,
+    pub(super) plan: String,
+    pub(super) outcome: &'static str,
+}
+
+/// One rule.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RuleLabels {
+    pub(super) rule: String,
+}
+
+/// Why a request was refused before any rule counted it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ReasonLabels {
+    pub(super) reason: &'static str,
+}
+
+/// One store.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct StoreLabels {
+    pub(super) store: &'static str,
+}
+
+/// One operation on one store.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct StoreOpLabels {
+    pub(super) store: &'static str,
+    pub(super) operation: &'static str,
+}
+
+/// One kind of store error.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct StoreErrorLabels {
+    pub(super) store: &'static str,
+    pub(super) kind: &'static str,
+}
+
+/// A reload's result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ResultLabels {
+    pub(super) result: &'static str,
+}
+
+/// The configuration serving.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ConfigLabels {
+    pub(super) sha256: String,
+}
+
+/// Gateway answers: the first rule whose route matched (`none` when none did), and the
+/// status class (`2xx`...).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct GatewayLabels {
+    pub(super) route: String,
+    pub(super) status: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn store_buckets() -> Histogram {
+    // 50 µs to about 1.6 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+fn upstream_buckets() -> Histogram {
+    // 0.5 ms to about 8 s.
+    Histogram::new(exponential_buckets(0.000_5, 2.0, 15))
+}
+
+/// Every family, registered once.
+pub(super) struct Families {
+    pub(super) decisions: Family<DecisionLabels, Counter>,
+    pub(super) near_limit: Family<RuleLabels, Counter>,
+    pub(super) near_limit_keys: Family<RuleLabels, Gauge>,
+    pub(super) refused: Family<ReasonLabels, Counter>,
+    pub(super) store_latency: Histograms<StoreOpLabels>,
+    pub(super) store_errors: Family<StoreErrorLabels, Counter>,
+    pub(super) store_up: Family<StoreLabels, Gauge>,
+    pub(super) breaker_open: Family<StoreLabels, Gauge>,
+    pub(super) fallback_activations: Counter,
+    pub(super) reloads: Family<ResultLabels, Counter>,
+    pub(super) config: Family<ConfigLabels, Gauge>,
+    pub(super) gateway_requests: Family<GatewayLabels, Counter>,
+    pub(super) upstream_latency: Histogram,
+    pub(super) in_flight: Gauge,
+}
+
+impl Families {
+    pub(super) fn register(registry: &mut Registry) -> Self {
+        let families = Self {
+            decisions: Family::default(),
+            near_limit: Family::default(),
+            near_limit_keys: Family::default(),
+            refused: Family::default(),
+            store_latency: Family::new_with_constructor(store_buckets),
+            store_errors: Family::default(),
+            store_up: Family::default(),
+            breaker_open: Family::default(),
+            fallback_activations: Counter::default(),
+            reloads: Family::default(),
+            config: Family::default(),
+            gateway_requests: Family::default(),
+            upstream_latency: upstream_buckets(),
+            in_flight: Gauge::default(),
+        };
+        let f = &families;
+        registry.register(
+            "decisions",
+            "Decisions by rule, caller plan (`none` without plans) and outcome: allowed, denied, shadow_allowed, shadow_denied, fallback_allowed, fallback_denied (decided on this instance's local fallback), failed_closed, unavailable",
+            f.decisions.clone(),
+        );
+        registry.register(
+            "near_limit_decisions",
+            "Requests a rule allowed that left less than 10% of its limit",
+            f.near_limit.clone(),
+        );
+        registry.register(
+            "near_limit_keys",
+            "Distinct keys a rule allowed with less than 10% of its limit left, over the last minute (estimated, about 3% error)",
+            f.near_limit_keys.clone(),
+        );
+        registry.register(
+            "refused_requests",
+            "Requests refused before any rule counted them: unreadable (400), unsupported_body (415), unknown_host (421)",
+            f.refused.clone(),
+        );
+        registry.register_with_unit(
+            "store_latency",
+            "Time the store took, by store (redis, memory, fallback) and operation",
+            Unit::Seconds,
+            f.store_latency.clone(),
+        );
+        registry.register(
+            "store_errors",
+            "Store operations that failed, by store and kind (timeout, unavailable, full, protocol, policy)",
+            f.store_errors.clone(),
+        );
+        registry.register(
+            "store_up",
+            "Whether the store answers now (1) or not (0): what /readyz reports",
+            f.store_up.clone(),
+        );
+        registry.register(
+            "store_breaker_open",
+            "Whether the store's circuit breaker is open (1): checks go to each rule's failure policy without waiting",
+            f.breaker_open.clone(),
+        );
+        registry.register(
+            "fallback_activations",
+            "Times this instance switched to deciding fail-open rules on its local fallback",
+            f.fallback_activations.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Configuration reloads by result (ok, refused)",
+            f.reloads.clone(),
+        );
+        registry.register(
+            "config_loaded",
+            "The configuration serving now, by the SHA-256 of its file (always 1)",
+            f.config.clone(),
+        );
+        registry.register(
+            "gateway_requests",
+            "Gateway answers by route (the first rule whose match applies; none) and status class",
+            f.gateway_requests.clone(),
+        );
+        registry.register_with_unit(
+            "gateway_upstream_latency",
+            "Time from forwarding a request to the upstream's answer headers",
+            Unit::Seconds,
+            f.upstream_latency.clone(),
+        );
+        registry.register(
+            "gateway_in_flight",
+            "Gateway requests being answered now",
+            f.in_flight.clone(),
+        );
+        families
+    }
+}

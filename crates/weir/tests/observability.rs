@@ -1,0 +1,686 @@
+//! What operators see: the Prometheus metrics (read back by the Prometheus project's
+//! own OpenMetrics parser), the admin API (its token, a locked-out caller inspected
+//! and unlocked, the identities denied most, decision rates), the status page in a
+//! real headless Chromium, and denials logged once per caller, as JSON.
+//!
+//! The in-process tests run `examples/login.yaml` in front of a login app on a manual
+//! clock; the page and the logs come from the real binary.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, header};
+use common::login_app::App;
+use serde_json::Value;
+use weir::config::Config;
+use weir::server::{Handler, Service};
+use weir_core::{Clock, ManualClock};
+use weir_store::{MemoryStore, MemoryStoreConfig};
+
+/// 2026-11-30 00:00:00 UTC.
+const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
+const TOKEN: &str = "test-admin-token-0123456789";
+const ANA: &str = "email=ana@example.com&client_ip=203.0.113.7";
+
+/// The login example (with an `admin` section reading `token_file`) in front of `app`.
+fn login_config(app: SocketAddr, dir: &Path) -> String {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/login.yaml");
+    std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+    let text = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("http://127.0.0.1:9000", &format!("http://{app}"));
+    format!("{text}\nadmin:\n  token_file: token\n")
+}
+
+/// weir in process: the gateway, and the admin listener's router.
+struct Weir {
+    service: Service,
+    admin: Router,
+    clock: Arc<ManualClock>,
+}
+
+impl Weir {
+    fn start(app: SocketAddr, dir: &Path) -> Self {
+        let text = login_config(app, dir);
+        let config = Config::parse(&text, &dir.join("login.yaml")).unwrap();
+        let clock = Arc::new(ManualClock::new(MIDNIGHT));
+        let store = Arc::new(MemoryStore::new(
+            MemoryStoreConfig { max_keys: 10_000 },
+            clock.clone(),
+        ));
+        let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
+        let admin = weir::api::router(service.engine.clone()).merge(weir::admin::router(
+            service.engine.clone(),
+            service.admin.clone().expect("an admin section"),
+        ));
+        Self {
+            service,
+            admin,
+            clock,
+        }
+    }
+
+    async fn login(&self, password: &str) -> u16 {
+        let body = format!(r#"{{"email":"ana@example.com","password":"{password}"}}"#);
+        let request = Request::post("/login")
+            .header("host", "app.test")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let peer = SocketAddr::new("203.0.113.7".parse::<IpAddr>().unwrap(), 40000);
+        let gateway = self.service.gateway.clone().unwrap();
+        gateway.call(request, peer).await.status().as_u16()
+    }
+
+    /// An admin listener request; returns the status, the headers and the body.
+    async fn admin(
+        &self,
+        method: &str,
+        uri: &str,
+        token: Option<&str>,
+        body: &str,
+    ) -> (u16, axum::http::HeaderMap, String) {
+        let mut request = Request::builder().method(method).uri(uri);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .unwrap();
+        let response = self
+            .admin
+            .call(request, "127.0.0.1:1".parse().unwrap())
+            .await;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    async fn admin_json(&self, uri: &str) -> Value {
+        let (status, _, body) = self.admin("GET", uri, Some(TOKEN), "").await;
+        assert_eq!(status, 200, "{uri}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+}
+
+/// The samples of an OpenMetrics text, as read by the Prometheus project's Python
+/// parser (`scripts/test` provides it): `name{labels}` (labels sorted) to value.
+fn parse_openmetrics(text: &str) -> HashMap<String, f64> {
+    let python = std::env::var("WEIR_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        out[f"{s.name}{{{labels}}}"] = s.value
+print(json.dumps(out))
+"#;
+    let mut child = Command::new(&python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {python} (scripts/test sets WEIR_PYTHON): {e}"));
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the OpenMetrics parser refused /metrics (or is missing: run scripts/test): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn sample(samples: &HashMap<String, f64>, key: &str) -> f64 {
+    *samples
+        .get(key)
+        .unwrap_or_else(|| panic!("no sample {key} in {:#?}", samples.keys()))
+}
+
+#[tokio::test]
+async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    // Seven wrong passwords: five reach the app (401), the pair is then locked out.
+    let mut statuses = Vec::new();
+    for _ in 0..7 {
+        statuses.push(weir.login("guess").await);
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 429, 429]);
+
+    let (status, headers, text) = weir.admin("GET", "/metrics", None, "").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers[header::CONTENT_TYPE],
+        weir::metrics::CONTENT_TYPE,
+        "Prometheus reads the type from the header"
+    );
+    assert!(
+        !text.contains("ana@example.com"),
+        "no label holds a caller's key"
+    );
+    let samples = parse_openmetrics(&text);
+    let decisions = |rule: &str, outcome: &str| {
+        sample(
+            &samples,
+            &format!(r#"weir_decisions_total{{outcome="{outcome}",plan="none",rule="{rule}"}}"#),
+        )
+    };
+    assert_eq!(decisions("login-account-ip", "allowed"), 5.0);
+    assert_eq!(decisions("login-account-ip", "denied"), 2.0);
+    assert_eq!(decisions("login-account-ip", "shadow_denied"), 0.0);
+    // Each rule counts its own decision: the account-wide rule allowed all seven (the
+    // two denied by the pair's rule consumed nothing).
+    assert_eq!(decisions("login-account", "allowed"), 7.0);
+    assert_eq!(decisions("login-account", "denied"), 0.0);
+    // The fifth attempt left the pair's rule with nothing: under 10% of 5.
+    assert_eq!(
+        sample(
+            &samples,
+            r#"weir_near_limit_decisions_total{rule="login-account-ip"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        sample(&samples, r#"weir_near_limit_keys{rule="login-account-ip"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            r#"weir_gateway_requests_total{route="login-account-ip",status="4xx"}"#
+        ),
+        7.0
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            r#"weir_store_latency_seconds_count{operation="check",store="memory"}"#
+        ),
+        7.0
+    );
+    assert_eq!(
+        sample(&samples, r#"weir_gateway_upstream_latency_seconds_count{}"#),
+        5.0
+    );
+    assert_eq!(sample(&samples, r#"weir_gateway_in_flight{}"#), 0.0);
+    let config = std::fs::read(dir.path().join("login.yaml")).ok();
+    assert!(config.is_none(), "parsed from text, not a file");
+    let loaded: Vec<&String> = samples
+        .keys()
+        .filter(|k| k.starts_with("weir_config_loaded{sha256="))
+        .collect();
+    assert_eq!(loaded.len(), 1, "{loaded:?}");
+
+    // A request refused before any rule counted it.
+    let refused = Request::post("/login")
+        .header("host", "app.test")
+        .header("content-type", "application/json")
+        .body(Body::from(r#"{"email":"a@x","email":"b@x"}"#))
+        .unwrap();
+    let gateway = weir.service.gateway.clone().unwrap();
+    let status = gateway
+        .call(refused, "198.51.100.1:1".parse().unwrap())
+        .await
+        .status();
+    assert_eq!(status, 400);
+    let (_, _, text) = weir.admin("GET", "/metrics", None, "").await;
+    let samples = parse_openmetrics(&text);
+    assert_eq!(
+        sample(
+            &samples,
+            r#"weir_refused_requests_total{reason="unreadable"}"#
+        ),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn the_admin_api_needs_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    for token in [None, Some("wrong-token-but-long-enough"), Some("")] {
+        for (method, uri) in [
+            ("GET", "/admin/api/rules"),
+            ("GET", "/admin/api/key?rule=login-account-ip&key=x"),
+            ("GET", "/admin/api/top?rule=login-account-ip"),
+            ("POST", "/admin/api/reset"),
+        ] {
+            let body = r#"{"rule":"login-account-ip","key":"x"}"#;
+            let (status, headers, _) = weir.admin(method, uri, token, body).await;
+            assert_eq!(status, 401, "{method} {uri} with {token:?}");
+            assert_eq!(
+                headers[header::WWW_AUTHENTICATE],
+                "Bearer realm=\"weir admin\""
+            );
+        }
+    }
+    // A token sent another way than `Bearer` is refused too.
+    let request = Request::get("/admin/api/rules")
+        .header(header::AUTHORIZATION, format!("Basic {TOKEN}"))
+        .body(Body::empty())
+        .unwrap();
+    let status = weir
+        .admin
+        .call(request, "127.0.0.1:1".parse().unwrap())
+        .await
+        .status();
+    assert_eq!(status, 401);
+    // The page itself holds no data, and is served without the token.
+    let (status, headers, page) = weir.admin("GET", "/admin/", None, "").await;
+    assert_eq!(status, 200);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
+    assert!(page.contains("weir status") && !page.contains(TOKEN));
+}
+
+#[tokio::test]
+async fn a_locked_out_caller_is_inspected_listed_and_unlocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    for _ in 0..5 {
+        assert_eq!(weir.login("guess").await, 401);
+    }
+    for _ in 0..3 {
+        assert_eq!(weir.login("right").await, 429, "locked out");
+    }
+    weir.clock.advance(Duration::from_secs(30));
+
+    let key = |rule: &str| {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("rule", rule)
+            .append_pair("key", ANA)
+            .finish();
+        format!("/admin/api/key?{query}")
+    };
+    let state = weir.admin_json(&key("login-account-ip")).await;
+    assert_eq!(state["key"], ANA);
+    assert_eq!(state["limit"], 5);
+    assert_eq!(state["remaining"], 0);
+    assert_eq!(state["locked_out"], true);
+    assert_eq!(
+        state["locked_for_ms"], 870_000,
+        "15 minutes from the fifth, 30 s on"
+    );
+    assert_eq!(state["lockouts"], 1);
+
+    let top = weir
+        .admin_json("/admin/api/top?rule=login-account-ip&minutes=5&n=5")
+        .await;
+    assert_eq!(
+        top["top"],
+        serde_json::json!([{"identity": ANA, "denied": 3, "error": 0}])
+    );
+
+    let rules = weir.admin_json("/admin/api/rules").await;
+    let pair = &rules.as_array().unwrap()[0];
+    assert_eq!(pair["name"], "login-account-ip");
+    assert_eq!(pair["allowed_total"], 5);
+    assert_eq!(pair["denied_total"], 3);
+    assert_eq!(pair["near_limit_keys"], 1);
+
+    // Unlocked: the owner's right password reaches the app at once.
+    let reset = serde_json::json!({"rule": "login-account-ip", "key": ANA}).to_string();
+    let (status, _, body) = weir
+        .admin("POST", "/admin/api/reset", Some(TOKEN), &reset)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let state = weir.admin_json(&key("login-account-ip")).await;
+    assert_eq!(
+        (
+            &state["remaining"],
+            &state["locked_out"],
+            &state["lockouts"]
+        ),
+        (
+            &serde_json::json!(5),
+            &serde_json::json!(false),
+            &serde_json::json!(0)
+        )
+    );
+    assert_eq!(weir.login("right").await, 200);
+}
+
+#[tokio::test]
+async fn the_admin_api_refuses_bad_questions() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    let cases = [
+        ("GET", "/admin/api/key?rule=nope&key=x", "", 404),
+        ("GET", "/admin/api/key?rule=login-account-ip", "", 400),
+        ("GET", "/admin/api/key?rule=login-account-ip&key=", "", 400),
+        (
+            "GET",
+            "/admin/api/key?rule=login-account-ip&key=a&key=b",
+            "",
+            400,
+        ),
+        ("GET", "/admin/api/top?rule=nope", "", 404),
+        (
+            "GET",
+            "/admin/api/top?rule=login-account-ip&minutes=0",
+            "",
+            400,
+        ),
+        (
+            "GET",
+            "/admin/api/top?rule=login-account-ip&n=1000",
+            "",
+            400,
+        ),
+        ("GET", "/admin/api/top?rule=login-account-ip&n=-1", "", 400),
+        ("POST", "/admin/api/reset", "{", 400),
+        (
+            "POST",
+            "/admin/api/reset",
+            r#"{"rule":"login-account-ip"}"#,
+            400,
+        ),
+        (
+            "POST",
+            "/admin/api/reset",
+            r#"{"rule":"login-account-ip","key":""}"#,
+            400,
+        ),
+        (
+            "POST",
+            "/admin/api/reset",
+            r#"{"rule":"nope","key":"x"}"#,
+            404,
+        ),
+        (
+            "POST",
+            "/admin/api/reset",
+            r#"{"rule":"login-account-ip","key":"x","all":true}"#,
+            400,
+        ),
+        ("GET", "/admin/api/reset", "", 405),
+    ];
+    for (method, uri, body, expected) in cases {
+        let (status, _, text) = weir.admin(method, uri, Some(TOKEN), body).await;
+        assert_eq!(status, expected, "{method} {uri} {body}: {text}");
+    }
+    let (status, _, _) = weir
+        .admin("POST", "/admin/api/reset", Some(TOKEN), &"x".repeat(10_000))
+        .await;
+    assert_eq!(status, 413);
+}
+
+#[tokio::test]
+async fn decision_rates_are_taken_over_the_last_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    let metrics = weir.service.metrics.clone();
+    metrics.sample();
+    // Two minutes: one success a second, sampled every five seconds.
+    for second in 1..=120 {
+        weir.clock.advance(Duration::from_secs(1));
+        assert_eq!(weir.login("right").await, 200);
+        if second % 5 == 0 {
+            metrics.sample();
+        }
+    }
+    let rules = weir.admin_json("/admin/api/rules").await;
+    let pair = &rules.as_array().unwrap()[0];
+    assert_eq!(pair["rates_over_seconds"], 60.0);
+    assert_eq!(pair["allowed_per_second"], 1.0);
+    assert_eq!(pair["denied_per_second"], 0.0);
+}
+
+#[tokio::test]
+async fn without_an_admin_section_there_is_no_admin_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let text = login_config(app.addr, dir.path()).replace("\nadmin:\n  token_file: token\n", "");
+    let config = Config::parse(&text, &dir.path().join("login.yaml")).unwrap();
+    assert!(config.admin.is_none());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig { max_keys: 10 },
+        clock.clone(),
+    ));
+    let service = Service::with_store(&config, store, clock);
+    let api = weir::api::router(service.engine.clone());
+    for uri in ["/admin/", "/admin/api/rules"] {
+        let request = Request::get(uri)
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .unwrap();
+        let status = api
+            .call(request, "127.0.0.1:1".parse().unwrap())
+            .await
+            .status();
+        assert_eq!(status, 404, "{uri}");
+    }
+}
+
+#[test]
+fn admin_tokens_are_checked_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "rules:\n  - {name: api, algorithm: gcra, limit: 10, period: 1m}\n";
+    let load = |admin: &str| {
+        let text = format!("{base}admin:\n{admin}");
+        Config::parse(&text, &dir.path().join("weir.yaml")).map(|c| c.admin.is_some())
+    };
+    std::fs::write(dir.path().join("short"), "too-short\n").unwrap();
+    std::fs::write(dir.path().join("good"), format!("{TOKEN}\n")).unwrap();
+    assert!(load("  token_file: good\n").unwrap());
+    for (admin, says) in [
+        ("  token_file: short\n", "at least 16 bytes"),
+        ("  token_file: missing\n", "cannot read"),
+        (
+            "  token_env: WEIR_TEST_SURELY_UNSET_VARIABLE\n",
+            "is not set",
+        ),
+        ("  token_file: good\n  token_env: X\n", "exactly one of"),
+        ("  {}\n", "exactly one of"),
+        ("  token: inline-secrets-are-refused\n", "unknown field"),
+    ] {
+        let error = load(admin).unwrap_err().to_string();
+        assert!(error.contains(says), "{admin}: {error}");
+        assert!(error.contains("admin"), "{error}");
+    }
+}
+
+/// The real binary with the login example and an admin token, in front of `app`;
+/// its stderr (JSON logs) goes to `log`.
+struct Binary {
+    child: std::process::Child,
+    gateway: String,
+    admin: String,
+}
+
+impl Binary {
+    fn start(app: SocketAddr, dir: &Path, log: &Path) -> Self {
+        let config = dir.join("login.yaml");
+        std::fs::write(&config, login_config(app, dir)).unwrap();
+        let mut child = common::weir()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--log-format", "json", "--config"])
+            .arg(&config)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = || {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line.trim().rsplit("http://").next().unwrap().to_owned()
+        };
+        let (gateway, admin) = (line(), line());
+        Self {
+            child,
+            gateway,
+            admin,
+        }
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A login attempt through the binary; returns the status.
+async fn login_at(gateway: &str, password: &str) -> u16 {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Body>();
+    let request = Request::post(format!("http://{gateway}/login"))
+        .header("content-type", "application/json")
+        .body(Body::from(format!(
+            r#"{{"email":"ana@example.com","password":"{password}"}}"#
+        )))
+        .unwrap();
+    client.request(request).await.unwrap().status().as_u16()
+}
+
+/// Where the test leaves the status page's screenshot.
+fn screenshot_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_TMPDIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    target.join("weir-status-page.png")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let log = dir.path().join("weir.log");
+    let weir = Binary::start(app.addr, dir.path(), &log);
+    for _ in 0..5 {
+        assert_eq!(login_at(&weir.gateway, "guess").await, 401);
+    }
+    for _ in 0..10 {
+        assert_eq!(login_at(&weir.gateway, "guess").await, 429);
+    }
+
+    let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let page = format!("http://{}/admin/#token={TOKEN}", weir.admin);
+    let shot = screenshot_path();
+    let browse = |extra: &[String]| {
+        let output = Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--window-size=1200,800",
+                "--virtual-time-budget=5000",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.path().join("chromium").display()
+            ))
+            .args(extra)
+            .arg(&page)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {chromium} (scripts/test installs it): {e}"));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let dom = tokio::task::block_in_place(|| browse(&["--dump-dom".to_owned()]));
+    // Rendered by the page's script from the admin API, with the token it was given.
+    for shown in [
+        r#"<tr data-rule="login-account-ip"><td>login-account-ip</td><td>sliding_log</td><td class="n">5</td><td class="n">15 min</td>"#,
+        r#"<table data-rule="login-account-ip"><caption>login-account-ip</caption>"#,
+        "<code>email=ana@example.com&amp;client_ip=127.0.0.1</code>",
+        "updated ",
+    ] {
+        assert!(dom.contains(shown), "the page lacks {shown}:\n{dom}");
+    }
+    assert!(!dom.contains(r#"<div id="status" class="error">"#), "{dom}");
+    tokio::task::block_in_place(|| browse(&[format!("--screenshot={}", shot.display())]));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a real picture"
+    );
+    println!("status page screenshot: {}", shot.display());
+
+    // Without the token the page says so, and shows no data.
+    let bare = format!("http://{}/admin/", weir.admin);
+    let output = tokio::task::block_in_place(|| {
+        Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--virtual-time-budget=3000",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.path().join("bare").display()
+            ))
+            .args(["--dump-dom", &bare])
+            .output()
+            .unwrap()
+    });
+    let dom = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        dom.contains(r#"<div id="status" class="error">the admin token was not accepted</div>"#),
+        "{dom}"
+    );
+    assert!(!dom.contains("<code>"), "{dom}");
+
+    // The log: JSON lines; the ten denials of one caller by one rule logged once.
+    drop(weir);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let denials: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "denied")
+        .collect();
+    assert_eq!(denials.len(), 1, "{text}");
+    let fields = &denials[0]["fields"];
+    assert_eq!(fields["rule"], "login-account-ip");
+    assert_eq!(
+        fields["identity"],
+        "email=ana@example.com&client_ip=127.0.0.1"
+    );
+    assert_eq!(fields["client"], "127.0.0.1");
+    assert_eq!(fields["plan"], "none");
+}
