@@ -684,3 +684,49 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
     assert_eq!(fields["client"], "127.0.0.1");
     assert_eq!(fields["plan"], "none");
 }
+
+/// The metric names an expression uses (`weir_...`).
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("weir_") {
+        let name: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        rest = &rest[at + name.len()..];
+        names.push(name);
+    }
+    names
+}
+
+#[tokio::test]
+async fn the_grafana_dashboard_queries_only_metrics_weir_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    assert_eq!(weir.login("guess").await, 401);
+    let (_, _, text) = weir.admin("GET", "/metrics", None, "").await;
+    let served: std::collections::HashSet<String> = parse_openmetrics(&text)
+        .into_keys()
+        .map(|k| k.split('{').next().unwrap().to_owned())
+        .collect();
+
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/grafana/weir.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let mut queried = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for name in metric_names(expr) {
+                queried += 1;
+                assert!(
+                    served.contains(&name),
+                    "panel {:?} queries {name}, which weir does not serve ({served:?})",
+                    panel["title"]
+                );
+            }
+        }
+    }
+    assert!(queried >= 20, "{queried}");
+}

@@ -24,6 +24,16 @@ pub enum StoreConfig {
     Redis(RedisStoreConfig, Fallback),
 }
 
+impl StoreConfig {
+    /// The store's kind as metrics name it: `memory` or `redis`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreConfig::Memory(_) => "memory",
+            StoreConfig::Redis(..) => "redis",
+        }
+    }
+}
+
 /// The local limiter fail-open rules use while the shared store is unavailable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fallback {

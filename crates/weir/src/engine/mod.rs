@@ -618,10 +618,7 @@ impl Engine {
 /// The series an engine of `config` counts into: every named rule under every plan it
 /// may see, and a gateway route per rule with a `match`.
 fn engine_metrics(config: &Config, metrics: Arc<Metrics>) -> EngineMetrics {
-    let kind = match config.store {
-        StoreConfig::Redis(..) => "redis",
-        StoreConfig::Memory(_) => "memory",
-    };
+    let kind = config.store.kind();
     let routing = &config.routing;
     let known: Vec<&str> = routing
         .plans

@@ -53,6 +53,16 @@ pub(super) struct ResultLabels {
     pub(super) result: &'static str,
 }
 
+/// The kinds of store errors counted (see `StoreTimer::finish`).
+pub(super) const STORE_ERROR_KINDS: [&str; 6] = [
+    "timeout",
+    "unavailable",
+    "full",
+    "protocol",
+    "policy",
+    "other",
+];
+
 /// The configuration serving.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ConfigLabels {

@@ -75,6 +75,13 @@ impl Metrics {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         let mut registry = Registry::with_prefix("weir");
         let families = Families::register(&mut registry);
+        // Known series start at 0, so that rates and dashboards see them before the
+        // first event.
+        for result in ["ok", "refused"] {
+            families
+                .reloads
+                .get_or_create_owned(&families::ResultLabels { result });
+        }
         Self {
             registry,
             families,
@@ -147,6 +154,13 @@ impl Metrics {
 
     /// Tells the metrics how to read the store's state at each scrape.
     pub fn watch_store(&self, watch: StoreWatch) {
+        for store in [watch.kind, "fallback"] {
+            for kind in families::STORE_ERROR_KINDS {
+                self.families
+                    .store_errors
+                    .get_or_create_owned(&families::StoreErrorLabels { store, kind });
+            }
+        }
         *self.store.lock() = Some(watch);
     }
 
@@ -169,12 +183,11 @@ impl Metrics {
                 .store_up
                 .get_or_create(&labels)
                 .set(i64::from((watch.up)()));
-            if let Some(open) = &watch.breaker_open {
-                self.families
-                    .breaker_open
-                    .get_or_create(&labels)
-                    .set(i64::from(open()));
-            }
+            let open = watch.breaker_open.as_ref().is_some_and(|open| open());
+            self.families
+                .breaker_open
+                .get_or_create(&labels)
+                .set(i64::from(open));
         }
         let now = self.clock.now();
         for (name, live) in self.rules.lock().iter() {

@@ -75,6 +75,12 @@ impl Service {
     pub fn with_store(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         let metrics = Arc::new(Metrics::new(clock.clone()));
         metrics.serving_config(&config.sha256);
+        let ready = Arc::clone(&store);
+        metrics.watch_store(StoreWatch {
+            kind: config.store.kind(),
+            up: Box::new(move || ready.is_ready()),
+            breaker_open: None,
+        });
         let engine = Arc::new(Engine::with_metrics(
             config,
             store.clone(),
@@ -116,7 +122,7 @@ pub(crate) async fn store(
                 Arc::new(Breaker::new(store, BreakerConfig::default()).following(health.clone()));
             let closed = Arc::clone(&breaker);
             let watch = StoreWatch {
-                kind: "redis",
+                kind: config.kind(),
                 up: Box::new(move || health.is_up()),
                 breaker_open: Some(Box::new(move || !closed.is_closed())),
             };
@@ -135,7 +141,7 @@ pub(crate) async fn store(
                 }
             });
             let watch = StoreWatch {
-                kind: "memory",
+                kind: config.kind(),
                 up: Box::new(|| true),
                 breaker_open: None,
             };
