@@ -730,3 +730,57 @@ async fn the_grafana_dashboard_queries_only_metrics_weir_serves() {
     }
     assert!(queried >= 20, "{queried}");
 }
+
+#[tokio::test]
+async fn reloads_are_counted_and_the_served_configuration_is_named_by_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    let first = "rules:\n  - {name: api, algorithm: gcra, limit: 10, period: 1m}\n";
+    std::fs::write(&path, first).unwrap();
+    let config = Config::load(&path).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig { max_keys: 10 },
+        clock.clone(),
+    ));
+    let mut service = Service::with_store(&config, store, clock);
+    let scrape = |service: &Service| parse_openmetrics(&service.metrics.encode());
+    let hash_of = |samples: &HashMap<String, f64>| {
+        let loaded: Vec<&String> = samples
+            .keys()
+            .filter(|k| k.starts_with("weir_config_loaded{"))
+            .collect();
+        assert_eq!(loaded.len(), 1, "one configuration serves: {loaded:?}");
+        loaded[0].clone()
+    };
+    let before = scrape(&service);
+    assert!(hash_of(&before).contains(&config.sha256));
+    assert_eq!(
+        sample(&before, r#"weir_config_reloads_total{result="ok"}"#),
+        0.0
+    );
+
+    std::fs::write(&path, first.replace("limit: 10", "limit: 20")).unwrap();
+    service.reload(&path).await.unwrap();
+    std::fs::write(&path, "rules: [oops").unwrap();
+    assert!(service.reload(&path).await.is_err());
+    let after = scrape(&service);
+    assert_eq!(
+        sample(&after, r#"weir_config_reloads_total{result="ok"}"#),
+        1.0
+    );
+    assert_eq!(
+        sample(&after, r#"weir_config_reloads_total{result="refused"}"#),
+        1.0
+    );
+    let second = Config::parse(
+        &first.replace("limit: 10", "limit: 20"),
+        Path::new("x.yaml"),
+    )
+    .unwrap();
+    assert!(
+        hash_of(&after).contains(&second.sha256),
+        "the refused file never served"
+    );
+    assert_ne!(config.sha256, second.sha256);
+}
