@@ -11,6 +11,7 @@
 # the median of each side and the ratio B/A. Needs wrk (and nginx for the gateway).
 a=$(realpath "${1:-}" 2>/dev/null || true); b=$(realpath "${2:-}" 2>/dev/null || true)
 [[ -x "$a" && -x "$b" ]] || { echo "usage: [AB_DOOR=gateway|api] bench/ab.sh OLD_BINARY NEW_BINARY [seconds] [rounds]" >&2; exit 2; }
+no_build=1
 source "$(dirname "$0")/common.sh"
 secs=${3:-5}; rounds=${4:-4}
 door=${AB_DOOR:-gateway}

@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
-cargo build --release -q -p weir
+# bench/ab.sh brings its own binaries.
+[[ -n ${no_build:-} ]] || cargo build --release -q -p weir
 dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }

@@ -29,8 +29,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the decision API and /healthz, /readyz; with an `upstream` in the
-    /// configuration, serve the gateway instead and the API on --admin-listen.
+    /// Serve the decision API and /healthz, /readyz, /metrics; with an `upstream` in
+    /// the configuration, serve the gateway instead and those on --admin-listen.
     ///
     /// One engine decides for every door. The decision API answers POST /v1/check (one
     /// rule and key), POST /v1/decide (a request's facts: the gateway's verdict, with
@@ -38,9 +38,14 @@ enum Command {
     /// whose rules count by outcome). Rules with `count_statuses` reserve their cost
     /// before a request goes on and keep it or give it back by the answer's status.
     ///
+    /// /metrics serves Prometheus metrics (OpenMetrics text). With an `admin` section
+    /// (a bearer token from `token_env` or `token_file`), the admin listener also
+    /// serves the admin API (/admin/api/...: rules and rates, a key's state, reset,
+    /// the identities denied most) and the status page /admin/.
+    ///
     /// Prints `weir listening on http://ADDR` once the socket is bound (with port 0, the
-    /// port the system chose), and `weir admin listening on http://ADDR` in gateway
-    /// mode. Reloads the configuration on SIGHUP or when the file changes (an invalid
+    /// port the system chose), and `weir admin listening on http://ADDR` when the admin
+    /// listener is open (gateway mode, or an `admin` section). Reloads the configuration on SIGHUP or when the file changes (an invalid
     /// file is refused; the old one keeps serving). Stops on SIGTERM or Ctrl-C after
     /// finishing the requests in flight.
     Serve {
@@ -149,10 +154,8 @@ fn serve(
             }
         };
         let api = weir::api::router(service.engine.clone());
-        let admin_api = service.admin.clone().map(|admin| {
-            api.clone()
-                .merge(weir::admin::router(service.engine.clone(), admin))
-        });
+        let admin_router = weir::server::admin_router(&service);
+        let has_admin = service.admin.is_some();
         let gateway = service.gateway.clone();
         let metrics = Arc::clone(&service.metrics);
         // Decision rates (admin API) are taken between samples of the rules' totals.
@@ -173,10 +176,9 @@ fn serve(
         ));
         // In gateway mode the decision API moves to the admin listener; the admin API
         // is only ever there.
-        let admin = match (&gateway, admin_api) {
-            (None, None) => None,
-            (_, admin_api) => {
-                let router = admin_api.unwrap_or_else(|| api.clone());
+        let admin = match (&gateway, has_admin) {
+            (None, false) => None,
+            _ => {
                 let listener = bind(admin_listen).await?;
                 announce(&format!(
                     "weir admin listening on http://{}",
@@ -184,7 +186,7 @@ fn serve(
                 ));
                 Some(tokio::spawn(weir::server::serve(
                     listener,
-                    router,
+                    admin_router,
                     limits,
                     until_stopped(),
                 )))

@@ -58,10 +58,8 @@ impl Weir {
             clock.clone(),
         ));
         let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
-        let admin = weir::api::router(service.engine.clone()).merge(weir::admin::router(
-            service.engine.clone(),
-            service.admin.clone().expect("an admin section"),
-        ));
+        assert!(service.admin.is_some(), "an admin section");
+        let admin = weir::server::admin_router(&service);
         Self {
             service,
             admin,
@@ -186,12 +184,15 @@ async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
     let decisions = |rule: &str, outcome: &str| {
         sample(
             &samples,
-            &format!(r#"weir_decisions_total{{outcome="{outcome}",plan="none",rule="{rule}"}}"#),
+            &format!(r#"weir_decisions_total{{outcome="{outcome}",plan="(none)",rule="{rule}"}}"#),
         )
     };
     assert_eq!(decisions("login-account-ip", "allowed"), 5.0);
     assert_eq!(decisions("login-account-ip", "denied"), 2.0);
-    assert_eq!(decisions("login-account-ip", "shadow_denied"), 0.0);
+    assert!(
+        !samples.keys().any(|k| k.contains("shadow_")),
+        "no shadow series for rules that are not shadow rules"
+    );
     // Each rule counts its own decision: the account-wide rule allowed all seven (the
     // two denied by the pair's rule consumed nothing).
     assert_eq!(decisions("login-account", "allowed"), 7.0);
@@ -227,13 +228,10 @@ async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
         5.0
     );
     assert_eq!(sample(&samples, r#"weir_gateway_in_flight{}"#), 0.0);
-    let config = std::fs::read(dir.path().join("login.yaml")).ok();
-    assert!(config.is_none(), "parsed from text, not a file");
-    let loaded: Vec<&String> = samples
-        .keys()
-        .filter(|k| k.starts_with("weir_config_loaded{sha256="))
-        .collect();
-    assert_eq!(loaded.len(), 1, "{loaded:?}");
+    let text_of_config = login_config(app.addr, dir.path());
+    let config = Config::parse(&text_of_config, &dir.path().join("login.yaml")).unwrap();
+    let loaded = format!(r#"weir_config_loaded{{sha256="{}"}}"#, config.sha256);
+    assert_eq!(sample(&samples, &loaded), 1.0);
 
     // A request refused before any rule counted it.
     let refused = Request::post("/login")
@@ -295,6 +293,14 @@ async fn the_admin_api_needs_the_token() {
     assert_eq!(status, 200);
     assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
     assert!(page.contains("weir status") && !page.contains(TOKEN));
+    assert!(headers[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap()
+        .contains("script-src 'self'"));
+    assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
+    let (status, headers, _) = weir.admin("GET", "/admin/page.js", None, "").await;
+    assert_eq!(status, 200);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/javascript; charset=utf-8");
 }
 
 #[tokio::test]
@@ -394,6 +400,8 @@ async fn the_admin_api_refuses_bad_questions() {
             400,
         ),
         ("GET", "/admin/api/top?rule=login-account-ip&n=-1", "", 400),
+        ("GET", "/admin/api/top?rule=login-account-ip&minute=1", "", 400),
+        ("GET", "/admin/api/key?rule=login-account-ip&key=%FF%FE", "", 400),
         ("POST", "/admin/api/reset", "{", 400),
         (
             "POST",
@@ -454,7 +462,7 @@ async fn decision_rates_are_taken_over_the_last_minute() {
 }
 
 #[tokio::test]
-async fn without_an_admin_section_there_is_no_admin_api() {
+async fn the_admin_api_is_only_on_the_admin_listener_and_only_when_configured() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::start().await;
     let text = login_config(app.addr, dir.path()).replace("\nadmin:\n  token_file: token\n", "");
@@ -466,18 +474,74 @@ async fn without_an_admin_section_there_is_no_admin_api() {
         clock.clone(),
     ));
     let service = Service::with_store(&config, store, clock);
-    let api = weir::api::router(service.engine.clone());
-    for uri in ["/admin/", "/admin/api/rules"] {
-        let request = Request::get(uri)
+    let admin_listener = weir::server::admin_router(&service);
+    let get = |uri: &str| {
+        Request::get(uri)
+            .header("host", "app.test")
             .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
             .body(Body::empty())
-            .unwrap();
-        let status = api
-            .call(request, "127.0.0.1:1".parse().unwrap())
-            .await
-            .status();
-        assert_eq!(status, 404, "{uri}");
+            .unwrap()
+    };
+    for uri in ["/admin/", "/admin/api/rules", "/admin/page.js"] {
+        let response = admin_listener
+            .call(get(uri), "127.0.0.1:1".parse().unwrap())
+            .await;
+        assert_eq!(response.status(), 404, "{uri} without an admin section");
     }
+    // With one, the admin listener serves it; the gateway's port never does: there the
+    // request goes on to the app, which knows no such path.
+    let weir = Weir::start(app.addr, dir.path());
+    let (status, _, _) = weir.admin("GET", "/admin/api/rules", Some(TOKEN), "").await;
+    assert_eq!(status, 200);
+    let gateway = weir.service.gateway.clone().unwrap();
+    for uri in ["/admin/", "/admin/api/rules"] {
+        let response = gateway
+            .call(get(uri), "203.0.113.9:1".parse().unwrap())
+            .await;
+        assert_eq!(response.status(), 404, "{uri}");
+        assert!(
+            !response.headers().contains_key(header::CONTENT_TYPE),
+            "the app's bare 404, not weir's problem"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_reload_rotates_the_admin_token_and_cannot_remove_the_admin_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let path = dir.path().join("login.yaml");
+    std::fs::write(&path, login_config(app.addr, dir.path())).unwrap();
+    let config = Config::load(&path).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig { max_keys: 10 },
+        clock.clone(),
+    ));
+    let mut service = Service::with_store(&config, store, clock);
+    let admin = weir::server::admin_router(&service);
+    let status = |token: &str| {
+        let request = Request::get("/admin/api/rules")
+            .header(header::AUTHORIZATION, format!("bearer {token}"))
+            .body(Body::empty())
+            .unwrap();
+        let call = admin.call(request, "127.0.0.1:1".parse().unwrap());
+        async move { call.await.status().as_u16() }
+    };
+    assert_eq!(status(TOKEN).await, 200, "the scheme is case-insensitive");
+    let rotated = "a-new-admin-token-after-a-leak";
+    std::fs::write(dir.path().join("token"), rotated).unwrap();
+    service.reload(&path).await.unwrap();
+    assert_eq!(status(TOKEN).await, 401, "the old token stops working");
+    assert_eq!(status(rotated).await, 200);
+
+    let without = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("\nadmin:\n  token_file: token\n", "");
+    std::fs::write(&path, without).unwrap();
+    let refused = service.reload(&path).await.unwrap_err().to_string();
+    assert!(refused.contains("`admin` needs a restart"), "{refused}");
+    assert_eq!(status(rotated).await, 200, "the old configuration keeps serving");
 }
 
 #[test]
@@ -682,7 +746,7 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
         "email=ana@example.com&client_ip=127.0.0.1"
     );
     assert_eq!(fields["client"], "127.0.0.1");
-    assert_eq!(fields["plan"], "none");
+    assert_eq!(fields["plan"], "(none)");
 }
 
 /// The metric names an expression uses (`weir_...`).

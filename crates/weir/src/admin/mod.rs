@@ -13,12 +13,12 @@
 //!   (estimated in bounded memory; see `metrics::top`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::net::SocketAddr;
 
 use axum::Json;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -30,8 +30,17 @@ use crate::edge::ratelimit::ceil_millis;
 use crate::engine::Engine;
 use crate::server::Shared;
 
-/// The status page: one HTML file, no build step, no external assets.
+/// The status page: one HTML file and its script, no build step, no external assets.
 const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("page.js");
+
+/// What the page may do: its own script and the admin API, nothing else (no inline
+/// script, no other origin, no framing).
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The parameters each query may have.
+const KEY_PARAMETERS: &[&str] = &["rule", "key"];
+const TOP_PARAMETERS: &[&str] = &["rule", "minutes", "n"];
 
 /// The largest reset request read.
 const MAX_RESET_BYTES: usize = 4096;
@@ -39,40 +48,55 @@ const MAX_RESET_BYTES: usize = 4096;
 #[derive(Clone)]
 struct Admin {
     engine: Shared<Engine>,
-    config: Arc<AdminConfig>,
+    config: Shared<AdminConfig>,
 }
 
-/// The admin routes, to merge into the admin listener's router.
-pub fn router(engine: Shared<Engine>, config: AdminConfig) -> Router {
+/// The admin routes, to merge into the admin listener's router. The token is read from
+/// `config` at each call: a reload that changes it takes effect at once.
+pub fn router(engine: Shared<Engine>, config: Shared<AdminConfig>) -> Router {
     let page = || async {
         (
             [
                 (header::CONTENT_TYPE, "text/html; charset=utf-8"),
                 (header::CACHE_CONTROL, "no-store"),
+                (header::CONTENT_SECURITY_POLICY, PAGE_POLICY),
+                (header::REFERRER_POLICY, "no-referrer"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
             ],
             PAGE,
+        )
+    };
+    let script = || async {
+        (
+            [
+                (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            SCRIPT,
         )
     };
     Router::new()
         .route("/admin", get(page))
         .route("/admin/", get(page))
+        .route("/admin/page.js", get(script))
         .route("/admin/api/rules", get(rules))
         .route("/admin/api/key", get(key))
         .route("/admin/api/reset", post(reset))
         .route("/admin/api/top", get(top))
-        .with_state(Admin {
-            engine,
-            config: Arc::new(config),
-        })
+        .with_state(Admin { engine, config })
 }
 
 /// `None` when the request carries the admin token, else the 401 to answer.
 fn authorize(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+    // The scheme is case-insensitive (RFC 9110, 11.1).
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if token.is_some_and(|token| admin.config.accepts(token.trim())) {
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    if token.is_some_and(|token| admin.config.load().accepts(token)) {
         return None;
     }
     let mut response = Problem::unauthorized().into_response();
@@ -83,15 +107,33 @@ fn authorize(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
     Some(response)
 }
 
-/// The query's parameters; a parameter given twice is an error (one meaning only).
-fn query(uri: &Uri) -> Result<HashMap<String, String>, Problem> {
+/// The query's parameters, each one of `allowed`: a parameter given twice, one not
+/// allowed (a typo) or one that does not decode to UTF-8 is an error, never a guess.
+fn query(uri: &Uri, allowed: &[&str]) -> Result<HashMap<String, String>, Problem> {
+    let decode = |text: &str| {
+        let text = text.replace('+', " ");
+        percent_encoding::percent_decode_str(&text)
+            .decode_utf8()
+            .map(|s| s.into_owned())
+            .map_err(|_| Problem::invalid_request("the query does not decode to UTF-8"))
+    };
     let mut found = HashMap::new();
-    for (name, value) in form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()) {
-        if found.insert(name.to_string(), value.into_owned()).is_some() {
+    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let (name, value) = (decode(name)?, decode(value)?);
+        if !allowed.contains(&name.as_str()) {
+            return Err(Problem::invalid_request(format!(
+                "unknown parameter `{}`: use {}",
+                name.escape_debug(),
+                allowed.join(", ")
+            )));
+        }
+        if found.contains_key(&name) {
             return Err(Problem::invalid_request(format!(
                 "`{name}` is given more than once"
             )));
         }
+        found.insert(name, value);
     }
     Ok(found)
 }
@@ -166,7 +208,7 @@ async fn key(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
         return refused;
     }
     let answer = async {
-        let query = query(&uri).map_err(IntoResponse::into_response)?;
+        let query = query(&uri, KEY_PARAMETERS).map_err(IntoResponse::into_response)?;
         let rule = required(&query, "rule").map_err(IntoResponse::into_response)?;
         let key = required(&query, "key").map_err(IntoResponse::into_response)?;
         let engine = admin.engine.load_full();
@@ -196,7 +238,12 @@ struct ResetRequest {
     key: String,
 }
 
-async fn reset(State(admin): State<Admin>, headers: HeaderMap, body: Body) -> Response {
+async fn reset(
+    State(admin): State<Admin>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     if let Some(refused) = authorize(&admin, &headers) {
         return refused;
     }
@@ -213,7 +260,12 @@ async fn reset(State(admin): State<Admin>, headers: HeaderMap, body: Body) -> Re
         let engine = admin.engine.load_full();
         match engine.reset_key(&request.rule, &request.key).await {
             Ok(true) => {
-                tracing::info!(rule = %request.rule, key = %request.key, "admin: key reset (state and lockouts forgotten)");
+                tracing::info!(
+                    rule = %request.rule.escape_debug(),
+                    key = %request.key.escape_debug(),
+                    by = %peer,
+                    "admin: key reset (state and lockouts forgotten)"
+                );
                 Ok(Json(
                     serde_json::json!({"reset": true, "rule": request.rule, "key": request.key}),
                 )
@@ -231,7 +283,7 @@ async fn top(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
         return refused;
     }
     let answer = || -> Result<Response, Problem> {
-        let query = query(&uri)?;
+        let query = query(&uri, TOP_PARAMETERS)?;
         let rule = required(&query, "rule")?;
         let number = |name: &str, default: u64, max: u64| match query.get(name) {
             None => Ok(default),

@@ -1,29 +1,34 @@
 //! Logging denials without flooding the log under attack: a denial is logged at most
-//! once per rule and identity a minute, and at most [`LOGS_PER_SECOND`] denials a
-//! second in all; what was left out is counted in the next line logged.
+//! once per rule and identity a minute, and at most [`LOGS_PER_SECOND`] lines in any
+//! clock second in all; how many were left out (all rules together) is told by the
+//! next line logged.
 //!
-//! The bound is kept by weir's own limiter: a memory store of its own, with a
-//! fixed window per (rule, identity) and a token bucket for the whole log.
+//! The whole log's budget is one atomic word (no lock on the attack path once it is
+//! spent); the per-identity bound is kept by weir's own limiter, a memory store of its
+//! own with a GCRA of one a minute per (rule, identity).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, Policy};
-use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig};
+use weir_store::{Key, MemoryStore, MemoryStoreConfig};
 
-/// Denial lines a second, at most, in all.
+/// Denial lines in any clock second, at most, in all.
 const LOGS_PER_SECOND: u64 = 20;
 /// The most (rule, identity) pairs remembered; when full, new pairs are not logged.
 const REMEMBERED: usize = 100_000;
-/// The rule name of the whole log's budget (rule names cannot hold `*`).
-const WHOLE_LOG: &str = "*";
+/// The budget word keeps the second in its high bits and the lines spent in its low
+/// ones.
+const COUNT_BITS: u32 = 16;
 
 /// Decides which denials are logged.
 pub(super) struct DenialLog {
     store: MemoryStore,
     per_identity: Policy,
-    whole: Policy,
+    clock: Arc<dyn Clock>,
+    /// `second << COUNT_BITS | lines logged in it`.
+    budget: AtomicU64,
     /// Denials not logged since the last line.
     suppressed: AtomicU64,
 }
@@ -40,16 +45,11 @@ impl DenialLog {
             max_keys: REMEMBERED,
         };
         Self {
-            store: MemoryStore::new(config, clock),
-            per_identity: Policy::new(Algorithm::FixedWindow, 1, Duration::from_secs(60), None)
+            store: MemoryStore::new(config, clock.clone()),
+            per_identity: Policy::new(Algorithm::Gcra, 1, Duration::from_secs(60), None)
                 .expect("a valid policy"),
-            whole: Policy::new(
-                Algorithm::TokenBucket,
-                LOGS_PER_SECOND,
-                Duration::from_secs(1),
-                None,
-            )
-            .expect("a valid policy"),
+            clock,
+            budget: AtomicU64::new(0),
             suppressed: AtomicU64::new(0),
         }
     }
@@ -57,30 +57,39 @@ impl DenialLog {
     /// Whether to log a denial of `identity` by `rule`: `Some(n)` with the number of
     /// denials left out since the last line, `None` to leave this one out.
     pub(super) fn admit(&self, rule: &str, identity: &str) -> Option<u64> {
-        let checks = [
-            Check {
-                key: Key { rule, identity },
-                policy: &self.per_identity,
-                cost: 1,
-            },
-            Check {
-                key: Key {
-                    rule: WHOLE_LOG,
-                    identity: WHOLE_LOG,
-                },
-                policy: &self.whole,
-                cost: 1,
-            },
-        ];
-        match self.store.check_all_sync(&checks) {
-            Ok(decisions) if decisions.iter().all(|d| d.allowed) => {
-                Some(self.suppressed.swap(0, Ordering::Relaxed))
+        let second = self.clock.now() / 1_000_000_000;
+        let spent = |word: u64| {
+            if word >> COUNT_BITS == second {
+                word & ((1 << COUNT_BITS) - 1)
+            } else {
+                0
             }
-            _ => {
-                self.suppressed.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+        };
+        if spent(self.budget.load(Ordering::Relaxed)) >= LOGS_PER_SECOND
+            || !self.first_this_minute(rule, identity)
+        {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            return None;
         }
+        let taken = self
+            .budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |word| {
+                let spent = spent(word);
+                (spent < LOGS_PER_SECOND).then_some((second << COUNT_BITS) | (spent + 1))
+            });
+        if taken.is_err() {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(self.suppressed.swap(0, Ordering::Relaxed))
+    }
+
+    /// Whether this is the first denial of `identity` by `rule` in a minute (a full
+    /// store of pairs says no: new pairs are not logged until some expire).
+    fn first_this_minute(&self, rule: &str, identity: &str) -> bool {
+        self.store
+            .check_sync(Key { rule, identity }, &self.per_identity, 1)
+            .is_ok_and(|d| d.allowed)
     }
 }
 
@@ -101,13 +110,19 @@ mod tests {
         // Another rule, another identity: logged.
         assert_eq!(log.admit("api", "ana"), Some(1000));
         assert_eq!(log.admit("login", "bo"), Some(0));
-        // A flood of identities: at most the budget a second.
+        // A flood of identities: at most the budget in the second.
         let logged = (0..1000)
             .filter(|i| log.admit("login", &format!("bot-{i}")).is_some())
             .count();
         assert_eq!(logged as u64, LOGS_PER_SECOND - 3);
-        // A minute later, ana's denials are logged again.
-        clock.advance(Duration::from_secs(60));
-        assert_eq!(log.admit("login", "ana"), Some(1000 - logged as u64));
+        // The next second, more; ana still not before her minute is up.
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(log.admit("login", "ana"), None);
+        assert!(log.admit("login", "carol").is_some());
+        // A minute after her first line, ana's denials are logged again: exactly one
+        // line a minute however the minutes fall.
+        clock.advance(Duration::from_millis(59_000));
+        assert!(log.admit("login", "ana").is_some());
+        assert_eq!(log.admit("login", "ana"), None);
     }
 }

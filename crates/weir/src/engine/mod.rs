@@ -25,6 +25,7 @@ mod settlement;
 mod verdict;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -46,7 +47,7 @@ pub use self::settlement::Settlement;
 use self::settlement::{Reserved, StoreUsed};
 pub use self::verdict::{Allowed, Denied, Refusal, Refused, RuleDecision, Unavailable, Verdict};
 use crate::config::{Config, RuleConfig, StoreConfig};
-use crate::metrics::{EngineMetrics, Metrics, Outcome, RuleShape, StoreOp};
+use crate::metrics::{EngineMetrics, Metrics, NONE, Outcome, RuleShape, StoreOp};
 use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
@@ -219,7 +220,13 @@ impl Engine {
         let series = routing
             .rules
             .iter()
-            .map(|rule| metrics.series_of(&rule.name).unwrap_or(usize::MAX))
+            .map(|rule| {
+                config
+                    .rules
+                    .iter()
+                    .position(|r| r.name == rule.name)
+                    .unwrap_or(usize::MAX)
+            })
             .collect();
         Self {
             rules: config.rules.clone(),
@@ -281,15 +288,19 @@ impl Engine {
         let timer = self.metrics.store_timer(StoreOp::Check, false);
         let decided = self.store.check(key, &rule.policy, cost).await;
         timer.finish(decided.as_ref().err());
-        if let Some(series) = self.metrics.series_of(&rule.name) {
-            let (outcome, remaining) = match &decided {
-                Ok(d) if d.allowed => (Outcome::Allowed, d.remaining),
-                Ok(d) => (Outcome::Denied, d.remaining),
-                Err(_) => (Outcome::Unavailable, 0),
+        // A cost-0 check only reads: not a decision.
+        if let (Some(&series), true) = (self.named.get(&rule.name), cost > 0) {
+            let outcome = match &decided {
+                Ok(d) if d.allowed => Outcome::Allowed,
+                Ok(_) => {
+                    self.log_denial(&rule.name, identity, None, None, "denied");
+                    Outcome::Denied
+                }
+                Err(_) => Outcome::Unavailable,
             };
             let now = self.clock.now();
             self.metrics
-                .decided(series, None, outcome, identity, remaining, now);
+                .decided(series, None, outcome, identity, decided.as_ref().ok(), now);
         }
         decided
     }
@@ -347,9 +358,14 @@ impl Engine {
             applied.into_iter().partition(|a| !a.rule.shadow);
         let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
 
-        let timer = self.metrics.store_timer(StoreOp::Check, false);
-        let reserved = reserve(self.store.as_ref(), &enforced, timeout).await;
-        timer.finish(reserved.as_ref().err());
+        let reserved = if enforced.is_empty() {
+            Ok((true, Vec::new()))
+        } else {
+            let timer = self.metrics.store_timer(StoreOp::Check, false);
+            let reserved = reserve(self.store.as_ref(), &enforced, timeout).await;
+            timer.finish(reserved.as_ref().err());
+            reserved
+        };
         let (used, enforced, (allowed, decisions)) = match reserved {
             Ok(reserved) => (StoreUsed::Shared, enforced, reserved),
             Err(error) => {
@@ -510,13 +526,13 @@ impl Engine {
                     let outcome = if d.allowed {
                         Outcome::ShadowAllowed
                     } else {
-                        self.log_denial(a, plan, facts, "a shadow rule would have denied");
+                        self.log_applied(a, plan, facts, "a shadow rule would have denied");
                         denied.push(a.rule.name.as_str());
                         Outcome::ShadowDenied
                     };
                     let series = self.series[a.index];
                     self.metrics
-                        .decided(series, plan, outcome, &a.identity, d.remaining, now);
+                        .decided(series, plan, outcome, &a.identity, Some(&d), now);
                 }
                 denied
             }
@@ -536,12 +552,7 @@ impl Engine {
 
     /// Counts a refusal, and returns it.
     fn refused(&self, refused: Refused) -> Refused {
-        let reason = match refused.reason {
-            Refusal::Unreadable => 0,
-            Refusal::UnsupportedBody => 1,
-            Refusal::UnknownHost => 2,
-        };
-        self.metrics.refused(reason);
+        self.metrics.refused(refused.reason);
         refused
     }
 
@@ -567,11 +578,11 @@ impl Engine {
                 (true, false) => Outcome::FallbackDenied,
             };
             if !d.allowed {
-                self.log_denial(a, plan, facts, "denied");
+                self.log_applied(a, plan, facts, "denied");
             }
             let series = self.series[a.index];
             self.metrics
-                .decided(series, plan, outcome, &a.identity, d.remaining, now);
+                .decided(series, plan, outcome, &a.identity, Some(d), now);
         }
     }
 
@@ -581,22 +592,36 @@ impl Engine {
         for a in enforced {
             let series = self.series[a.index];
             self.metrics
-                .decided(series, plan, outcome, &a.identity, 0, now);
+                .decided(series, plan, outcome, &a.identity, None, now);
         }
     }
 
-    /// Logs a denial at info, at most once per rule and identity a minute (and a
-    /// bounded number a second in all).
-    fn log_denial(&self, a: &Applied<'_>, plan: Option<&str>, facts: &Facts<'_>, message: &str) {
+    /// Logs a rule's denial of a request (see [`Engine::log_denial`]).
+    fn log_applied(&self, a: &Applied<'_>, plan: Option<&str>, facts: &Facts<'_>, message: &str) {
+        let client = Some(facts.client_ip);
+        self.log_denial(&a.rule.name, &a.identity, plan, client, message);
+    }
+
+    /// Logs a denial at info, at most once per rule and identity a minute (and 20 a
+    /// second in all). Identities come from callers: control characters are escaped,
+    /// so that no identity can forge a log line.
+    fn log_denial(
+        &self,
+        rule: &str,
+        identity: &str,
+        plan: Option<&str>,
+        client: Option<IpAddr>,
+        message: &str,
+    ) {
         if !tracing::enabled!(tracing::Level::INFO) {
             return;
         }
-        if let Some(suppressed) = self.denials.admit(&a.rule.name, &a.identity) {
+        if let Some(suppressed) = self.denials.admit(rule, identity) {
             tracing::info!(
-                rule = %a.rule.name,
-                plan = plan.unwrap_or("none"),
-                client = %facts.client_ip,
-                identity = %a.identity,
+                rule,
+                plan = plan.unwrap_or(NONE),
+                client = client.map(|ip| ip.to_string()),
+                identity = %identity.escape_debug(),
                 suppressed,
                 "{message}"
             );
@@ -618,7 +643,6 @@ impl Engine {
 /// The series an engine of `config` counts into: every named rule under every plan it
 /// may see, and a gateway route per rule with a `match`.
 fn engine_metrics(config: &Config, metrics: Arc<Metrics>) -> EngineMetrics {
-    let kind = config.store.kind();
     let routing = &config.routing;
     let known: Vec<&str> = routing
         .plans
@@ -634,16 +658,17 @@ fn engine_metrics(config: &Config, metrics: Arc<Metrics>) -> EngineMetrics {
                 Some(r) if !r.plans.is_empty() => r.plans.iter().map(String::as_str).collect(),
                 _ => known.clone(),
             };
-            plans.push("none");
+            // `/v1/check` asks without a plan.
+            plans.push(NONE);
             RuleShape {
                 name: &rule.name,
-                limit: rule.policy.limit(),
                 plans,
+                shadow: routed.is_some_and(|r| r.shadow),
             }
         })
         .collect();
     let routes: Vec<&str> = routing.rules.iter().map(|r| r.name.as_str()).collect();
-    EngineMetrics::new(metrics, kind, &shapes, &routes)
+    EngineMetrics::new(metrics, config.store.kind(), &shapes, &routes)
 }
 
 /// The rules with each instance's share of their limits, for the local fallback.

@@ -141,10 +141,12 @@ impl Engine {
         let timer = self
             .metrics
             .store_timer(StoreOp::Settle, used == StoreUsed::Fallback);
+        let mut failed = None;
         if !refunds.is_empty()
             && let Err(error) = store.refund_all(&refunds).await
         {
             tracing::warn!(%error, "a reservation could not be given back; it stays counted");
+            failed = Some(error);
         }
         for (r, rule, lockout) in lockouts {
             begin_lockout(store, r, rule, lockout).await;
@@ -159,10 +161,11 @@ impl Engine {
             for key in keys {
                 if let Err(error) = store.reset(key).await {
                     tracing::warn!(%error, "a key could not be reset");
+                    failed.get_or_insert(error);
                 }
             }
         }
-        timer.finish(None);
+        timer.finish(failed.as_ref());
     }
 }
 

@@ -18,7 +18,7 @@ use super::GatewayConfig;
 use super::pool::UpstreamPool;
 use super::proxy::forward;
 use crate::edge::{self, Problem};
-use crate::engine::{Engine, Facts, Verdict};
+use crate::engine::{Engine, Facts, Refusal, Verdict};
 use crate::request::{
     canonical_host, canonical_method, canonical_path_and_query, check_routing_headers,
 };
@@ -120,39 +120,23 @@ async fn answer(
     let client = config.client_ip.read(peer.ip(), &parts.headers);
     let host = match canonical_host(&parts.headers, &parts.uri) {
         Ok(host) => host,
-        Err(error) => {
-            return (
-                Problem::invalid_request(error.to_string()).into_response(),
-                None,
-            );
-        }
+        Err(error) => return unreadable(engine, error.to_string()),
     };
     parts.method = canonical_method(&parts.method);
     if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
-        return (Problem::invalid_request(detail).into_response(), None);
+        return unreadable(engine, detail);
     }
     // Most paths are canonical already: only another spelling replaces the target.
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let respelled = match canonical_path_and_query(target, engine.path_options()) {
         Ok(Cow::Borrowed(_)) => None,
         Ok(Cow::Owned(canonical)) => Some(canonical),
-        Err(error) => {
-            return (
-                Problem::invalid_request(error.to_string()).into_response(),
-                None,
-            );
-        }
+        Err(error) => return unreadable(engine, error.to_string()),
     };
     if let Some(canonical) = respelled {
         match canonical.parse() {
             Ok(uri) => parts.uri = uri,
-            Err(_) => {
-                return (
-                    Problem::invalid_request("the request target cannot be forwarded")
-                        .into_response(),
-                    None,
-                );
-            }
+            Err(_) => return unreadable(engine, "the request target cannot be forwarded"),
         }
     }
     // An absolute-form target without Host names the host in the target: the app gets
@@ -259,6 +243,12 @@ async fn answer(
         settlement.settle(status).await;
     }
     (response, route)
+}
+
+/// A request that cannot be read one way (400), counted as such.
+fn unreadable(engine: &Engine, detail: impl Into<String>) -> (Response, Option<usize>) {
+    engine.metrics().refused(Refusal::Unreadable);
+    (Problem::invalid_request(detail).into_response(), None)
 }
 
 /// Forwards, recording how long the upstream took (weir's own 502/504 included).

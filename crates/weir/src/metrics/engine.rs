@@ -4,13 +4,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::Histogram;
+use weir_core::Decision;
 use weir_store::StoreError;
 
 use super::families::{
-    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, StoreErrorLabels, StoreOpLabels,
+    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS,
+    StoreErrorLabels, StoreOpLabels,
 };
+use crate::engine::Refusal;
+use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
 
 /// What became of one rule's decision for one request.
@@ -34,16 +36,7 @@ pub enum Outcome {
     Unavailable,
 }
 
-const OUTCOMES: [Outcome; 8] = [
-    Outcome::Allowed,
-    Outcome::Denied,
-    Outcome::ShadowAllowed,
-    Outcome::ShadowDenied,
-    Outcome::FallbackAllowed,
-    Outcome::FallbackDenied,
-    Outcome::FailedClosed,
-    Outcome::Unavailable,
-];
+const OUTCOMES: usize = 8;
 
 impl Outcome {
     fn as_str(self) -> &'static str {
@@ -56,6 +49,24 @@ impl Outcome {
             Outcome::FallbackDenied => "fallback_denied",
             Outcome::FailedClosed => "failed_closed",
             Outcome::Unavailable => "unavailable",
+        }
+    }
+
+    /// The outcomes a rule can have: a shadow rule only its two; the fallback and
+    /// failing closed only on a shared store.
+    fn possible(shadow: bool, shared_store: bool) -> &'static [Outcome] {
+        use Outcome::*;
+        match (shadow, shared_store) {
+            (true, _) => &[ShadowAllowed, ShadowDenied],
+            (false, false) => &[Allowed, Denied, Unavailable],
+            (false, true) => &[
+                Allowed,
+                Denied,
+                FallbackAllowed,
+                FallbackDenied,
+                FailedClosed,
+                Unavailable,
+            ],
         }
     }
 }
@@ -91,30 +102,32 @@ impl StoreOp {
     }
 }
 
-/// The refusal reasons counted, in the order of [`EngineMetrics::refused`]'s index.
-pub const REFUSALS: [&str; 3] = ["unreadable", "unsupported_body", "unknown_host"];
+/// The label of requests no rule's route matched, and of callers without a plan
+/// (parentheses: no rule or plan name can hold them).
+pub const NONE: &str = "(none)";
 
 /// The status classes counted.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// One rule's series.
 struct RuleSeries {
-    name: String,
     live: Arc<RuleLive>,
-    limit: u64,
+    name: String,
     near_limit: Counter,
-    /// Per plan the rule can see (`none` without plans): a counter per outcome.
-    by_plan: Vec<(String, [Counter; OUTCOMES.len()])>,
+    /// Per plan the rule can see ([`NONE`] without plans): a counter per outcome it
+    /// can have, by `Outcome as usize`.
+    by_plan: Vec<(String, [Option<Counter>; OUTCOMES])>,
 }
 
 /// The series an engine counts into.
 pub struct EngineMetrics {
     metrics: Arc<Metrics>,
     rules: Vec<RuleSeries>,
-    store: &'static str,
     /// Per operation: on the shared store, then on the fallback.
     latency: [[Histogram; 2]; OPS.len()],
-    refused: [Counter; REFUSALS.len()],
+    /// Per store (shared, fallback), per kind of error.
+    errors: [[Counter; STORE_ERROR_KINDS.len()]; 2],
+    refused: [Counter; 3],
     /// Per route (the first rule matched; the last entry: none), per status class.
     gateway: Vec<[Counter; CLASSES.len()]>,
 }
@@ -127,19 +140,21 @@ impl std::fmt::Debug for EngineMetrics {
     }
 }
 
-/// A rule as the metrics see it: its name, its limit, the plans it may be counted under.
+/// A rule as the metrics see it.
 pub struct RuleShape<'a> {
     /// The rule's name.
     pub name: &'a str,
-    /// Its limit (near-limit means less than a tenth of it left).
-    pub limit: u64,
-    /// The plans it may be counted under (`none` when plans are not used).
+    /// The plans it may be counted under ([`NONE`] among them when a caller may have
+    /// none).
     pub plans: Vec<&'a str>,
+    /// Whether it is a shadow rule.
+    pub shadow: bool,
 }
 
 impl EngineMetrics {
-    /// The series for rules shaped as `rules`, on a store of `kind` (`memory` or
-    /// `redis`), with a gateway route for each name of `routes`.
+    /// The series for rules shaped as `rules` (their index here is their series), on a
+    /// store of `kind` (`memory` or `redis`), with a gateway route for each rule
+    /// named in `routes`.
     pub fn new(
         metrics: Arc<Metrics>,
         kind: &'static str,
@@ -147,12 +162,12 @@ impl EngineMetrics {
         routes: &[&str],
     ) -> Self {
         let f = &metrics.families;
+        let shared_store = kind != "memory";
         let rules = rules
             .iter()
             .map(|shape| RuleSeries {
-                name: shape.name.to_owned(),
                 live: metrics.rule(shape.name),
-                limit: shape.limit,
+                name: shape.name.to_owned(),
                 near_limit: f.near_limit.get_or_create_owned(&RuleLabels {
                     rule: shape.name.to_owned(),
                 }),
@@ -160,32 +175,47 @@ impl EngineMetrics {
                     .plans
                     .iter()
                     .map(|plan| {
-                        let counters = OUTCOMES.map(|outcome| {
-                            f.decisions.get_or_create_owned(&DecisionLabels {
-                                rule: shape.name.to_owned(),
-                                plan: (*plan).to_owned(),
-                                outcome: outcome.as_str(),
-                            })
-                        });
+                        let mut counters: [Option<Counter>; OUTCOMES] = Default::default();
+                        for &outcome in Outcome::possible(shape.shadow, shared_store) {
+                            counters[outcome as usize] =
+                                Some(f.decisions.get_or_create_owned(&DecisionLabels {
+                                    rule: shape.name.to_owned(),
+                                    plan: (*plan).to_owned(),
+                                    outcome: outcome.as_str(),
+                                }));
+                        }
                         ((*plan).to_owned(), counters)
                     })
                     .collect(),
             })
             .collect::<Vec<_>>();
+        let stores = [kind, "fallback"];
         let latency = OPS.map(|op| {
-            [kind, "fallback"].map(|store| {
+            stores.map(|store| {
                 f.store_latency.get_or_create_owned(&StoreOpLabels {
                     store,
                     operation: op.as_str(),
                 })
             })
         });
-        let refused =
-            REFUSALS.map(|reason| f.refused.get_or_create_owned(&ReasonLabels { reason }));
+        let errors = stores.map(|store| {
+            STORE_ERROR_KINDS
+                .map(|kind| f.store_errors.get_or_create_owned(&StoreErrorLabels { store, kind }))
+        });
+        let refused = [
+            Refusal::Unreadable,
+            Refusal::UnsupportedBody,
+            Refusal::UnknownHost,
+        ]
+        .map(|reason| {
+            f.refused.get_or_create_owned(&ReasonLabels {
+                reason: reason_label(reason),
+            })
+        });
         let routes = routes
             .iter()
             .copied()
-            .chain(["none"])
+            .chain([NONE])
             .map(|route| {
                 CLASSES.map(|status| {
                     f.gateway_requests.get_or_create_owned(&GatewayLabels {
@@ -198,16 +228,11 @@ impl EngineMetrics {
         Self {
             metrics,
             rules,
-            store: kind,
             latency,
+            errors,
             refused,
             gateway: routes,
         }
-    }
-
-    /// The index of the rule named `name` among the series.
-    pub fn series_of(&self, name: &str) -> Option<usize> {
-        self.rules.iter().position(|r| r.name == name)
     }
 
     /// The process's metrics.
@@ -215,27 +240,33 @@ impl EngineMetrics {
         &self.metrics
     }
 
-    /// Counts the decision of the rule of series `rule` ([`EngineMetrics::series_of`])
-    /// for `identity` under `plan`; `remaining` is what it left (for near-limit), `now`
-    /// the engine's time.
+    /// Counts the decision of the rule of series `rule` for `identity` under `plan`;
+    /// `decision` is what the store said (none when it could not decide: near-limit
+    /// is read from its remaining units and limit), `now` the engine's time.
     pub fn decided(
         &self,
         rule: usize,
         plan: Option<&str>,
         outcome: Outcome,
         identity: &str,
-        remaining: u64,
+        decision: Option<&Decision>,
         now: u64,
     ) {
         let Some(series) = self.rules.get(rule) else {
             return;
         };
-        let plan = plan.unwrap_or("none");
-        let index = OUTCOMES.iter().position(|o| *o == outcome).unwrap_or(0);
-        match series.by_plan.iter().find(|(p, _)| p == plan) {
-            Some((_, counters)) => {
-                counters[index].inc();
+        let plan = plan.unwrap_or(NONE);
+        let counter = series
+            .by_plan
+            .iter()
+            .find(|(p, _)| p == plan)
+            .and_then(|(_, counters)| counters[outcome as usize].as_ref());
+        match counter {
+            Some(counter) => {
+                counter.inc();
             }
+            // Not expected (every plan and outcome the rule can meet is resolved):
+            // counted all the same, the slow way.
             None => {
                 self.metrics
                     .families
@@ -247,10 +278,10 @@ impl EngineMetrics {
                     })
                     .inc();
             }
-        };
+        }
         match outcome {
             Outcome::Allowed => {
-                let near = remaining.saturating_mul(10) < series.limit;
+                let near = decision.is_some_and(|d| d.remaining.saturating_mul(10) < d.limit);
                 if near {
                     series.near_limit.inc();
                 }
@@ -266,11 +297,14 @@ impl EngineMetrics {
         }
     }
 
-    /// Counts a request refused for reason `REFUSALS[reason]`.
-    pub fn refused(&self, reason: usize) {
-        if let Some(counter) = self.refused.get(reason) {
-            counter.inc();
-        }
+    /// Counts a request refused before any rule counted it.
+    pub fn refused(&self, reason: Refusal) {
+        let index = match reason {
+            Refusal::Unreadable => 0,
+            Refusal::UnsupportedBody => 1,
+            Refusal::UnknownHost => 2,
+        };
+        self.refused[index].inc();
     }
 
     /// Notes whether a decision needing the shared store was made on the fallback.
@@ -288,8 +322,8 @@ impl EngineMetrics {
         }
     }
 
-    /// Starts counting a gateway request (in flight until the guard is finished or
-    /// dropped, as when the client hangs up).
+    /// Starts counting a gateway request (in flight until its answer's headers are
+    /// sent, or the client hangs up before).
     pub fn gateway_request(&self) -> GatewayRequest<'_> {
         self.metrics.families.in_flight.inc();
         GatewayRequest { metrics: self }
@@ -300,7 +334,15 @@ impl EngineMetrics {
         self.metrics
             .families
             .upstream_latency
-            .observe(took.as_secs_f64());
+            .observe(took);
+    }
+}
+
+fn reason_label(reason: Refusal) -> &'static str {
+    match reason {
+        Refusal::Unreadable => "unreadable",
+        Refusal::UnsupportedBody => "unsupported_body",
+        Refusal::UnknownHost => "unknown_host",
     }
 }
 
@@ -316,28 +358,18 @@ impl StoreTimer<'_> {
     /// Records the time taken and, on an error, its kind.
     pub fn finish(self, error: Option<&StoreError>) {
         let op = OPS.iter().position(|o| *o == self.op).unwrap_or(0);
-        self.metrics.latency[op][usize::from(self.fallback)]
-            .observe(self.started.elapsed().as_secs_f64());
+        let store = usize::from(self.fallback);
+        self.metrics.latency[op][store].observe(self.started.elapsed());
         if let Some(error) = error {
             let kind = match error {
-                StoreError::Timeout(_) => "timeout",
-                StoreError::Unavailable(_) => "unavailable",
-                StoreError::Full { .. } => "full",
-                StoreError::Protocol(_) => "protocol",
-                StoreError::Policy(_) => "policy",
-                _ => "other",
+                StoreError::Timeout(_) => 0,
+                StoreError::Unavailable(_) => 1,
+                StoreError::Full { .. } => 2,
+                StoreError::Protocol(_) => 3,
+                StoreError::Policy(_) => 4,
+                _ => 5,
             };
-            let store = if self.fallback {
-                "fallback"
-            } else {
-                self.metrics.store
-            };
-            self.metrics
-                .metrics
-                .families
-                .store_errors
-                .get_or_create(&StoreErrorLabels { store, kind })
-                .inc();
+            self.metrics.errors[store][kind].inc();
         }
     }
 }
@@ -352,9 +384,8 @@ impl GatewayRequest<'_> {
     /// (`None`: none did), `status` the status sent.
     pub fn answered(self, route: Option<usize>, status: u16) {
         let routes = &self.metrics.gateway;
-        let route = route
-            .filter(|&r| r < routes.len() - 1)
-            .unwrap_or(routes.len() - 1);
+        let none = routes.len() - 1;
+        let route = route.filter(|&r| r < none).unwrap_or(none);
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         routes[route][class].inc();
     }

@@ -1,11 +1,13 @@
 //! The Prometheus families weir exports, and their label sets.
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::Counter as RareCounter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::{Registry, Unit};
+
+use super::sharded::{Counter, Gauge as SharedGauge, Histogram};
 
 /// A decision of one rule for one request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -89,7 +91,8 @@ fn upstream_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.000_5, 2.0, 15))
 }
 
-/// Every family, registered once.
+/// Every family, registered once. What requests update is sharded per thread
+/// (`sharded.rs`); what changes rarely is prometheus-client's own.
 pub(super) struct Families {
     pub(super) decisions: Family<DecisionLabels, Counter>,
     pub(super) near_limit: Family<RuleLabels, Counter>,
@@ -99,12 +102,12 @@ pub(super) struct Families {
     pub(super) store_errors: Family<StoreErrorLabels, Counter>,
     pub(super) store_up: Family<StoreLabels, Gauge>,
     pub(super) breaker_open: Family<StoreLabels, Gauge>,
-    pub(super) fallback_activations: Counter,
-    pub(super) reloads: Family<ResultLabels, Counter>,
+    pub(super) fallback_activations: RareCounter,
+    pub(super) reloads: Family<ResultLabels, RareCounter>,
     pub(super) config: Family<ConfigLabels, Gauge>,
     pub(super) gateway_requests: Family<GatewayLabels, Counter>,
     pub(super) upstream_latency: Histogram,
-    pub(super) in_flight: Gauge,
+    pub(super) in_flight: SharedGauge,
 }
 
 impl Families {
@@ -118,12 +121,12 @@ impl Families {
             store_errors: Family::default(),
             store_up: Family::default(),
             breaker_open: Family::default(),
-            fallback_activations: Counter::default(),
+            fallback_activations: RareCounter::default(),
             reloads: Family::default(),
             config: Family::default(),
             gateway_requests: Family::default(),
             upstream_latency: upstream_buckets(),
-            in_flight: Gauge::default(),
+            in_flight: SharedGauge::default(),
         };
         let f = &families;
         registry.register(

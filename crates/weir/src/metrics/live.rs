@@ -1,18 +1,17 @@
 //! The live state of one rule that the admin API reads: how many requests it allowed
 //! and denied, whom it denied most, and how many keys came close to its limit.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use parking_lot::Mutex;
 
 use super::near_limit::NearLimit;
+use super::sharded::Counter;
 use super::top::{Counted, TopDenied};
 
 /// One rule's live state, shared by every engine that has the rule (reloads keep it).
 #[derive(Debug, Default)]
 pub struct RuleLive {
-    allowed: AtomicU64,
-    denied: AtomicU64,
+    allowed: Counter,
+    denied: Counter,
     near_limit: Mutex<NearLimit>,
     top: Mutex<TopDenied>,
 }
@@ -30,7 +29,7 @@ impl RuleLive {
     /// Counts a request the rule allowed; `near_limit` when it left less than 10% of
     /// the limit to `identity`.
     pub(super) fn allowed(&self, identity: &str, near_limit: bool, now: u64) {
-        self.allowed.fetch_add(1, Ordering::Relaxed);
+        self.allowed.inc();
         if near_limit {
             self.near_limit.lock().add(identity, now);
         }
@@ -38,15 +37,15 @@ impl RuleLive {
 
     /// Counts a request the rule denied to `identity`.
     pub(super) fn denied(&self, identity: &str, now: u64) {
-        self.denied.fetch_add(1, Ordering::Relaxed);
+        self.denied.inc();
         self.top.lock().add(identity, now);
     }
 
     /// Its decisions so far.
     pub fn totals(&self) -> RuleTotals {
         RuleTotals {
-            allowed: self.allowed.load(Ordering::Relaxed),
-            denied: self.denied.load(Ordering::Relaxed),
+            allowed: self.allowed.get(),
+            denied: self.denied.get(),
         }
     }
 

@@ -12,6 +12,7 @@ mod families;
 mod live;
 mod near_limit;
 mod rates;
+mod sharded;
 mod top;
 
 use std::collections::HashMap;
@@ -24,7 +25,7 @@ use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
 pub use self::engine::{
-    EngineMetrics, GatewayRequest, Outcome, REFUSALS, RuleShape, StoreOp, StoreTimer,
+    EngineMetrics, GatewayRequest, NONE, Outcome, RuleShape, StoreOp, StoreTimer,
 };
 use self::families::{ConfigLabels, Families, StoreLabels};
 pub use self::live::{RuleLive, RuleTotals};
@@ -152,15 +153,11 @@ impl Metrics {
         *current = Some(sha256.to_owned());
     }
 
-    /// Tells the metrics how to read the store's state at each scrape.
+    /// Tells the metrics how to read the store's state at each scrape (replacing the
+    /// store watched before, whose gauges go).
     pub fn watch_store(&self, watch: StoreWatch) {
-        for store in [watch.kind, "fallback"] {
-            for kind in families::STORE_ERROR_KINDS {
-                self.families
-                    .store_errors
-                    .get_or_create_owned(&families::StoreErrorLabels { store, kind });
-            }
-        }
+        self.families.store_up.clear();
+        self.families.breaker_open.clear();
         *self.store.lock() = Some(watch);
     }
 

@@ -39,9 +39,9 @@ pub struct Service {
     pub engine: Shared<Engine>,
     /// The gateway, when the configuration has an `upstream`.
     pub gateway: Option<Shared<Gateway>>,
-    /// The admin API's settings, when configured (read at start: changing them needs a
-    /// restart, as the listener does).
-    pub admin: Option<AdminConfig>,
+    /// The admin API's settings, when configured: a reload may change the token, not
+    /// add or remove the section (the listener is opened at start).
+    pub admin: Option<Shared<AdminConfig>>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
@@ -88,7 +88,7 @@ impl Service {
             Arc::clone(&metrics),
         ));
         Service {
-            admin: config.admin.clone(),
+            admin: config.admin.clone().map(shared),
             metrics,
             gateway: config
                 .gateway
@@ -99,6 +99,20 @@ impl Service {
             store_config: config.store.clone(),
             clock,
         }
+    }
+}
+
+/// What the admin listener answers: the decision API, `/healthz`, `/readyz`,
+/// `/metrics`, and the admin API and status page when the configuration has an
+/// `admin` section.
+pub fn admin_router(service: &Service) -> axum::Router {
+    let api = crate::api::router(service.engine.clone());
+    match &service.admin {
+        Some(admin) => api.merge(crate::admin::router(
+            service.engine.clone(),
+            Arc::clone(admin),
+        )),
+        None => api,
     }
 }
 

@@ -28,6 +28,9 @@ pub enum ReloadError {
     /// It would switch between gateway and decision-API mode, which changes listeners.
     #[error("adding or removing `upstream` needs a restart")]
     ModeChange,
+    /// It would add or remove the admin API, whose listener is opened at start.
+    #[error("adding or removing `admin` needs a restart")]
+    AdminChange,
 }
 
 impl Service {
@@ -45,6 +48,9 @@ impl Service {
         if config.gateway.is_some() != self.gateway.is_some() {
             return Err(ReloadError::ModeChange);
         }
+        if config.admin.is_some() != self.admin.is_some() {
+            return Err(ReloadError::AdminChange);
+        }
         if config.store != self.store_config {
             let (store, watch) = store(&config.store, self.clock.clone()).await?;
             self.store = store;
@@ -59,6 +65,10 @@ impl Service {
         ));
         self.metrics.serving_config(&config.sha256);
         self.engine.store(Arc::clone(&engine));
+        if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
+            // A new token takes effect at once; the old one stops working.
+            shared.store(Arc::new(admin));
+        }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.store(Arc::new(Gateway::new(gateway, engine)));
         }

@@ -1,0 +1,118 @@
+// The status page's script (served as /admin/page.js, so that the page's policy can
+// forbid inline scripts): asks the admin API with the token from the address's
+// `#token=` fragment or the form, and renders with textContent only (identities come
+// from callers and are never read as HTML).
+"use strict";
+const REFRESH_MS = 2000;
+let token = sessionStorage.getItem("weir-admin-token") || "";
+const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
+if (fromHash) {
+  token = fromHash;
+  sessionStorage.setItem("weir-admin-token", token);
+  history.replaceState(null, "", location.pathname);
+}
+const status = document.getElementById("status");
+const login = document.getElementById("login");
+login.addEventListener("submit", (event) => {
+  event.preventDefault();
+  token = document.getElementById("token").value.trim();
+  sessionStorage.setItem("weir-admin-token", token);
+  refresh();
+});
+
+async function api(path, options = {}) {
+  const response = await fetch("/admin/api/" + path, {
+    ...options,
+    headers: { "Authorization": "Bearer " + token, ...(options.headers || {}) },
+  });
+  if (response.status === 401) {
+    throw Object.assign(new Error("the admin token was not accepted"), { auth: true });
+  }
+  if (!response.ok) {
+    throw new Error(path + ": HTTP " + response.status);
+  }
+  return response.json();
+}
+
+function cell(row, text, className) {
+  const td = row.insertCell();
+  td.textContent = text;
+  if (className) td.className = className;
+  return td;
+}
+
+function rate(value) {
+  return value >= 100 ? value.toFixed(0) : value.toFixed(2);
+}
+
+function period(seconds) {
+  if (seconds % 3600 === 0) return seconds / 3600 + " h";
+  if (seconds % 60 === 0) return seconds / 60 + " min";
+  return seconds + " s";
+}
+
+async function reset(rule, key) {
+  if (!confirm("Forget the state and lockouts of " + key + " under " + rule + "?")) return;
+  await api("reset", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ rule, key }),
+  });
+  refresh();
+}
+
+async function refresh() {
+  try {
+    const rules = await api("rules");
+    const body = document.querySelector("#rules tbody");
+    body.replaceChildren();
+    for (const r of rules) {
+      const row = body.insertRow();
+      row.dataset.rule = r.name;
+      cell(row, r.name);
+      cell(row, r.algorithm);
+      cell(row, r.limit, "n");
+      cell(row, period(r.period_seconds), "n");
+      cell(row, rate(r.allowed_per_second), "n");
+      cell(row, rate(r.denied_per_second), r.denied_per_second > 0 ? "n deny" : "n");
+      cell(row, r.near_limit_keys, "n");
+      cell(row, r.allowed_total, "n");
+      cell(row, r.denied_total, r.denied_total > 0 ? "n deny" : "n");
+    }
+    const tops = await Promise.all(
+      rules.map((r) => api("top?rule=" + encodeURIComponent(r.name) + "&minutes=5&n=10")));
+    const top = document.getElementById("top");
+    top.replaceChildren();
+    for (const t of tops.filter((t) => t.top.length > 0)) {
+      const table = document.createElement("table");
+      table.dataset.rule = t.rule;
+      table.createCaption().textContent = t.rule;
+      const head = table.createTHead().insertRow();
+      for (const name of ["identity", "denied", ""]) cell(head, name, name === "denied" ? "n" : "");
+      const tbody = table.createTBody();
+      for (const c of t.top) {
+        const row = tbody.insertRow();
+        cell(row, "").appendChild(document.createElement("code")).textContent = c.identity;
+        cell(row, c.error > 0 ? "≤ " + c.denied : c.denied, "n deny");
+        const button = document.createElement("button");
+        button.textContent = "reset";
+        button.addEventListener("click", () => reset(t.rule, c.identity));
+        cell(row, "").appendChild(button);
+      }
+      top.appendChild(table);
+    }
+    if (tops.every((t) => t.top.length === 0)) {
+      top.textContent = "No request denied in the last 5 minutes.";
+    }
+    login.hidden = true;
+    status.className = "muted";
+    status.textContent = "updated " + new Date().toLocaleTimeString() + " · refreshes every " + REFRESH_MS / 1000 + " s";
+  } catch (error) {
+    status.className = "error";
+    status.textContent = error.message;
+    if (error.auth) login.hidden = false;
+  }
+}
+
+refresh();
+setInterval(refresh, REFRESH_MS);
