@@ -64,7 +64,11 @@ pub fn simulate(rules: &[RuleConfig], traffic: &Traffic, progress: &Progress) ->
             start: 0,
             rules: rules
                 .iter()
-                .map(|rule| clients.run(rule, Series::new(0, clients.duration, BUCKETS)))
+                // Nothing is sent at or after the end.
+                .map(|rule| {
+                    let last = clients.duration.saturating_sub(1);
+                    clients.run(rule, Series::new(0, last, BUCKETS))
+                })
                 .collect(),
             demand: Some(clients.demand()),
         },
