@@ -192,6 +192,8 @@ fn read_lines(
     let mut builder = Builder::default();
     let mut buffer = Vec::new();
     let mut line = 0;
+    // Bytes read since the bar was last advanced: it is advanced by the megabyte.
+    let mut unreported = 0;
     loop {
         buffer.clear();
         let read = reader.read_until(b'\n', &mut buffer).map_err(io_error)?;
@@ -199,7 +201,11 @@ fn read_lines(
             break;
         }
         line += 1;
-        bar.advance(read as u64);
+        unreported += read as u64;
+        if unreported >= 1 << 20 {
+            bar.advance(unreported);
+            unreported = 0;
+        }
         let fail = |message: String| SimulateError::Trace {
             file: path.to_path_buf(),
             line,
