@@ -1,7 +1,8 @@
 //! `weir`: the rate limiter's command line.
 //!
 //! Exit codes: 0 on success; 1 when the configuration is invalid or the service cannot
-//! start (the error names the file, line and field); 2 for a bad command line.
+//! start (the error names the file, line and field), or when `simulate` cannot read its
+//! input (the error names the file and line); 2 for a bad command line.
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -76,6 +77,8 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
+    // Its help is the doc of `SimulateArgs`.
+    Simulate(weir::simulate::SimulateArgs),
 }
 
 /// How log lines are written.
@@ -110,6 +113,7 @@ fn main() -> ExitCode {
             };
             serve(&config, listen, admin_listen, limits, log_format)
         }
+        Command::Simulate(args) => weir::simulate::run(&args).map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

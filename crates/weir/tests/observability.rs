@@ -293,14 +293,19 @@ async fn the_admin_api_needs_the_token() {
     assert_eq!(status, 200);
     assert_eq!(headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
     assert!(page.contains("weir status") && !page.contains(TOKEN));
-    assert!(headers[header::CONTENT_SECURITY_POLICY]
-        .to_str()
-        .unwrap()
-        .contains("script-src 'self'"));
+    assert!(
+        headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
     assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
     let (status, headers, _) = weir.admin("GET", "/admin/page.js", None, "").await;
     assert_eq!(status, 200);
-    assert_eq!(headers[header::CONTENT_TYPE], "text/javascript; charset=utf-8");
+    assert_eq!(
+        headers[header::CONTENT_TYPE],
+        "text/javascript; charset=utf-8"
+    );
 }
 
 #[tokio::test]
@@ -400,8 +405,18 @@ async fn the_admin_api_refuses_bad_questions() {
             400,
         ),
         ("GET", "/admin/api/top?rule=login-account-ip&n=-1", "", 400),
-        ("GET", "/admin/api/top?rule=login-account-ip&minute=1", "", 400),
-        ("GET", "/admin/api/key?rule=login-account-ip&key=%FF%FE", "", 400),
+        (
+            "GET",
+            "/admin/api/top?rule=login-account-ip&minute=1",
+            "",
+            400,
+        ),
+        (
+            "GET",
+            "/admin/api/key?rule=login-account-ip&key=%FF%FE",
+            "",
+            400,
+        ),
         ("POST", "/admin/api/reset", "{", 400),
         (
             "POST",
@@ -541,7 +556,11 @@ async fn a_reload_rotates_the_admin_token_and_cannot_remove_the_admin_api() {
     std::fs::write(&path, without).unwrap();
     let refused = service.reload(&path).await.unwrap_err().to_string();
     assert!(refused.contains("`admin` needs a restart"), "{refused}");
-    assert_eq!(status(rotated).await, 200, "the old configuration keeps serving");
+    assert_eq!(
+        status(rotated).await,
+        200,
+        "the old configuration keeps serving"
+    );
 }
 
 #[test]

@@ -118,7 +118,12 @@ fn query(uri: &Uri, allowed: &[&str]) -> Result<HashMap<String, String>, Problem
             .map_err(|_| Problem::invalid_request("the query does not decode to UTF-8"))
     };
     let mut found = HashMap::new();
-    for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+    for pair in uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let (name, value) = (decode(name)?, decode(value)?);
         if !allowed.contains(&name.as_str()) {

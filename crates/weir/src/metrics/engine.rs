@@ -8,12 +8,12 @@ use weir_core::Decision;
 use weir_store::StoreError;
 
 use super::families::{
-    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS,
-    StoreErrorLabels, StoreOpLabels,
+    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS, StoreErrorLabels,
+    StoreOpLabels,
 };
-use crate::engine::Refusal;
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
+use crate::engine::Refusal;
 
 /// What became of one rule's decision for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,8 +199,10 @@ impl EngineMetrics {
             })
         });
         let errors = stores.map(|store| {
-            STORE_ERROR_KINDS
-                .map(|kind| f.store_errors.get_or_create_owned(&StoreErrorLabels { store, kind }))
+            STORE_ERROR_KINDS.map(|kind| {
+                f.store_errors
+                    .get_or_create_owned(&StoreErrorLabels { store, kind })
+            })
         });
         let refused = [
             Refusal::Unreadable,
@@ -331,10 +333,7 @@ impl EngineMetrics {
 
     /// Records the time the upstream took to answer.
     pub fn upstream_latency(&self, took: Duration) {
-        self.metrics
-            .families
-            .upstream_latency
-            .observe(took);
+        self.metrics.families.upstream_latency.observe(took);
     }
 }
 

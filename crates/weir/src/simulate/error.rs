@@ -1,0 +1,44 @@
+//! What can stop a simulation: input that cannot be read one way, or a bad request.
+
+use std::path::PathBuf;
+
+use crate::config::ConfigError;
+
+/// Why a simulation could not run. Nothing is printed or written when one occurs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimulateError {
+    /// The configuration file is invalid (the error names the file, line and field).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A line of a trace or access log cannot be read.
+    #[error("{}:{line}: {message}", file.display())]
+    Trace {
+        /// The file.
+        file: PathBuf,
+        /// The 1-based line number.
+        line: u64,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The command asks for something that does not exist or cannot be done: an
+    /// unknown rule or pattern, a malformed rule spec, a parameter out of range.
+    #[error("{0}")]
+    Usage(String),
+    /// The plot could not be drawn.
+    #[error("cannot draw the plot {}: {message}", path.display())]
+    Plot {
+        /// The file being written.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
