@@ -103,158 +103,146 @@ impl Gateway {
 /// is refused (400), whether or not a rule applies to it.
 pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -> Response {
     let counted = gateway.engine.metrics().gateway_request();
-    let (response, route) = answer(&gateway, peer, request).await;
-    counted.answered(route, response.status().as_u16());
-    response
-}
-
-/// The answer to one request, and the index of the first rule whose route matched it
-/// (for the metrics).
-async fn answer(
-    gateway: &Gateway,
-    peer: SocketAddr,
-    request: Request,
-) -> (Response, Option<usize>) {
-    let (config, engine) = (&gateway.config, &gateway.engine);
-    let (mut parts, body) = request.into_parts();
-    let client = config.client_ip.read(peer.ip(), &parts.headers);
-    let host = match canonical_host(&parts.headers, &parts.uri) {
-        Ok(host) => host,
-        Err(error) => return unreadable(engine, error.to_string()),
-    };
-    parts.method = canonical_method(&parts.method);
-    if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
-        return unreadable(engine, detail);
-    }
-    // Most paths are canonical already: only another spelling replaces the target.
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let respelled = match canonical_path_and_query(target, engine.path_options()) {
-        Ok(Cow::Borrowed(_)) => None,
-        Ok(Cow::Owned(canonical)) => Some(canonical),
-        Err(error) => return unreadable(engine, error.to_string()),
-    };
-    if let Some(canonical) = respelled {
-        match canonical.parse() {
-            Ok(uri) => parts.uri = uri,
-            Err(_) => return unreadable(engine, "the request target cannot be forwarded"),
-        }
-    }
-    // An absolute-form target without Host names the host in the target: the app gets
-    // it as Host, as decided (not the upstream's own name).
-    if let Some(host) = &host
-        && !parts.headers.contains_key(header::HOST)
-        && let Ok(value) = HeaderValue::try_from(host.as_str())
-    {
-        parts.headers.insert(header::HOST, value);
-    }
-    // An authority-form target (CONNECT) has no path: it is read as `/`, as before.
-    let path = match parts.uri.path() {
-        "" => "/",
-        path => path,
-    };
-    let query = parts.uri.query();
-    let routed = match engine.route(&parts.method, host.as_deref(), path) {
-        Ok(routed) => routed,
-        Err(refused) => return (edge::refused(&refused), None),
-    };
-    let route = routed.first();
-    let header = config.client_ip.header;
-    if routed.is_empty() {
-        let pool = gateway.pool();
-        let response = timed(
-            engine,
-            forward(&pool, &config.upstream, parts, body, &client, header),
-        )
-        .await
-        .unwrap_or_else(|own| own);
-        return (response, route);
-    }
-
-    // Read the body only when a rule identifies callers by it; then forward the copy.
-    let _buffering;
-    let (body, bytes) = if routed.reads_body() {
-        let limit = config.upstream.max_body_bytes;
-        let announced = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-        let Some(permit) = gateway.reserve_buffer(announced.unwrap_or(limit).min(limit)) else {
-            let busy = Problem::busy("too many request bodies are being read; try again");
-            return (busy.into_response(), route);
+    // One block rather than a nested function: the request's future stays one state
+    // machine (a nested future is copied whole when it is made: a measurable cost).
+    let (response, route) = 'answer: {
+        let (config, engine) = (&gateway.config, &gateway.engine);
+        let (mut parts, body) = request.into_parts();
+        let client = config.client_ip.read(peer.ip(), &parts.headers);
+        let host = match canonical_host(&parts.headers, &parts.uri) {
+            Ok(host) => host,
+            Err(error) => break 'answer unreadable(engine, error.to_string()),
         };
-        _buffering = permit;
-        let read = axum::body::to_bytes(body, limit);
-        match tokio::time::timeout(config.upstream.body_timeout, read).await {
-            Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),
-            Ok(Err(_)) => return (Problem::body_too_large(limit).into_response(), route),
-            Err(_) => {
-                let timeout = config.upstream.body_timeout;
-                return (Problem::body_timeout(timeout).into_response(), route);
+        parts.method = canonical_method(&parts.method);
+        if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
+            break 'answer unreadable(engine, detail);
+        }
+        // Most paths are canonical already: only another spelling replaces the target.
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let respelled = match canonical_path_and_query(target, engine.path_options()) {
+            Ok(Cow::Borrowed(_)) => None,
+            Ok(Cow::Owned(canonical)) => Some(canonical),
+            Err(error) => break 'answer unreadable(engine, error.to_string()),
+        };
+        if let Some(canonical) = respelled {
+            match canonical.parse() {
+                Ok(uri) => parts.uri = uri,
+                Err(_) => {
+                    break 'answer unreadable(engine, "the request target cannot be forwarded");
+                }
             }
         }
-    } else {
-        (body, None)
-    };
-    let facts = Facts {
-        method: &parts.method,
-        path,
-        query,
-        host: host.as_deref(),
-        headers: &parts.headers,
-        client_ip: client.ip,
-        trusted_peer: client.peer_trusted,
-        body: bytes.as_deref(),
-    };
-    let allowed = match engine.decide(routed, &facts).await {
-        Verdict::Allowed(allowed) => allowed,
-        Verdict::Denied(denied) => {
-            return (edge::too_many(&denied, engine.legacy_headers()), route);
+        // An absolute-form target without Host names the host in the target: the app gets
+        // it as Host, as decided (not the upstream's own name).
+        if let Some(host) = &host
+            && !parts.headers.contains_key(header::HOST)
+            && let Ok(value) = HeaderValue::try_from(host.as_str())
+        {
+            parts.headers.insert(header::HOST, value);
         }
-        Verdict::Refused(refused) => return (edge::refused(&refused), route),
-        Verdict::Unavailable(unavailable) => {
-            return (
-                Problem::store_unavailable(unavailable.detail).into_response(),
-                route,
-            );
+        // An authority-form target (CONNECT) has no path: it is read as `/`, as before.
+        let path = match parts.uri.path() {
+            "" => "/",
+            path => path,
+        };
+        let query = parts.uri.query();
+        let routed = match engine.route(&parts.method, host.as_deref(), path) {
+            Ok(routed) => routed,
+            Err(refused) => break 'answer (edge::refused(&refused), None),
+        };
+        let route = routed.first();
+        let header = config.client_ip.header;
+        if routed.is_empty() {
+            let pool = gateway.pool();
+            let started = Instant::now();
+            let forwarded = forward(&pool, &config.upstream, parts, body, &client, header).await;
+            engine.metrics().upstream_latency(started.elapsed());
+            break 'answer (forwarded.unwrap_or_else(|own| own), route);
         }
-    };
-    let pool = gateway.pool();
-    let forwarded = forward(&pool, &config.upstream, parts, body, &client, header);
-    let answer = timed(engine, forwarded).await;
-    // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
-    let (mut response, status) = match answer {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            (response, Some(status))
+
+        // Read the body only when a rule identifies callers by it; then forward the copy.
+        let _buffering;
+        let (body, bytes) = if routed.reads_body() {
+            let limit = config.upstream.max_body_bytes;
+            let announced = parts
+                .headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+            let Some(permit) = gateway.reserve_buffer(announced.unwrap_or(limit).min(limit)) else {
+                let busy = Problem::busy("too many request bodies are being read; try again");
+                break 'answer (busy.into_response(), route);
+            };
+            _buffering = permit;
+            let read = axum::body::to_bytes(body, limit);
+            match tokio::time::timeout(config.upstream.body_timeout, read).await {
+                Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),
+                Ok(Err(_)) => {
+                    break 'answer (Problem::body_too_large(limit).into_response(), route);
+                }
+                Err(_) => {
+                    let timeout = config.upstream.body_timeout;
+                    break 'answer (Problem::body_timeout(timeout).into_response(), route);
+                }
+            }
+        } else {
+            (body, None)
+        };
+        let facts = Facts {
+            method: &parts.method,
+            path,
+            query,
+            host: host.as_deref(),
+            headers: &parts.headers,
+            client_ip: client.ip,
+            trusted_peer: client.peer_trusted,
+            body: bytes.as_deref(),
+        };
+        let allowed = match engine.decide(routed, &facts).await {
+            Verdict::Allowed(allowed) => allowed,
+            Verdict::Denied(denied) => {
+                break 'answer (edge::too_many(&denied, engine.legacy_headers()), route);
+            }
+            Verdict::Refused(refused) => break 'answer (edge::refused(&refused), route),
+            Verdict::Unavailable(unavailable) => {
+                break 'answer (
+                    Problem::store_unavailable(unavailable.detail).into_response(),
+                    route,
+                );
+            }
+        };
+        let pool = gateway.pool();
+        let started = Instant::now();
+        let answer = forward(&pool, &config.upstream, parts, body, &client, header).await;
+        engine.metrics().upstream_latency(started.elapsed());
+        // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
+        let (mut response, status) = match answer {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                (response, Some(status))
+            }
+            Err(own) => (own, None),
+        };
+        edge::add_quota_headers(
+            response.headers_mut(),
+            &allowed.quotas,
+            engine.legacy_headers(),
+        );
+        if !allowed.shadow_denied.is_empty()
+            && let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", "))
+        {
+            response.headers_mut().insert(SHADOW_HEADER, value);
         }
-        Err(own) => (own, None),
+        if let (Some(settlement), Some(status)) = (allowed.settlement, status) {
+            settlement.settle(status).await;
+        }
+        (response, route)
     };
-    edge::add_quota_headers(
-        response.headers_mut(),
-        &allowed.quotas,
-        engine.legacy_headers(),
-    );
-    if !allowed.shadow_denied.is_empty()
-        && let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", "))
-    {
-        response.headers_mut().insert(SHADOW_HEADER, value);
-    }
-    if let (Some(settlement), Some(status)) = (allowed.settlement, status) {
-        settlement.settle(status).await;
-    }
-    (response, route)
+    counted.answered(route, response.status().as_u16());
+    response
 }
 
 /// A request that cannot be read one way (400), counted as such.
 fn unreadable(engine: &Engine, detail: impl Into<String>) -> (Response, Option<usize>) {
     engine.metrics().refused(Refusal::Unreadable);
     (Problem::invalid_request(detail).into_response(), None)
-}
-
-/// Forwards, recording how long the upstream took (weir's own 502/504 included).
-async fn timed<T>(engine: &Engine, forwarding: impl Future<Output = T>) -> T {
-    let started = Instant::now();
-    let answer = forwarding.await;
-    engine.metrics().upstream_latency(started.elapsed());
-    answer
 }
