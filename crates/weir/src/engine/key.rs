@@ -85,7 +85,9 @@ impl<'s, 'f> Identities<'s, 'f> {
         for name in names {
             let Some(identity) = self.identity(name) else {
                 key.clear();
-                let _ = write!(key, "{CLIENT_IP}={}", self.client_ip());
+                key.push_str(CLIENT_IP);
+                key.push('=');
+                key.push_str(&self.client_ip());
                 return CallerKey { key, exact: true };
             };
             exact &= identity.exact;

@@ -26,9 +26,10 @@ fn shard() -> usize {
     SHARD.with(|shard| *shard)
 }
 
-/// One slot, alone on its cache line.
+/// One slot, alone on its pair of cache lines (the adjacent-line prefetcher fetches
+/// lines in pairs).
 #[derive(Debug, Default)]
-#[repr(align(64))]
+#[repr(align(128))]
 struct Slot<T>(T);
 
 /// A counter.
