@@ -91,6 +91,13 @@ fn push_item(list: &mut String, name: &str, parameters: [(&str, u64); 2]) {
 /// Sets a list field to its existing items (all non-empty lines, joined) followed by
 /// `items`: an upstream's RateLimit items, or the earlier hops of `X-Forwarded-For`.
 pub(crate) fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
+    // Most answers have no such field yet.
+    if !headers.contains_key(name) {
+        if let Ok(value) = HeaderValue::try_from(items) {
+            headers.insert(name.clone(), value);
+        }
+        return;
+    }
     let earlier: Vec<&str> = headers
         .get_all(name)
         .iter()
