@@ -1,0 +1,61 @@
+//! What a shard keeps per key: the key as stored, and its state.
+//!
+//! Keys of up to 24 bytes (`rule:identity`) are stored inline, so finding one touches
+//! no memory beyond the table; longer keys are on the heap.
+
+use std::sync::atomic::AtomicU64;
+
+use compact_str::CompactString;
+use weir_core::State;
+
+use crate::Key;
+
+/// A key whose state is one word (`State::word`: GCRA's arrival time in whole
+/// nanoseconds, which is also when the key is full again). 32 bytes.
+#[derive(Debug)]
+pub(super) struct WordEntry {
+    pub(super) key: CompactString,
+    /// The state's word, never 0 in the table; live while after `now`. Changed by
+    /// compare-and-swap under the shard's read lock, or in place under its write lock.
+    pub(super) word: AtomicU64,
+}
+
+/// Any other key: its state and when it is full again (and so can be dropped). 64
+/// bytes.
+///
+/// `state` is `Some` while the entry is in the table; it is an `Option` so that the
+/// algorithm can update it in place (and empty it when full).
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) key: CompactString,
+    pub(super) expires_at: u64,
+    pub(super) state: Option<State>,
+}
+
+/// A key with its hash, computed once per check.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HashedKey<'a> {
+    pub(super) hash: u64,
+    pub(super) key: Key<'a>,
+}
+
+impl HashedKey<'_> {
+    /// Whether `stored` (`rule:identity`) is this key, compared in place.
+    pub(super) fn is(&self, stored: &str) -> bool {
+        let Key { rule, identity } = self.key;
+        stored.len() == rule.len() + 1 + identity.len()
+            && stored.starts_with(rule)
+            && stored.ends_with(identity)
+            && stored.as_bytes()[rule.len()] == b':'
+    }
+
+    /// The key as stored: `rule:identity`.
+    pub(super) fn stored(&self) -> CompactString {
+        let mut stored =
+            CompactString::with_capacity(self.key.rule.len() + 1 + self.key.identity.len());
+        stored.push_str(self.key.rule);
+        stored.push(':');
+        stored.push_str(self.key.identity);
+        stored
+    }
+}
