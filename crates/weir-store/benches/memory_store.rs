@@ -144,9 +144,13 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
+/// Whether the limiter `name` is measured (all unless `WEIR_BENCH_ONLY` names one).
+fn wanted(name: &str) -> bool {
+    std::env::var("WEIR_BENCH_ONLY").map_or(true, |only| only == name)
+}
+
 /// Settings read from the environment (see the module docs).
 struct Settings {
-    only: Option<String>,
     checks: Option<usize>,
     rounds: usize,
     filter: Option<String>,
@@ -156,7 +160,6 @@ impl Settings {
     fn read() -> Self {
         let env = |name| std::env::var(name).ok();
         Self {
-            only: env("WEIR_BENCH_ONLY"),
             checks: env("WEIR_BENCH_CHECKS").and_then(|n| n.parse().ok()),
             rounds: env("WEIR_BENCH_ROUNDS")
                 .and_then(|n| n.parse().ok())
@@ -181,10 +184,6 @@ fn row(
     order: &[u32],
     limiters: &[Limiter<'_>],
 ) {
-    let limiters: Vec<&Limiter<'_>> = limiters
-        .iter()
-        .filter(|(n, _)| settings.only.as_ref().is_none_or(|o| o == n))
-        .collect();
     let checks = settings.checks.unwrap_or(checks);
     let mut times = vec![Vec::new(); limiters.len()];
     for round in 0..settings.rounds {
@@ -241,18 +240,17 @@ fn limiters<'a>(
     quota: Quota,
     stores: &'a [(Algorithm, MemoryStore, Policy)],
 ) -> Vec<Limiter<'a>> {
-    let governor = governor(keys, quota);
-    let mut all: Vec<Limiter<'a>> = vec![(
-        "governor",
-        Box::new(move |i| governor.check_key(&keys[i]).is_ok()),
-    )];
-    for (algorithm, store, policy) in stores {
-        let name = match algorithm {
-            Algorithm::Gcra => "weir_gcra",
-            _ => "weir_token_bucket",
-        };
+    let mut all: Vec<Limiter<'a>> = Vec::new();
+    if wanted("governor") {
+        let governor = governor(keys, quota);
         all.push((
-            name,
+            "governor",
+            Box::new(move |i| governor.check_key(&keys[i]).is_ok()),
+        ));
+    }
+    for (algorithm, store, policy) in stores {
+        all.push((
+            name(*algorithm),
             Box::new(move |i| {
                 store
                     .check_sync(weir_key(&keys[i]), policy, 1)
@@ -281,10 +279,19 @@ fn quota(admit_all: bool) -> (Quota, u64, Duration) {
     }
 }
 
+/// The name of weir's limiter for `algorithm`.
+fn name(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::Gcra => "weir_gcra",
+        _ => "weir_token_bucket",
+    }
+}
+
 /// weir's stores (GCRA, token bucket) holding `keys`, at `limit` per `period`.
 fn stores(keys: &[String], limit: u64, period: Duration) -> Vec<(Algorithm, MemoryStore, Policy)> {
     [Algorithm::Gcra, Algorithm::TokenBucket]
         .into_iter()
+        .filter(|&algorithm| wanted(name(algorithm)))
         .map(|algorithm| {
             let policy = Policy::new(algorithm, limit, period, None).unwrap();
             (algorithm, weir(keys, &policy), policy)
