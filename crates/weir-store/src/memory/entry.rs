@@ -1,7 +1,8 @@
-//! What a shard keeps per key: the key as stored, and its state.
+//! What a shard keeps per key: the key's identity (its rule's tables hold the rule),
+//! and its state.
 //!
-//! Keys of up to 24 bytes (`rule:identity`) are stored inline, so finding one touches
-//! no memory beyond the table; longer keys are on the heap.
+//! Identities of up to 24 bytes are stored inline, so finding one touches no memory
+//! beyond the table; longer ones are on the heap.
 
 use std::sync::atomic::AtomicU64;
 
@@ -40,22 +41,13 @@ pub(super) struct HashedKey<'a> {
 }
 
 impl HashedKey<'_> {
-    /// Whether `stored` (`rule:identity`) is this key, compared in place.
+    /// Whether `stored`, an identity in this key's rule's tables, is this key.
     pub(super) fn is(&self, stored: &str) -> bool {
-        let Key { rule, identity } = self.key;
-        stored.len() == rule.len() + 1 + identity.len()
-            && stored.starts_with(rule)
-            && stored.ends_with(identity)
-            && stored.as_bytes()[rule.len()] == b':'
+        stored == self.key.identity
     }
 
-    /// The key as stored: `rule:identity`.
+    /// The key as stored: its identity.
     pub(super) fn stored(&self) -> CompactString {
-        let mut stored =
-            CompactString::with_capacity(self.key.rule.len() + 1 + self.key.identity.len());
-        stored.push_str(self.key.rule);
-        stored.push(':');
-        stored.push_str(self.key.identity);
-        stored
+        CompactString::from(self.key.identity)
     }
 }

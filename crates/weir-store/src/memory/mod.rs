@@ -16,6 +16,7 @@
 mod budget;
 mod entry;
 mod shard;
+mod tables;
 
 use std::future::ready;
 use std::sync::Arc;

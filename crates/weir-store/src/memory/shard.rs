@@ -1,31 +1,25 @@
-//! One shard of the memory store: two hash tables of keys to state, with expiry.
+//! One shard of the memory store: the keys whose hash falls in it, in a pair of tables
+//! per rule (`tables.rs`).
 //!
-//! Keys whose state is one word under a policy that packs (GCRA and the leaky bucket at
-//! a whole number of nanoseconds per unit, `Policy::packs`) live in `words`: 32-byte
-//! entries, decided under the shard's *read* lock by one compare-and-swap on the word
-//! ([`Shard::check_shared`]), so concurrent checks on one key never wait for each other,
-//! and a denial writes nothing. Every other key lives in `states`, decided under the
-//! write lock. A key is in one table at most; it moves when its policy changes.
+//! Keys are stored without their rule's name, which the tables hold once: a key costs
+//! what its identity does, and identities of up to 24 bytes stay inline. Rules are few
+//! (a configuration's handful), so finding a rule's tables is a short scan.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use foldhash::fast::RandomState;
-use hashbrown::HashTable;
-use std::hash::{BuildHasher, Hasher};
-use weir_core::{Decision, Policy, State, check, check_word};
+use weir_core::{Decision, Policy, State};
 
 use super::budget::KeyBudget;
-use super::entry::{Entry, HashedKey, WordEntry};
+use super::entry::HashedKey;
+use super::tables::Tables;
 use crate::Key;
 
 /// Keys whose hash falls in this shard.
 #[derive(Debug, Default)]
 pub(super) struct Shard {
-    /// Keys whose state is one word, kept there by a policy that packs.
-    words: HashTable<WordEntry>,
-    /// Every other key.
-    states: HashTable<Entry>,
+    rules: Vec<Tables>,
 }
 
 /// What a shard could not do.
@@ -33,14 +27,24 @@ pub(super) struct Shard {
 pub(super) struct ShardFull;
 
 impl Shard {
-    /// Decides one check of a key held as a word, by compare-and-swap: what
-    /// [`Shard::check`] would decide, for callers holding only the read lock. `None`,
-    /// having changed nothing, when that takes the write lock: the key is not held as a
-    /// word, the policy does not pack, or the key is full again and must go.
-    ///
-    /// Each attempt decides on the word it read and is committed only if the word is
-    /// still that one, so concurrent checks apply one after another, exactly as under a
-    /// lock; a check that changes nothing (a denial, a peek) commits by its read.
+    /// The tables of `rule`, if it has any key here.
+    fn tables(&self, rule: &str) -> Option<&Tables> {
+        self.rules.iter().find(|t| t.rule() == rule)
+    }
+
+    /// The tables of `rule`, made if needed.
+    fn tables_mut(&mut self, rule: &str) -> &mut Tables {
+        match self.rules.iter().position(|t| t.rule() == rule) {
+            Some(i) => &mut self.rules[i],
+            None => {
+                self.rules.push(Tables::new(rule));
+                self.rules.last_mut().expect("just pushed")
+            }
+        }
+    }
+
+    /// [`Tables::check_shared`] on the key's rule: `None` when the check needs the
+    /// write lock.
     pub(super) fn check_shared(
         &self,
         key: HashedKey<'_>,
@@ -48,44 +52,18 @@ impl Shard {
         cost: u64,
         now: u64,
     ) -> Option<Decision> {
-        let entry = self.words.find(key.hash, |e| key.is(&e.key))?;
-        let mut current = entry.word.load(Ordering::Acquire);
-        loop {
-            let mut next = current;
-            let decision = check_word(policy, &mut next, now, cost)?;
-            if next == current {
-                return Some(decision);
-            }
-            if next == 0 {
-                return None;
-            }
-            match entry.word.compare_exchange_weak(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(decision),
-                Err(actual) => current = actual,
-            }
-        }
+        self.tables(key.key.rule)?
+            .check_shared(key, policy, cost, now)
     }
 
     /// The key's state at `now` (`None` when absent or expired), cloned.
     pub(super) fn get(&self, key: HashedKey<'_>, now: u64) -> Option<State> {
-        if let Some(entry) = self.words.find(key.hash, |e| key.is(&e.key)) {
-            return State::from_word(live(entry.word.load(Ordering::Acquire), now));
-        }
-        self.states
-            .find(key.hash, |e| key.is(&e.key))
-            .filter(|e| e.expires_at > now)
-            .and_then(|e| e.state.clone())
+        self.tables(key.key.rule)?.get(key, now)
     }
 
     /// Whether the key has an entry, live or expired.
     pub(super) fn holds(&self, key: HashedKey<'_>) -> bool {
-        self.words.find(key.hash, |e| key.is(&e.key)).is_some()
-            || self.states.find(key.hash, |e| key.is(&e.key)).is_some()
+        self.tables(key.key.rule).is_some_and(|t| t.holds(key))
     }
 
     /// Decides one check in place.
@@ -98,53 +76,8 @@ impl Shard {
         budget: &KeyBudget,
         hasher: &RandomState,
     ) -> Result<Decision, ShardFull> {
-        if let Ok(mut found) = self.states.find_entry(key.hash, |e| key.is(&e.key)) {
-            let entry = found.get_mut();
-            if entry.expires_at <= now {
-                entry.state = None;
-            }
-            let decision = check(policy, &mut entry.state, now, cost);
-            match entry.state.as_ref().map(|s| word_under(policy, s)) {
-                None => {
-                    found.remove();
-                    budget.give_back(1);
-                }
-                Some(None) => entry.expires_at = expiry(now, decision.reset_after),
-                Some(Some(word)) => {
-                    let (entry, _) = found.remove();
-                    self.insert_word(key.hash, entry.key, word, hasher);
-                }
-            }
-            return Ok(decision);
-        }
-        if let Ok(mut found) = self.words.find_entry(key.hash, |e| key.is(&e.key)) {
-            let word = found.get_mut().word.get_mut();
-            let mut state = State::from_word(live(*word, now));
-            let decision = check(policy, &mut state, now, cost);
-            match state.map(|s| (word_under(policy, &s), s)) {
-                None => {
-                    found.remove();
-                    budget.give_back(1);
-                }
-                Some((Some(next), _)) => *word = next,
-                Some((None, state)) => {
-                    let (entry, _) = found.remove();
-                    let expires_at = expiry(now, decision.reset_after);
-                    self.insert_state(key.hash, entry.key, state, expires_at, hasher);
-                }
-            }
-            return Ok(decision);
-        }
-        let mut state = None;
-        let decision = check(policy, &mut state, now, cost);
-        if let Some(state) = state {
-            if !budget.try_take(1) {
-                return Err(ShardFull);
-            }
-            let expires_at = expiry(now, decision.reset_after);
-            self.insert(key, state, expires_at, policy, hasher);
-        }
-        Ok(decision)
+        self.tables_mut(key.key.rule)
+            .check(key, policy, cost, now, budget, hasher)
     }
 
     /// Stores `state` for the key under `policy` (removing the key when `None`). Room
@@ -158,128 +91,34 @@ impl Shard {
         budget: &KeyBudget,
         hasher: &RandomState,
     ) {
-        let Some(state) = state else {
-            self.remove(key, budget);
-            return;
-        };
-        let word = word_under(policy, &state);
-        if let Ok(mut found) = self.states.find_entry(key.hash, |e| key.is(&e.key)) {
-            match word {
-                None => {
-                    let entry = found.get_mut();
-                    entry.state = Some(state);
-                    entry.expires_at = expires_at;
-                }
-                Some(word) => {
-                    let (entry, _) = found.remove();
-                    self.insert_word(key.hash, entry.key, word, hasher);
-                }
-            }
-        } else if let Ok(mut found) = self.words.find_entry(key.hash, |e| key.is(&e.key)) {
-            match word {
-                Some(word) => *found.get_mut().word.get_mut() = word,
-                None => {
-                    let (entry, _) = found.remove();
-                    self.insert_state(key.hash, entry.key, state, expires_at, hasher);
-                }
-            }
-        } else {
-            self.insert(key, state, expires_at, policy, hasher);
-        }
+        self.tables_mut(key.key.rule)
+            .put(key, state, expires_at, policy, budget, hasher);
     }
 
     /// Removes the key.
     pub(super) fn remove(&mut self, key: HashedKey<'_>, budget: &KeyBudget) {
-        if let Ok(found) = self.words.find_entry(key.hash, |e| key.is(&e.key)) {
-            found.remove();
-            budget.give_back(1);
-        } else if let Ok(found) = self.states.find_entry(key.hash, |e| key.is(&e.key)) {
-            found.remove();
-            budget.give_back(1);
+        if let Some(i) = self.rules.iter().position(|t| t.rule() == key.key.rule) {
+            self.rules[i].remove(key, budget);
         }
     }
 
-    /// Drops every entry whose state is full again.
+    /// Drops every entry whose state is full again, and the tables of rules left with
+    /// no key.
     pub(super) fn sweep(&mut self, now: u64, budget: &KeyBudget) {
-        let before = self.words.len() + self.states.len();
-        self.words.retain(|e| *e.word.get_mut() > now);
-        self.states.retain(|e| e.expires_at > now);
-        budget.give_back(before - self.words.len() - self.states.len());
-    }
-
-    /// Adds a key that is in neither table.
-    fn insert(
-        &mut self,
-        key: HashedKey<'_>,
-        state: State,
-        expires_at: u64,
-        policy: &Policy,
-        hasher: &RandomState,
-    ) {
-        match word_under(policy, &state) {
-            Some(word) => self.insert_word(key.hash, key.stored(), word, hasher),
-            None => self.insert_state(key.hash, key.stored(), state, expires_at, hasher),
+        for tables in &mut self.rules {
+            tables.sweep(now, budget);
         }
-    }
-
-    fn insert_word(
-        &mut self,
-        hash: u64,
-        key: compact_str::CompactString,
-        word: u64,
-        hasher: &RandomState,
-    ) {
-        let entry = WordEntry {
-            key,
-            word: AtomicU64::new(word),
-        };
-        self.words
-            .insert_unique(hash, entry, |e| rehash(hasher, &e.key));
-    }
-
-    fn insert_state(
-        &mut self,
-        hash: u64,
-        key: compact_str::CompactString,
-        state: State,
-        expires_at: u64,
-        hasher: &RandomState,
-    ) {
-        let entry = Entry {
-            key,
-            expires_at,
-            state: Some(state),
-        };
-        self.states
-            .insert_unique(hash, entry, |e| rehash(hasher, &e.key));
+        self.rules.retain(|t| !t.is_empty());
     }
 }
 
-/// The word `state` is kept as under `policy`: only a policy that packs keeps words,
-/// so that a key whose policy does not pack is not moved back and forth.
-fn word_under(policy: &Policy, state: &State) -> Option<u64> {
-    state.word().filter(|_| policy.packs())
-}
-
-/// A word as of `now`: itself while live, 0 (no state) once expired.
-fn live(word: u64, now: u64) -> u64 {
-    if word > now { word } else { 0 }
-}
-
-/// The hash of a key: of its rule, `:` and its identity, so that a stored key hashes the
-/// same from its parts or from its stored form.
+/// The hash of a key: of its rule, `:` and its identity.
 pub(super) fn hash_key(hasher: &RandomState, key: Key<'_>) -> u64 {
     let mut state = hasher.build_hasher();
     state.write(key.rule.as_bytes());
     state.write(b":");
     state.write(key.identity.as_bytes());
     state.finish()
-}
-
-/// The hash of a stored `rule:identity` (rules contain no `:`), for table growth.
-fn rehash(hasher: &RandomState, stored: &str) -> u64 {
-    let (rule, identity) = stored.split_once(':').unwrap_or((stored, ""));
-    hash_key(hasher, Key { rule, identity })
 }
 
 /// When a state decided at `now` is full again.
