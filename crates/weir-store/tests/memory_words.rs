@@ -140,8 +140,27 @@ impl Model {
 /// at random between policies that pack and policies that do not (so its state moves
 /// between the tables), time going forwards and backwards: every decision and the
 /// number of keys held are the model's.
+/// Identities of every length class the store keeps apart: inline in 32-byte entries
+/// (up to 24 bytes), inline in 48-byte ones (25 to 40), on the heap (longer, or ending
+/// in a NUL byte).
+const IDENTITIES: [&str; 7] = [
+    "k",
+    "user-0000000000000000024",
+    "8c1f6d2e-0001-4a1b-9c3d-000000000001",
+    "2001:0db8:0000:0000:0000:0000:0000:0001",
+    "wk_live_00000000000000000000000000000040",
+    "wk_live_000000000000000000000000000000041",
+    "trailing-nul-is-not-padding\0",
+];
+
 #[test]
 fn a_key_decides_as_weir_core_while_its_policy_changes() {
+    for identity in IDENTITIES {
+        decides_as_weir_core_while_its_policy_changes(identity);
+    }
+}
+
+fn decides_as_weir_core_while_its_policy_changes(identity: &str) {
     let minute = Duration::from_secs(60);
     let policies = [
         Policy::new(Algorithm::Gcra, 6, minute, Some(3)).unwrap(),
@@ -176,11 +195,11 @@ fn a_key_decides_as_weir_core_while_its_policy_changes() {
         };
         clock.set(now);
         let cost = [0, 1, 1, 1, 2, 3, 4][next(7) as usize];
-        let context = format!("step {step}, {} {cost}", policy.algorithm());
+        let context = format!("{identity}: step {step}, {} {cost}", policy.algorithm());
         match next(12) {
             0 => {
                 let checks = [Check {
-                    key: key("k"),
+                    key: key(identity),
                     policy,
                     cost,
                 }];
@@ -193,7 +212,7 @@ fn a_key_decides_as_weir_core_while_its_policy_changes() {
             1 => {
                 let batch = [
                     Check {
-                        key: key("k"),
+                        key: key(identity),
                         policy,
                         cost,
                     },
@@ -214,7 +233,7 @@ fn a_key_decides_as_weir_core_while_its_policy_changes() {
             }
             2 => {
                 let batch = [Check {
-                    key: key("k"),
+                    key: key(identity),
                     policy,
                     cost,
                 }];
@@ -229,11 +248,11 @@ fn a_key_decides_as_weir_core_while_its_policy_changes() {
                 }
             }
             4 if next(10) == 0 => {
-                store.reset_sync(key("k"));
+                store.reset_sync(key(identity));
                 model.keep(None, now, Duration::ZERO);
             }
             _ => {
-                let decided = store.check_sync(key("k"), policy, cost).unwrap();
+                let decided = store.check_sync(key(identity), policy, cost).unwrap();
                 let mut state = model.view(now);
                 let expected = check(policy, &mut state, now, cost);
                 assert_eq!(decided, expected, "{context}");
@@ -241,5 +260,38 @@ fn a_key_decides_as_weir_core_while_its_policy_changes() {
             }
         }
         assert_eq!(store.len(), usize::from(model.held), "{context}: keys held");
+    }
+}
+
+/// Identities that differ only in what a padded entry could confuse (a trailing NUL
+/// byte, a length of 40 and 41) are different keys, in whichever table each lives.
+#[test]
+fn identities_alike_but_for_padding_are_different_keys() {
+    let policy = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(60), None).unwrap();
+    let clock = Arc::new(ManualClock::new(START));
+    let store = MemoryStore::new(MemoryStoreConfig { max_keys: 100 }, clock);
+    let forty = "a".repeat(40);
+    let alike = [
+        "a".repeat(30),
+        "a".repeat(30) + "\0",
+        "a".repeat(30) + "\0\0",
+        "a".repeat(24),
+        "a".repeat(25),
+        forty.clone(),
+        forty + "a",
+        "a".repeat(39) + "\0",
+    ];
+    for identity in &alike {
+        assert!(
+            store.check_sync(key(identity), &policy, 1).unwrap().allowed,
+            "{identity:?}"
+        );
+    }
+    assert_eq!(store.len(), alike.len());
+    for identity in &alike {
+        assert!(
+            !store.check_sync(key(identity), &policy, 1).unwrap().allowed,
+            "{identity:?}"
+        );
     }
 }

@@ -1,25 +1,13 @@
-//! What a shard keeps per key: the key's identity (its rule's tables hold the rule),
-//! and its state.
+//! What a shard keeps per key whose state is not one word (those are in `words.rs`):
+//! the key's identity (its rule's tables hold the rule), and its state.
 //!
 //! Identities of up to 24 bytes are stored inline, so finding one touches no memory
 //! beyond the table; longer ones are on the heap.
-
-use std::sync::atomic::AtomicU64;
 
 use compact_str::CompactString;
 use weir_core::State;
 
 use crate::Key;
-
-/// A key whose state is one word (`State::word`: GCRA's arrival time in whole
-/// nanoseconds, which is also when the key is full again). 32 bytes.
-#[derive(Debug)]
-pub(super) struct WordEntry {
-    pub(super) key: CompactString,
-    /// The state's word, never 0 in the table; live while after `now`. Changed by
-    /// compare-and-swap under the shard's read lock, or in place under its write lock.
-    pub(super) word: AtomicU64,
-}
 
 /// Any other key: its state and when it is full again (and so can be dropped). 64
 /// bytes.

@@ -1,12 +1,14 @@
 //! The in-process memory store: sharded, exact under concurrency, bounded, expiring.
 //!
-//! Keys are spread over shards by hash, each shard two hash tables behind its own
-//! read-write lock, so concurrent checks on different keys rarely contend, and checks
-//! on one key apply one after another (exact counts under any concurrency): a state of
-//! one word (GCRA at a whole number of nanoseconds per unit) by compare-and-swap under
-//! the read lock, any other under the write lock (see `shard.rs`). An entry lives until its state is
-//! full again (`reset_after`); expired entries are ignored on sight, dropped when next
-//! touched, swept when a shard fills up, and by [`MemoryStore::sweep_expired`].
+//! Keys are spread over shards by hash, each shard a pair of hash tables per rule
+//! (`shard.rs`, `tables.rs`) behind its own read-write lock, so concurrent checks on
+//! different keys rarely contend, and checks on one key apply one after another (exact
+//! counts under any concurrency): a state of one word (GCRA at a whole number of
+//! nanoseconds per unit) by compare-and-swap under the read lock, as governor does, so
+//! that a hot key's checks never wait for each other and a denial writes nothing; any
+//! other state under the write lock. An entry lives until its state is full again
+//! (`reset_after`); expired entries are ignored on sight, dropped when next touched,
+//! swept when a shard fills up, and by [`MemoryStore::sweep_expired`].
 //!
 //! The number of keys is bounded by [`MemoryStoreConfig::max_keys`]. When a shard is
 //! full of live entries, a check that needs a new key fails with
@@ -17,6 +19,7 @@ mod budget;
 mod entry;
 mod shard;
 mod tables;
+mod words;
 
 use std::future::ready;
 use std::sync::Arc;

@@ -114,10 +114,15 @@ impl Shard {
 
 /// The hash of a key: of its rule, `:` and its identity.
 pub(super) fn hash_key(hasher: &RandomState, key: Key<'_>) -> u64 {
+    hash_parts(hasher, key.rule.as_bytes(), key.identity.as_bytes())
+}
+
+/// The hash of the key of `rule` and `identity`, from their bytes.
+pub(super) fn hash_parts(hasher: &RandomState, rule: &[u8], identity: &[u8]) -> u64 {
     let mut state = hasher.build_hasher();
-    state.write(key.rule.as_bytes());
+    state.write(rule);
     state.write(b":");
-    state.write(key.identity.as_bytes());
+    state.write(identity);
     state.finish()
 }
 

@@ -2,23 +2,22 @@
 //! state, with expiry.
 //!
 //! Keys whose state is one word under a policy that packs (GCRA and the leaky bucket at
-//! a whole number of nanoseconds per unit, `Policy::packs`) live in `words`: 32-byte
-//! entries, decided under the shard's *read* lock by one compare-and-swap on the word
+//! a whole number of nanoseconds per unit, `Policy::packs`) live in `words`
+//! (`words.rs`: 32- or 48-byte entries), decided under the shard's *read* lock by one compare-and-swap on the word
 //! ([`Tables::check_shared`]), so concurrent checks on one key never wait for each other,
 //! and a denial writes nothing. Every other key lives in `states`, decided under the
 //! write lock. A key is in one table at most; it moves when its policy changes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use compact_str::CompactString;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use weir_core::{Decision, Policy, State, check, check_word};
 
 use super::budget::KeyBudget;
-use super::entry::{Entry, HashedKey, WordEntry};
-use super::shard::{ShardFull, expiry, hash_key};
-use crate::Key;
+use super::entry::{Entry, HashedKey};
+use super::shard::{ShardFull, expiry, hash_parts};
+use super::words::Words;
 
 /// The keys of one rule whose hash falls in one shard, stored without the rule's name.
 #[derive(Debug)]
@@ -26,7 +25,7 @@ pub(super) struct Tables {
     /// The rule.
     rule: Box<str>,
     /// Keys whose state is one word, kept there by a policy that packs.
-    words: HashTable<WordEntry>,
+    words: Words,
     /// Every other key.
     states: HashTable<Entry>,
 }
@@ -36,7 +35,7 @@ impl Tables {
     pub(super) fn new(rule: &str) -> Self {
         Self {
             rule: rule.into(),
-            words: HashTable::new(),
+            words: Words::default(),
             states: HashTable::new(),
         }
     }
@@ -48,7 +47,7 @@ impl Tables {
 
     /// Whether no key is held.
     pub(super) fn is_empty(&self) -> bool {
-        self.words.is_empty() && self.states.is_empty()
+        self.words.len() == 0 && self.states.is_empty()
     }
 
     /// Decides one check of a key held as a word, by compare-and-swap: what
@@ -66,8 +65,8 @@ impl Tables {
         cost: u64,
         now: u64,
     ) -> Option<Decision> {
-        let entry = self.words.find(key.hash, |e| key.is(&e.key))?;
-        let mut current = entry.word.load(Ordering::Acquire);
+        let word = self.words.find(key)?;
+        let mut current = word.load(Ordering::Acquire);
         loop {
             let mut next = current;
             let decision = check_word(policy, &mut next, now, cost)?;
@@ -77,12 +76,7 @@ impl Tables {
             if next == 0 {
                 return None;
             }
-            match entry.word.compare_exchange_weak(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match word.compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return Some(decision),
                 Err(actual) => current = actual,
             }
@@ -91,8 +85,8 @@ impl Tables {
 
     /// The key's state at `now` (`None` when absent or expired), cloned.
     pub(super) fn get(&self, key: HashedKey<'_>, now: u64) -> Option<State> {
-        if let Some(entry) = self.words.find(key.hash, |e| key.is(&e.key)) {
-            return State::from_word(live(entry.word.load(Ordering::Acquire), now));
+        if let Some(word) = self.words.find(key) {
+            return State::from_word(live(word.load(Ordering::Acquire), now));
         }
         self.states
             .find(key.hash, |e| key.is(&e.key))
@@ -102,8 +96,7 @@ impl Tables {
 
     /// Whether the key has an entry, live or expired.
     pub(super) fn holds(&self, key: HashedKey<'_>) -> bool {
-        self.words.find(key.hash, |e| key.is(&e.key)).is_some()
-            || self.states.find(key.hash, |e| key.is(&e.key)).is_some()
+        self.words.find(key).is_some() || self.states.find(key.hash, |e| key.is(&e.key)).is_some()
     }
 
     /// Decides one check in place.
@@ -129,26 +122,25 @@ impl Tables {
                 }
                 Some(None) => entry.expires_at = expiry(now, decision.reset_after),
                 Some(Some(word)) => {
-                    let (entry, _) = found.remove();
-                    self.insert_word(key.hash, entry.key, word, hasher);
+                    found.remove();
+                    self.words.insert(key, word, &self.rule, hasher);
                 }
             }
             return Ok(decision);
         }
-        if let Ok(mut found) = self.words.find_entry(key.hash, |e| key.is(&e.key)) {
-            let word = found.get_mut().word.get_mut();
+        if let Some(word) = self.words.find_mut(key) {
             let mut state = State::from_word(live(*word, now));
             let decision = check(policy, &mut state, now, cost);
             match state.map(|s| (word_under(policy, &s), s)) {
+                Some((Some(next), _)) => *word = next,
                 None => {
-                    found.remove();
+                    self.words.remove(key);
                     budget.give_back(1);
                 }
-                Some((Some(next), _)) => *word = next,
                 Some((None, state)) => {
-                    let (entry, _) = found.remove();
+                    self.words.remove(key);
                     let expires_at = expiry(now, decision.reset_after);
-                    self.insert_state(key.hash, entry.key, state, expires_at, hasher);
+                    self.insert_state(key, state, expires_at, hasher);
                 }
             }
             return Ok(decision);
@@ -189,16 +181,16 @@ impl Tables {
                     entry.expires_at = expires_at;
                 }
                 Some(word) => {
-                    let (entry, _) = found.remove();
-                    self.insert_word(key.hash, entry.key, word, hasher);
+                    found.remove();
+                    self.words.insert(key, word, &self.rule, hasher);
                 }
             }
-        } else if let Ok(mut found) = self.words.find_entry(key.hash, |e| key.is(&e.key)) {
+        } else if let Some(held) = self.words.find_mut(key) {
             match word {
-                Some(word) => *found.get_mut().word.get_mut() = word,
+                Some(word) => *held = word,
                 None => {
-                    let (entry, _) = found.remove();
-                    self.insert_state(key.hash, entry.key, state, expires_at, hasher);
+                    self.words.remove(key);
+                    self.insert_state(key, state, expires_at, hasher);
                 }
             }
         } else {
@@ -208,8 +200,7 @@ impl Tables {
 
     /// Removes the key.
     pub(super) fn remove(&mut self, key: HashedKey<'_>, budget: &KeyBudget) {
-        if let Ok(found) = self.words.find_entry(key.hash, |e| key.is(&e.key)) {
-            found.remove();
+        if self.words.remove(key) {
             budget.give_back(1);
         } else if let Ok(found) = self.states.find_entry(key.hash, |e| key.is(&e.key)) {
             found.remove();
@@ -219,10 +210,9 @@ impl Tables {
 
     /// Drops every entry whose state is full again.
     pub(super) fn sweep(&mut self, now: u64, budget: &KeyBudget) {
-        let before = self.words.len() + self.states.len();
-        self.words.retain(|e| *e.word.get_mut() > now);
+        let before = self.states.len();
         self.states.retain(|e| e.expires_at > now);
-        budget.give_back(before - self.words.len() - self.states.len());
+        budget.give_back(self.words.sweep(now) + before - self.states.len());
     }
 
     /// Adds a key that is in neither table.
@@ -235,37 +225,27 @@ impl Tables {
         hasher: &RandomState,
     ) {
         match word_under(policy, &state) {
-            Some(word) => self.insert_word(key.hash, key.stored(), word, hasher),
-            None => self.insert_state(key.hash, key.stored(), state, expires_at, hasher),
+            Some(word) => self.words.insert(key, word, &self.rule, hasher),
+            None => self.insert_state(key, state, expires_at, hasher),
         }
-    }
-
-    fn insert_word(&mut self, hash: u64, key: CompactString, word: u64, hasher: &RandomState) {
-        let entry = WordEntry {
-            key,
-            word: AtomicU64::new(word),
-        };
-        let rule = &self.rule;
-        self.words
-            .insert_unique(hash, entry, |e| rehash(hasher, rule, &e.key));
     }
 
     fn insert_state(
         &mut self,
-        hash: u64,
-        key: CompactString,
+        key: HashedKey<'_>,
         state: State,
         expires_at: u64,
         hasher: &RandomState,
     ) {
         let entry = Entry {
-            key,
+            key: key.stored(),
             expires_at,
             state: Some(state),
         };
         let rule = &self.rule;
-        self.states
-            .insert_unique(hash, entry, |e| rehash(hasher, rule, &e.key));
+        self.states.insert_unique(key.hash, entry, |e| {
+            hash_parts(hasher, rule.as_bytes(), e.key.as_bytes())
+        });
     }
 }
 
@@ -278,9 +258,4 @@ fn word_under(policy: &Policy, state: &State) -> Option<u64> {
 /// A word as of `now`: itself while live, 0 (no state) once expired.
 fn live(word: u64, now: u64) -> u64 {
     if word > now { word } else { 0 }
-}
-
-/// The hash of an identity stored under `rule`, for table growth.
-fn rehash(hasher: &RandomState, rule: &str, identity: &str) -> u64 {
-    hash_key(hasher, Key { rule, identity })
 }
