@@ -32,7 +32,7 @@ use weir_core::{Clock, Decision, Policy, State, check, refund};
 
 use self::budget::KeyBudget;
 use self::entry::HashedKey;
-use self::shard::{Shard, ShardFull, expiry, hash_key};
+use self::shard::{Shard, ShardFull, expiry, hash_identity};
 use crate::{Check, Key, Store, StoreError, StoreFuture};
 
 /// Configuration of a [`MemoryStore`].
@@ -310,7 +310,7 @@ impl MemoryStore {
 
     fn hashed<'a>(&self, key: Key<'a>) -> HashedKey<'a> {
         HashedKey {
-            hash: hash_key(&self.hasher, key),
+            hash: hash_identity(&self.hasher, key.identity.as_bytes()),
             key,
         }
     }

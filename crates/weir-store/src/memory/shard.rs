@@ -12,9 +12,8 @@ use foldhash::fast::RandomState;
 use weir_core::{Decision, Policy, State};
 
 use super::budget::KeyBudget;
-use super::entry::HashedKey;
+use super::entry::{HashedKey, same};
 use super::tables::Tables;
-use crate::Key;
 
 /// Keys whose hash falls in this shard.
 #[derive(Debug, Default)]
@@ -29,12 +28,16 @@ pub(super) struct ShardFull;
 impl Shard {
     /// The tables of `rule`, if it has any key here.
     fn tables(&self, rule: &str) -> Option<&Tables> {
-        self.rules.iter().find(|t| t.rule() == rule)
+        self.rules.iter().find(|t| same(t.rule(), rule.as_bytes()))
     }
 
     /// The tables of `rule`, made if needed.
     fn tables_mut(&mut self, rule: &str) -> &mut Tables {
-        match self.rules.iter().position(|t| t.rule() == rule) {
+        match self
+            .rules
+            .iter()
+            .position(|t| same(t.rule(), rule.as_bytes()))
+        {
             Some(i) => &mut self.rules[i],
             None => {
                 self.rules.push(Tables::new(rule));
@@ -97,7 +100,11 @@ impl Shard {
 
     /// Removes the key.
     pub(super) fn remove(&mut self, key: HashedKey<'_>, budget: &KeyBudget) {
-        if let Some(i) = self.rules.iter().position(|t| t.rule() == key.key.rule) {
+        if let Some(i) = self
+            .rules
+            .iter()
+            .position(|t| same(t.rule(), key.key.rule.as_bytes()))
+        {
             self.rules[i].remove(key, budget);
         }
     }
@@ -112,16 +119,11 @@ impl Shard {
     }
 }
 
-/// The hash of a key: of its rule, `:` and its identity.
-pub(super) fn hash_key(hasher: &RandomState, key: Key<'_>) -> u64 {
-    hash_parts(hasher, key.rule.as_bytes(), key.identity.as_bytes())
-}
-
-/// The hash of the key of `rule` and `identity`, from their bytes.
-pub(super) fn hash_parts(hasher: &RandomState, rule: &[u8], identity: &[u8]) -> u64 {
+/// The hash of a key: of its identity alone. Each rule has its own tables, so keys of
+/// different rules never meet in one; and all of an identity's keys share a shard, so
+/// a request's layered limits on one caller take one lock.
+pub(super) fn hash_identity(hasher: &RandomState, identity: &[u8]) -> u64 {
     let mut state = hasher.build_hasher();
-    state.write(rule);
-    state.write(b":");
     state.write(identity);
     state.finish()
 }

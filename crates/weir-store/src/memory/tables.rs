@@ -16,7 +16,7 @@ use weir_core::{Decision, Policy, State, check, check_word};
 
 use super::budget::KeyBudget;
 use super::entry::{Entry, HashedKey};
-use super::shard::{ShardFull, expiry, hash_parts};
+use super::shard::{ShardFull, expiry, hash_identity};
 use super::words::Words;
 
 /// The keys of one rule whose hash falls in one shard, stored without the rule's name.
@@ -41,8 +41,8 @@ impl Tables {
     }
 
     /// The rule whose keys these are.
-    pub(super) fn rule(&self) -> &str {
-        &self.rule
+    pub(super) fn rule(&self) -> &[u8] {
+        self.rule.as_bytes()
     }
 
     /// Whether no key is held.
@@ -123,7 +123,7 @@ impl Tables {
                 Some(None) => entry.expires_at = expiry(now, decision.reset_after),
                 Some(Some(word)) => {
                     found.remove();
-                    self.words.insert(key, word, &self.rule, hasher);
+                    self.words.insert(key, word, hasher);
                 }
             }
             return Ok(decision);
@@ -182,7 +182,7 @@ impl Tables {
                 }
                 Some(word) => {
                     found.remove();
-                    self.words.insert(key, word, &self.rule, hasher);
+                    self.words.insert(key, word, hasher);
                 }
             }
         } else if let Some(held) = self.words.find_mut(key) {
@@ -225,7 +225,7 @@ impl Tables {
         hasher: &RandomState,
     ) {
         match word_under(policy, &state) {
-            Some(word) => self.words.insert(key, word, &self.rule, hasher),
+            Some(word) => self.words.insert(key, word, hasher),
             None => self.insert_state(key, state, expires_at, hasher),
         }
     }
@@ -242,10 +242,8 @@ impl Tables {
             expires_at,
             state: Some(state),
         };
-        let rule = &self.rule;
-        self.states.insert_unique(key.hash, entry, |e| {
-            hash_parts(hasher, rule.as_bytes(), e.key.as_bytes())
-        });
+        self.states
+            .insert_unique(key.hash, entry, |e| hash_identity(hasher, e.key.as_bytes()));
     }
 }
 

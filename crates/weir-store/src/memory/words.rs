@@ -13,8 +13,8 @@ use compact_str::CompactString;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
-use super::entry::HashedKey;
-use super::shard::hash_parts;
+use super::entry::{HashedKey, same};
+use super::shard::hash_identity;
 
 /// The longest identity kept inline in the second table.
 const LONG: usize = 40;
@@ -45,7 +45,7 @@ impl Stored for CompactString {
     }
 
     fn is(&self, identity: &str) -> bool {
-        self == identity
+        same(self.as_bytes(), identity.as_bytes())
     }
 
     fn bytes(&self) -> &[u8] {
@@ -67,7 +67,7 @@ impl Stored for Inline {
 
     fn is(&self, identity: &str) -> bool {
         let (head, padding) = self.0.split_at(identity.len());
-        head == identity.as_bytes() && padding.iter().all(|&b| b == 0)
+        same(head, identity.as_bytes()) && padding.iter().all(|&b| b == 0)
     }
 
     fn bytes(&self) -> &[u8] {
@@ -135,21 +135,15 @@ impl Words {
             .is_ok())
     }
 
-    /// Adds a key that is not held, under `rule` (to hash keys again as a table grows).
-    pub(super) fn insert(
-        &mut self,
-        key: HashedKey<'_>,
-        word: u64,
-        rule: &str,
-        hasher: &RandomState,
-    ) {
+    /// Adds a key that is not held (`hasher` hashes keys again as a table grows).
+    pub(super) fn insert(&mut self, key: HashedKey<'_>, word: u64, hasher: &RandomState) {
         on_table!(mut self, key, |table| {
             let entry = WordEntry {
                 identity: Stored::store(key.key.identity),
                 word: AtomicU64::new(word),
             };
             table.insert_unique(key.hash, entry, |e| {
-                hash_parts(hasher, rule.as_bytes(), e.identity.bytes())
+                hash_identity(hasher, e.identity.bytes())
             });
         })
     }
