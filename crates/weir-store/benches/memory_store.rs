@@ -15,10 +15,12 @@
 //!   with a quota that admits every check, or one that admits the first and denies
 //!   every other (governor writes nothing on a denial).
 //! - `1m/<kind>/warm` and `1m/<kind>/cold`: 1,000,000 keys of one kind (IPv4, IPv6,
-//!   UUID, 40-byte API key), each checked once per pass in a random order of the
-//!   tables; `warm` walks the caller's key strings in the order they were allocated
-//!   (the prefetcher brings them in, as a gateway holds the key it just built), `cold`
-//!   in a random order, so that the caller's string itself is a cache miss.
+//!   UUID, 40-byte API key), each checked once per pass, in a random order unrelated
+//!   to the order the limiters stored them in (so their tables, and governor's copies
+//!   of the keys, are visited at random). `warm`: the caller's key strings were
+//!   allocated in the order they are checked, so the prefetcher brings them in, as a
+//!   gateway holds the key it just built. `cold`: the caller's strings are those the
+//!   keys were stored from, visited at random, so that each is itself a cache miss.
 //!
 //! For instruction counts under valgrind, `WEIR_BENCH_ONLY=<governor|weir_gcra|
 //! weir_token_bucket>` runs one limiter and `WEIR_BENCH_CHECKS=<n>` sets the checks per
@@ -234,15 +236,15 @@ fn governor(keys: &[String], quota: Quota) -> DefaultKeyedRateLimiter<String> {
     limiter
 }
 
-/// The limiters of a row over `keys`: governor under `quota`, and weir's `stores`.
+/// The limiters of a row, checking the key strings of `keys`: governor, and weir's
+/// `stores`.
 fn limiters<'a>(
+    governor: Option<&'a DefaultKeyedRateLimiter<String>>,
     keys: &'a [String],
-    quota: Quota,
     stores: &'a [(Algorithm, MemoryStore, Policy)],
 ) -> Vec<Limiter<'a>> {
     let mut all: Vec<Limiter<'a>> = Vec::new();
-    if wanted("governor") {
-        let governor = governor(keys, quota);
+    if let Some(governor) = governor {
         all.push((
             "governor",
             Box::new(move |i| governor.check_key(&keys[i]).is_ok()),
@@ -317,7 +319,8 @@ fn main() {
             }
             let (quota, limit, period) = quota(admit_all);
             let stores = stores(&hot, limit, period);
-            let limiters = limiters(&hot, quota, &stores);
+            let governor = wanted("governor").then(|| governor(&hot, quota));
+            let limiters = limiters(governor.as_ref(), &hot, &stores);
             row(&settings, &name, 5_000_000, threads, &[0], &limiters);
         }
     }
@@ -327,23 +330,22 @@ fn main() {
         if !settings.runs(&warm) && !settings.runs(&cold) {
             continue;
         }
+        // The limiters copy the keys in this order.
         let keys: Vec<String> = (0..MANY_KEYS).map(|i| kind.key(i)).collect();
         let (quota, limit, period) = quota(true);
         let stores = stores(&keys, limit, period);
-        let limiters = limiters(&keys, quota, &stores);
-        let in_order: Vec<u32> = (0..MANY_KEYS as u32).collect();
+        let governor = wanted("governor").then(|| governor(&keys, quota));
+        let order = shuffled(MANY_KEYS);
         if settings.runs(&warm) {
+            // The caller's strings allocated afresh in the order they are checked.
+            let walk: Vec<String> = order.iter().map(|&i| keys[i as usize].clone()).collect();
+            let in_order: Vec<u32> = (0..MANY_KEYS as u32).collect();
+            let limiters = limiters(governor.as_ref(), &walk, &stores);
             row(&settings, &warm, MANY_KEYS, 1, &in_order, &limiters);
         }
         if settings.runs(&cold) {
-            row(
-                &settings,
-                &cold,
-                MANY_KEYS,
-                1,
-                &shuffled(MANY_KEYS),
-                &limiters,
-            );
+            let limiters = limiters(governor.as_ref(), &keys, &stores);
+            row(&settings, &cold, MANY_KEYS, 1, &order, &limiters);
         }
     }
 }
