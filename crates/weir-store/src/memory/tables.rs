@@ -2,11 +2,12 @@
 //! state, with expiry.
 //!
 //! Keys whose state is one word under a policy that packs (GCRA and the leaky bucket at
-//! a whole number of nanoseconds per unit, `Policy::packs`) live in `words`
-//! (`words.rs`: 32- or 48-byte entries), decided under the shard's *read* lock by one compare-and-swap on the word
-//! ([`Tables::check_shared`]), so concurrent checks on one key never wait for each other,
-//! and a denial writes nothing. Every other key lives in `states`, decided under the
-//! write lock. A key is in one table at most; it moves when its policy changes.
+//! a whole number of nanoseconds per unit, `Policy::packs`) live in `words` (`words.rs`:
+//! 32- or 48-byte entries), decided under the shard's *read* lock by one
+//! compare-and-swap on the word ([`Tables::check_shared`]), so concurrent checks on one
+//! key never wait for each other, and a denial writes nothing. Every other key lives in
+//! `states` (64-byte entries), decided under the write lock. A key is in one table at
+//! most; it moves when its policy changes.
 
 use std::sync::atomic::Ordering;
 
@@ -230,6 +231,7 @@ impl Tables {
         }
     }
 
+    /// Adds a key that is in neither table to `states`.
     fn insert_state(
         &mut self,
         key: HashedKey<'_>,
