@@ -19,7 +19,7 @@ mod decision;
 mod policy;
 mod state;
 
-pub use algorithm::{check, refund};
+pub use algorithm::{check, check_word, refund};
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
 pub use policy::{

@@ -130,6 +130,9 @@ pub struct Policy {
     limit: u64,
     period_ns: u64,
     burst: Option<u64>,
+    /// Nanoseconds between emissions when the state fits one word (see
+    /// [`Policy::packs`]), else 0: worked out once here rather than on every check.
+    word_interval_ns: u64,
 }
 
 impl Policy {
@@ -158,13 +161,33 @@ impl Policy {
                 return Err(PolicyError::BurstOutOfRange(burst));
             }
         }
+        // In range by the check above: a year is about 2^55 ns.
+        let period_ns = period.as_nanos() as u64;
+        let gcra = matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket);
         Ok(Self {
             algorithm,
             limit,
-            // In range by the check above: a year is about 2^55 ns.
-            period_ns: period.as_nanos() as u64,
+            period_ns,
             burst,
+            word_interval_ns: if gcra && period_ns.is_multiple_of(limit) {
+                period_ns / limit
+            } else {
+                0
+            },
         })
+    }
+
+    /// Whether every state this policy leaves is one word ([`State::word`](crate::State::word)),
+    /// so that [`check_word`](crate::check_word) decides on it: GCRA and the leaky
+    /// bucket when the period is a whole number of nanoseconds per unit (100 per
+    /// minute, 1,000 per second; not 7 per hour).
+    pub fn packs(&self) -> bool {
+        self.word_interval_ns != 0
+    }
+
+    /// Nanoseconds between emissions for a policy that [`Policy::packs`], else 0.
+    pub(crate) fn word_interval_ns(&self) -> u64 {
+        self.word_interval_ns
     }
 
     /// The algorithm.

@@ -50,50 +50,79 @@ fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
 
+/// A kind of key: its name, and its `i`-th key.
+type KeyKind = (&'static str, fn(usize) -> String);
+
+/// Keys of the lengths a gateway sees: short user ids and IPv4 addresses (inline in
+/// weir's entries), then IPv6 addresses, UUIDs and 40-byte API keys.
+const KINDS: [KeyKind; 5] = [
+    ("user-00000000 (13 B)", |i| format!("user-{i:08}")),
+    ("ipv4 (8-14 B)", |i| {
+        format!("10.{}.{}.{}", i >> 16 & 255, i >> 8 & 255, i & 255)
+    }),
+    ("ipv6 (39 B)", |i| {
+        format!(
+            "2001:0db8:0000:0000:0000:{:04x}:{:04x}:{:04x}",
+            i >> 32 & 0xffff,
+            i >> 16 & 0xffff,
+            i & 0xffff
+        )
+    }),
+    ("uuid (36 B)", |i| {
+        format!(
+            "8c1f6d2e-{:04x}-4a1b-9c3d-{:012x}",
+            i >> 48 & 0xffff,
+            i & 0xffff_ffff_ffff
+        )
+    }),
+    ("api key (40 B)", |i| format!("wk_live_{i:032x}")),
+];
+
 fn main() {
     // `cargo bench` passes `--bench`; any other argument is a filter we do not use.
-    let keys: Vec<String> = (0..KEYS).map(|i| format!("user-{i:08}")).collect();
     let quota = Quota::per_minute(NonZeroU32::new(100).unwrap());
-
-    let before = live();
-    let governor: DefaultKeyedRateLimiter<String> = RateLimiter::keyed(quota);
-    for key in &keys {
-        let _ = governor.check_key(key);
-    }
-    let governor_bytes = (live() - before) as f64 / KEYS as f64;
-    drop(governor);
-
-    println!("memory per key at {KEYS} keys (heap bytes, key copy included):");
-    println!("  governor keyed (dashmap)  {governor_bytes:>7.1}");
-    for algorithm in [
-        Algorithm::Gcra,
-        Algorithm::TokenBucket,
-        Algorithm::FixedWindow,
-    ] {
-        let policy = Policy::new(algorithm, 100, Duration::from_secs(60), None).unwrap();
+    println!("heap bytes per key at {KEYS} keys (key copy included), ratio to governor:");
+    for (kind, key) in KINDS {
+        let keys: Vec<String> = (0..KEYS).map(key).collect();
         let before = live();
-        let store = MemoryStore::new(
-            MemoryStoreConfig { max_keys: KEYS },
-            Arc::new(SystemClock::new()),
-        );
+        let governor: DefaultKeyedRateLimiter<String> = RateLimiter::keyed(quota);
         for key in &keys {
-            store
-                .check_sync(
-                    Key {
-                        rule: "api",
-                        identity: key,
-                    },
-                    &policy,
-                    1,
-                )
-                .unwrap();
+            let _ = governor.check_key(key);
         }
-        let bytes = (live() - before) as f64 / KEYS as f64;
-        println!(
-            "  weir {:<20} {bytes:>7.1}  ({:.2}x governor)",
-            algorithm.name(),
-            bytes / governor_bytes
-        );
-        drop(store);
+        let governor_bytes = (live() - before) as f64 / KEYS as f64;
+        drop(governor);
+        let mut line = format!("{kind:<22} governor {governor_bytes:6.1}");
+        for algorithm in [
+            Algorithm::Gcra,
+            Algorithm::TokenBucket,
+            Algorithm::FixedWindow,
+        ] {
+            let policy = Policy::new(algorithm, 100, Duration::from_secs(60), None).unwrap();
+            let before = live();
+            let store = MemoryStore::new(
+                MemoryStoreConfig { max_keys: KEYS },
+                Arc::new(SystemClock::new()),
+            );
+            for key in &keys {
+                store
+                    .check_sync(
+                        Key {
+                            rule: "api",
+                            identity: key,
+                        },
+                        &policy,
+                        1,
+                    )
+                    .unwrap();
+            }
+            let bytes = (live() - before) as f64 / KEYS as f64;
+            line += &format!(
+                "  {} {bytes:6.1} ({:.2}x)",
+                algorithm.name(),
+                bytes / governor_bytes
+            );
+            drop(store);
+        }
+        println!("{line}");
     }
 }

@@ -374,3 +374,34 @@ fn reset_forgets_a_key() {
     store.reset_sync(key("k"));
     assert_eq!(store.check_sync(key("k"), &policy, 1).unwrap().remaining, 1);
 }
+
+#[test]
+fn an_identity_under_two_rules_is_two_keys() {
+    let (clock, store) = store(1000);
+    let policy = per_hour(Algorithm::Gcra, 2);
+    let under = |rule| Key {
+        rule,
+        identity: "203.0.113.7",
+    };
+    store.check_sync(under("login"), &policy, 2).unwrap();
+    assert!(
+        !store
+            .check_sync(under("login"), &policy, 1)
+            .unwrap()
+            .allowed
+    );
+    assert!(store.check_sync(under("api"), &policy, 1).unwrap().allowed);
+    assert_eq!(store.len(), 2);
+    store.reset_sync(under("login"));
+    assert_eq!(store.len(), 1);
+    clock.advance(Duration::from_secs(3600));
+    store.sweep_expired();
+    assert!(store.is_empty());
+    assert_eq!(
+        store
+            .check_sync(under("api"), &policy, 1)
+            .unwrap()
+            .remaining,
+        1
+    );
+}

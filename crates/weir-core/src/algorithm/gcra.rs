@@ -26,6 +26,19 @@ pub(crate) struct Gcra {
 }
 
 impl Gcra {
+    /// The arrival time as one word, when it is whole nanoseconds (and not 0).
+    pub(crate) fn word(&self) -> Option<u64> {
+        (self.rem == 0 && self.nanos != 0).then_some(self.nanos)
+    }
+
+    /// The arrival time `word`, in whole nanoseconds.
+    pub(crate) fn from_word(word: u64) -> Self {
+        Self {
+            nanos: word,
+            rem: 0,
+        }
+    }
+
     /// Ticks from `now` until the theoretical arrival time (0 when it has passed).
     fn ahead_of(&self, now: u64, limit: u64) -> u128 {
         if self.nanos < now {

@@ -12,12 +12,14 @@ mod sliding_log;
 mod sliding_window;
 mod time;
 mod token_bucket;
+mod word;
 
 pub(crate) use fixed_window::FixedWindow;
 pub(crate) use gcra::Gcra;
 pub(crate) use sliding_log::SlidingLog;
 pub(crate) use sliding_window::SlidingWindow;
 pub(crate) use token_bucket::TokenBucket;
+pub use word::check_word;
 
 use crate::state::{Inner, State};
 use crate::{Algorithm, Decision, Policy};

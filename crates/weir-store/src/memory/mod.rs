@@ -1,10 +1,14 @@
 //! The in-process memory store: sharded, exact under concurrency, bounded, expiring.
 //!
-//! Keys are spread over shards by hash, each shard a hash table behind its own mutex, so
-//! concurrent checks on different keys rarely contend, and checks on one key are
-//! serialised (exact counts under any concurrency). An entry lives until its state is
-//! full again (`reset_after`); expired entries are ignored on sight, dropped when next
-//! touched, swept when a shard fills up, and by [`MemoryStore::sweep_expired`].
+//! Keys are spread over shards by hash, each shard a pair of hash tables per rule
+//! (`shard.rs`, `tables.rs`) behind its own read-write lock, so concurrent checks on
+//! different keys rarely contend, and checks on one key apply one after another (exact
+//! counts under any concurrency): a state of one word (GCRA at a whole number of
+//! nanoseconds per unit) by compare-and-swap under the read lock, as governor does, so
+//! that a hot key's checks never wait for each other and a denial writes nothing; any
+//! other state under the write lock. An entry lives until its state is full again
+//! (`reset_after`); expired entries are ignored on sight, dropped when next touched,
+//! swept when a shard fills up, and by [`MemoryStore::sweep_expired`].
 //!
 //! The number of keys is bounded by [`MemoryStoreConfig::max_keys`]. When a shard is
 //! full of live entries, a check that needs a new key fails with
@@ -12,19 +16,23 @@
 //! resets its limit, which is exactly what an attacker flooding new keys would want.
 
 mod budget;
+mod entry;
 mod shard;
+mod tables;
+mod words;
 
 use std::future::ready;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use foldhash::fast::RandomState;
 use weir_core::{Clock, Decision, Policy, State, check, refund};
 
 use self::budget::KeyBudget;
-use self::shard::{HashedKey, Shard, ShardFull, expiry, hash_key};
+use self::entry::HashedKey;
+use self::shard::{Shard, ShardFull, expiry, hash_identity};
 use crate::{Check, Key, Store, StoreError, StoreFuture};
 
 /// Configuration of a [`MemoryStore`].
@@ -42,12 +50,12 @@ impl Default for MemoryStoreConfig {
     }
 }
 
-/// A shard behind its lock, alone on its cache line(s): the lock word and the table's
-/// header share a line (one line moves between cores per check), and threads working
+/// A shard behind its lock, alone on its cache line(s): the lock word and the tables'
+/// headers share a line (one line moves between cores per check), and threads working
 /// on neighbouring shards do not slow each other down (false sharing).
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct LockedShard(Mutex<Shard>);
+struct LockedShard(RwLock<Shard>);
 
 /// The embedded store: limit state in this process's memory.
 pub struct MemoryStore {
@@ -95,14 +103,21 @@ impl MemoryStore {
         cost: u64,
     ) -> Result<Decision, StoreError> {
         let key = self.hashed(key);
-        let attempt = || {
-            let now = self.clock.now();
-            self.lock(key)
+        let shard = &self.shards[self.shard_of(key)].0;
+        let now = self.clock.now();
+        if policy.packs()
+            && let Some(decision) = shard.read().check_shared(key, policy, cost, now)
+        {
+            return Ok(decision);
+        }
+        let attempt = |now| {
+            shard
+                .write()
                 .check(key, policy, cost, now, &self.budget, &self.hasher)
         };
-        attempt().or_else(|ShardFull| {
+        attempt(now).or_else(|ShardFull| {
             if self.sweep_if_due() {
-                attempt().map_err(|ShardFull| self.full())
+                attempt(self.clock.now()).map_err(|ShardFull| self.full())
             } else {
                 Err(self.full())
             }
@@ -188,10 +203,11 @@ impl MemoryStore {
             return Ok(decisions);
         }
 
-        // Commit the last state of each key, after making sure new keys fit.
+        // Commit the last state of each key, after making sure new keys fit. A key
+        // held but expired is not new: its entry is reused.
         let new_keys = (0..checks.len())
             .filter(|&i| is_last(checks, i) && states[i].is_some())
-            .filter(|&i| locked.shard(i).get(keys[i], now).is_none())
+            .filter(|&i| !locked.shard(i).holds(keys[i]))
             .count();
         if !self.budget.try_take(new_keys) {
             return Err(ShardFull);
@@ -199,9 +215,14 @@ impl MemoryStore {
         for (i, state) in states.into_iter().enumerate() {
             if is_last(checks, i) {
                 let expires_at = expiry(now, decisions[i].reset_after);
-                locked
-                    .shard(i)
-                    .put(keys[i], state, expires_at, &self.budget, &self.hasher);
+                locked.shard(i).put(
+                    keys[i],
+                    state,
+                    expires_at,
+                    checks[i].policy,
+                    &self.budget,
+                    &self.hasher,
+                );
             }
         }
         Ok(decisions)
@@ -235,6 +256,7 @@ impl MemoryStore {
                     keys[i],
                     state,
                     expiry(now, reset_after),
+                    checks[i].policy,
                     &self.budget,
                     &self.hasher,
                 );
@@ -250,7 +272,7 @@ impl MemoryStore {
         ids.sort_unstable();
         ids.dedup();
         Locked {
-            guards: ids.iter().map(|&i| lock(&self.shards[i].0)).collect(),
+            guards: ids.iter().map(|&i| self.shards[i].0.write()).collect(),
             of_key: shard_of_key
                 .iter()
                 .map(|id| ids.binary_search(id).unwrap_or_default())
@@ -261,7 +283,10 @@ impl MemoryStore {
     /// Forgets a key's state.
     pub fn reset_sync(&self, key: Key<'_>) {
         let key = self.hashed(key);
-        self.lock(key).remove(key, &self.budget);
+        self.shards[self.shard_of(key)]
+            .0
+            .write()
+            .remove(key, &self.budget);
     }
 
     /// Drops every entry whose state is full again, shard by shard (each shard is locked
@@ -269,7 +294,7 @@ impl MemoryStore {
     pub fn sweep_expired(&self) {
         let now = self.clock.now();
         for shard in &self.shards {
-            lock(&shard.0).sweep(now, &self.budget);
+            shard.0.write().sweep(now, &self.budget);
         }
     }
 
@@ -285,7 +310,7 @@ impl MemoryStore {
 
     fn hashed<'a>(&self, key: Key<'a>) -> HashedKey<'a> {
         HashedKey {
-            hash: hash_key(&self.hasher, key),
+            hash: hash_identity(&self.hasher, key.identity.as_bytes()),
             key,
         }
     }
@@ -294,10 +319,6 @@ impl MemoryStore {
     /// use (they index by the low bits and tag by the top seven).
     fn shard_of(&self, key: HashedKey<'_>) -> usize {
         (key.hash >> 40) as usize & (self.shards.len() - 1)
-    }
-
-    fn lock(&self, key: HashedKey<'_>) -> MutexGuard<'_, Shard> {
-        lock(&self.shards[self.shard_of(key)].0)
     }
 
     fn full(&self) -> StoreError {
@@ -309,7 +330,7 @@ impl MemoryStore {
 
 /// The shards of a batch's keys, locked for the whole batch.
 struct Locked<'s> {
-    guards: Vec<MutexGuard<'s, Shard>>,
+    guards: Vec<RwLockWriteGuard<'s, Shard>>,
     /// Which guard holds each key, by the key's index in the batch.
     of_key: Vec<usize>,
 }
@@ -324,11 +345,6 @@ impl Locked<'_> {
 /// Whether check `i` is the last of the batch on its key (the one whose state is kept).
 fn is_last(checks: &[Check<'_>], i: usize) -> bool {
     !checks[i + 1..].iter().any(|c| c.key == checks[i].key)
-}
-
-/// Locks a shard.
-fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
-    shard.lock()
 }
 
 impl Store for MemoryStore {

@@ -1,60 +1,24 @@
-//! One shard of the memory store: a hash table of keys to state, with expiry.
+//! One shard of the memory store: the keys whose hash falls in it, in a pair of tables
+//! per rule (`tables.rs`).
+//!
+//! Keys are stored without their rule's name, which the tables hold once: a key costs
+//! what its identity does, and identities of up to 24 bytes stay inline. Rules are few
+//! (a configuration's handful), so finding a rule's tables is a short scan.
 
+use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
-use compact_str::CompactString;
 use foldhash::fast::RandomState;
-use hashbrown::HashTable;
-use std::hash::{BuildHasher, Hasher};
-use weir_core::{Decision, Policy, State, check};
+use weir_core::{Decision, Policy, State};
 
 use super::budget::KeyBudget;
-use crate::Key;
-
-/// A key's state and when it is full again (and so can be dropped).
-///
-/// `state` is `Some` while the entry is in the table; it is an `Option` so that the
-/// algorithm can update it in place (and empty it when full). Keys of up to 24 bytes
-/// are stored inline, so finding one touches no memory beyond the table.
-#[derive(Debug)]
-pub(super) struct Entry {
-    key: CompactString,
-    expires_at: u64,
-    state: Option<State>,
-}
+use super::entry::{HashedKey, same};
+use super::tables::Tables;
 
 /// Keys whose hash falls in this shard.
 #[derive(Debug, Default)]
 pub(super) struct Shard {
-    table: HashTable<Entry>,
-}
-
-/// A key with its hash, computed once per check.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct HashedKey<'a> {
-    pub(super) hash: u64,
-    pub(super) key: Key<'a>,
-}
-
-impl HashedKey<'_> {
-    /// Whether `stored` (`rule:identity`) is this key, compared in place.
-    fn is(&self, stored: &str) -> bool {
-        let Key { rule, identity } = self.key;
-        stored.len() == rule.len() + 1 + identity.len()
-            && stored.starts_with(rule)
-            && stored.ends_with(identity)
-            && stored.as_bytes()[rule.len()] == b':'
-    }
-
-    /// The key as stored: `rule:identity`.
-    fn stored(&self) -> CompactString {
-        let mut stored =
-            CompactString::with_capacity(self.key.rule.len() + 1 + self.key.identity.len());
-        stored.push_str(self.key.rule);
-        stored.push(':');
-        stored.push_str(self.key.identity);
-        stored
-    }
+    rules: Vec<Tables>,
 }
 
 /// What a shard could not do.
@@ -62,12 +26,47 @@ impl HashedKey<'_> {
 pub(super) struct ShardFull;
 
 impl Shard {
+    /// The tables of `rule`, if it has any key here.
+    fn tables(&self, rule: &str) -> Option<&Tables> {
+        self.rules.iter().find(|t| same(t.rule(), rule.as_bytes()))
+    }
+
+    /// The tables of `rule`, made if needed.
+    fn tables_mut(&mut self, rule: &str) -> &mut Tables {
+        match self
+            .rules
+            .iter()
+            .position(|t| same(t.rule(), rule.as_bytes()))
+        {
+            Some(i) => &mut self.rules[i],
+            None => {
+                self.rules.push(Tables::new(rule));
+                self.rules.last_mut().expect("just pushed")
+            }
+        }
+    }
+
+    /// [`Tables::check_shared`] on the key's rule: `None` when the check needs the
+    /// write lock.
+    pub(super) fn check_shared(
+        &self,
+        key: HashedKey<'_>,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+    ) -> Option<Decision> {
+        self.tables(key.key.rule)?
+            .check_shared(key, policy, cost, now)
+    }
+
     /// The key's state at `now` (`None` when absent or expired), cloned.
     pub(super) fn get(&self, key: HashedKey<'_>, now: u64) -> Option<State> {
-        self.table
-            .find(key.hash, |e| key.is(&e.key))
-            .filter(|e| e.expires_at > now)
-            .and_then(|e| e.state.clone())
+        self.tables(key.key.rule)?.get(key, now)
+    }
+
+    /// Whether the key has an entry, live or expired.
+    pub(super) fn holds(&self, key: HashedKey<'_>) -> bool {
+        self.tables(key.key.rule).is_some_and(|t| t.holds(key))
     }
 
     /// Decides one check in place.
@@ -80,100 +79,53 @@ impl Shard {
         budget: &KeyBudget,
         hasher: &RandomState,
     ) -> Result<Decision, ShardFull> {
-        if let Ok(mut found) = self.table.find_entry(key.hash, |e| key.is(&e.key)) {
-            let entry = found.get_mut();
-            if entry.expires_at <= now {
-                entry.state = None;
-            }
-            let decision = check(policy, &mut entry.state, now, cost);
-            if entry.state.is_some() {
-                entry.expires_at = expiry(now, decision.reset_after);
-            } else {
-                found.remove();
-                budget.give_back(1);
-            }
-            return Ok(decision);
-        }
-        let mut state = None;
-        let decision = check(policy, &mut state, now, cost);
-        if let Some(state) = state {
-            if !budget.try_take(1) {
-                return Err(ShardFull);
-            }
-            let entry = Entry {
-                key: key.stored(),
-                expires_at: expiry(now, decision.reset_after),
-                state: Some(state),
-            };
-            self.table
-                .insert_unique(key.hash, entry, |e| rehash(hasher, &e.key));
-        }
-        Ok(decision)
+        self.tables_mut(key.key.rule)
+            .check(key, policy, cost, now, budget, hasher)
     }
 
-    /// Stores `state` for the key (removing the key when `None`). Room for a new key
-    /// must have been taken from `budget` already.
+    /// Stores `state` for the key under `policy` (removing the key when `None`). Room
+    /// for a new key must have been taken from `budget` already.
     pub(super) fn put(
         &mut self,
         key: HashedKey<'_>,
         state: Option<State>,
         expires_at: u64,
+        policy: &Policy,
         budget: &KeyBudget,
         hasher: &RandomState,
     ) {
-        match (self.table.find_entry(key.hash, |e| key.is(&e.key)), state) {
-            (Ok(mut found), Some(state)) => {
-                let entry = found.get_mut();
-                entry.state = Some(state);
-                entry.expires_at = expires_at;
-            }
-            (Ok(found), None) => {
-                found.remove();
-                budget.give_back(1);
-            }
-            (Err(_), Some(state)) => {
-                let entry = Entry {
-                    key: key.stored(),
-                    expires_at,
-                    state: Some(state),
-                };
-                self.table
-                    .insert_unique(key.hash, entry, |e| rehash(hasher, &e.key));
-            }
-            (Err(_), None) => {}
-        }
+        self.tables_mut(key.key.rule)
+            .put(key, state, expires_at, policy, budget, hasher);
     }
 
     /// Removes the key.
     pub(super) fn remove(&mut self, key: HashedKey<'_>, budget: &KeyBudget) {
-        if let Ok(found) = self.table.find_entry(key.hash, |e| key.is(&e.key)) {
-            found.remove();
-            budget.give_back(1);
+        if let Some(i) = self
+            .rules
+            .iter()
+            .position(|t| same(t.rule(), key.key.rule.as_bytes()))
+        {
+            self.rules[i].remove(key, budget);
         }
     }
 
-    /// Drops every entry whose state is full again.
+    /// Drops every entry whose state is full again, and the tables of rules left with
+    /// no key.
     pub(super) fn sweep(&mut self, now: u64, budget: &KeyBudget) {
-        let before = self.table.len();
-        self.table.retain(|e| e.expires_at > now);
-        budget.give_back(before - self.table.len());
+        for tables in &mut self.rules {
+            tables.sweep(now, budget);
+        }
+        self.rules.retain(|t| !t.is_empty());
     }
 }
 
-/// The hash of a key: of its rule, `:` and its identity, so that a stored key hashes the
-/// same from its parts or from its stored form.
-pub(super) fn hash_key(hasher: &RandomState, key: Key<'_>) -> u64 {
+/// The hash of a key: of its identity alone. Each rule has its own tables, so keys of
+/// different rules never meet in one; and all of an identity's keys share a shard, so
+/// a request's layered limits on one caller take one lock.
+pub(super) fn hash_identity(hasher: &RandomState, identity: &[u8]) -> u64 {
     let mut state = hasher.build_hasher();
-    state.write(key.rule.as_bytes());
-    state.write(b":");
-    state.write(key.identity.as_bytes());
+    state.write(identity);
     state.finish()
-}
-
-/// The hash of a stored `rule:identity` (rules contain no `:`), for table growth.
-fn rehash(hasher: &RandomState, stored: &str) -> u64 {
-    let (rule, identity) = stored.split_once(':').unwrap_or((stored, ""));
-    hash_key(hasher, Key { rule, identity })
 }
 
 /// When a state decided at `now` is full again.
