@@ -55,12 +55,20 @@ pub(super) fn general(
     time(command, now_us);
     command.arg(mode.argument());
     for (check, p) in checks {
-        command.arg(p.algorithm).arg(check.cost);
-        policy(command, p);
+        command
+            .arg(p.algorithm.name())
+            .arg(check.cost)
+            .arg(p.limit)
+            .arg(p.capacity)
+            .arg(p.period_us)
+            .arg(p.ticks_per_us)
+            .arg(p.ticks_per_unit);
     }
 }
 
-/// A one-check entry's arguments: the time, the cost, then the policy.
+/// A one-check entry's arguments: the time, the cost, then only what the algorithm
+/// reads (each number costs Redis a parse): capacity, L, P for the buckets; limit and
+/// period for the windows, whose capacity is their limit.
 pub(super) fn single(
     command: &mut Cmd,
     now_us: Option<u64>,
@@ -68,17 +76,14 @@ pub(super) fn single(
 ) {
     time(command, now_us);
     command.arg(check.cost);
-    policy(command, p);
-}
-
-/// limit, capacity, period (us), L, P.
-fn policy(command: &mut Cmd, p: &ScriptPolicy) {
-    command
-        .arg(p.limit)
-        .arg(p.capacity)
-        .arg(p.period_us)
-        .arg(p.ticks_per_us)
-        .arg(p.ticks_per_unit);
+    if p.algorithm.takes_burst() {
+        command
+            .arg(p.capacity)
+            .arg(p.ticks_per_us)
+            .arg(p.ticks_per_unit);
+    } else {
+        command.arg(p.limit).arg(p.period_us);
+    }
 }
 
 /// Reads one decision per check from `reply`, five values each.

@@ -24,7 +24,7 @@ pub(super) struct Library {
     /// The general entry point; also the library's name.
     general: String,
     /// Each algorithm's one-check entry point.
-    single: Vec<(&'static str, String)>,
+    single: Vec<(Algorithm, String)>,
 }
 
 impl Library {
@@ -35,7 +35,7 @@ impl Library {
         let source = format!("#!lua name={general}\n{body}\nregister('{general}')\n");
         let single = Algorithm::ALL
             .iter()
-            .map(|a| (a.name(), format!("{general}_{}", a.name())))
+            .map(|&a| (a, format!("{general}_{}", a.name())))
             .collect();
         Self {
             source,

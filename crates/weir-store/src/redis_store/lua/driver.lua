@@ -47,14 +47,16 @@ local function expiry_ms(reset, given)
   return math.max(1, div_ceil(reset, 1000)) + margin
 end
 
--- Decides a check of cost `cost` against `state`; returns the algorithm's values.
-local function decide(algorithm, p, now, cost, state)
-  if cost > p.capacity then
+-- Decides a check of cost `cost` against `state` under a policy (see prelude.lua);
+-- returns the algorithm's values.
+local function decide(algorithm, state, now, cost, limit, capacity, period, L, P, queue)
+  if cost > capacity then
     -- Can never fit: a peek, denied with no retry time.
-    local _, remaining, reset, _, _, kept = algorithm(state, now, 0, p)
+    local _, remaining, reset, _, _, kept =
+      algorithm(state, now, 0, limit, capacity, period, L, P, queue)
     return false, remaining, reset, -1, 0, kept
   end
-  return algorithm(state, now, cost, p)
+  return algorithm(state, now, cost, limit, capacity, period, L, P, queue)
 end
 
 -- The n-th argument (1 to 7) of check i.
@@ -62,23 +64,20 @@ local function arg(argv, i, n)
   return argv[2 + (i - 1) * 7 + n]
 end
 
--- Check i's algorithm, its refund, and its policy.
+-- Check i's algorithm, its refund, and its policy: limit, capacity, period, L, P, queue.
 local function policy(argv, i)
   local name = arg(argv, i, 1)
   local algorithm, refund = algorithm_named(name)
   if not algorithm then error('weir: unknown algorithm ' .. name) end
-  local p = {
-    limit = tonumber(arg(argv, i, 3)), capacity = tonumber(arg(argv, i, 4)),
-    period = tonumber(arg(argv, i, 5)), L = tonumber(arg(argv, i, 6)),
-    P = tonumber(arg(argv, i, 7)), queue = name == 'leaky_bucket',
-  }
-  return algorithm, refund, p
+  return algorithm, refund, tonumber(arg(argv, i, 3)), tonumber(arg(argv, i, 4)),
+    tonumber(arg(argv, i, 5)), tonumber(arg(argv, i, 6)), tonumber(arg(argv, i, 7)),
+    name == 'leaky_bucket'
 end
 
 -- Decides check i (of cost `cost`) against `state` at `now`.
 local function run(argv, i, now, cost, state)
-  local algorithm, _, p = policy(argv, i)
-  return decide(algorithm, p, now, cost, state)
+  local algorithm, _, limit, capacity, period, L, P, queue = policy(argv, i)
+  return decide(algorithm, state, now, cost, limit, capacity, period, L, P, queue)
 end
 
 -- Whether check i is the last on its key (the one whose state is written).
@@ -107,10 +106,10 @@ local function refund_all(keys, argv, now)
       stored[key] = redis.call('GET', key)
       current[key] = stored[key]
     end
-    local _, refund, p = policy(argv, i)
+    local _, refund, limit, capacity, period, L, P, queue = policy(argv, i)
     local cost = tonumber(arg(argv, i, 2))
-    if current[key] and cost > 0 and cost <= p.capacity then
-      current[key], reset[key] = refund(current[key], now, cost, p)
+    if current[key] and cost > 0 and cost <= capacity then
+      current[key], reset[key] = refund(current[key], now, cost, limit, capacity, period, L, P, queue)
     end
   end
   local reply = { 1 }

@@ -3,28 +3,40 @@
 --
 -- <prefix>: check(keys, argv) of driver.lua, for every shape and mode.
 -- <prefix>_<algorithm>: the common shape, one key committed under one policy of that
--- algorithm, decided as check() decides it. args: now in microseconds (or "" for the
--- server's TIME), cost, limit, capacity, period (us), L, P. Returns allowed (0/1),
+-- algorithm, decided as check() decides it, with only the numbers the algorithm reads
+-- (each costs a parse): now in microseconds (or "" for the server's TIME), cost, then
+-- capacity, L, P for the buckets (gcra, leaky_bucket, token_bucket), or limit, period
+-- (us) for the windows (whose capacity is their limit). Returns allowed (0/1),
 -- remaining, reset (us), retry (us, -1 for none), delay (us).
 
-local function single(algorithm, queue)
+-- Writes a committed check's outcome and returns its decision: how every one-check entry
+-- ends, as check() ends for one key.
+local function commit(key, state, given, cost, allowed, remaining, reset, retry, delay, kept)
+  if allowed and cost > 0 then
+    redis.call('SET', key, kept, 'PX', expiry_ms(reset, given))
+  elseif state and not kept then
+    redis.call('DEL', key)
+  end
+  return { allowed and 1 or 0, remaining, reset, retry, delay }
+end
+
+local function bucket(algorithm, queue)
   return function(keys, args)
-    local given = args[1]
-    local now = clock(given)
-    local cost = tonumber(args[2])
-    local p = {
-      limit = tonumber(args[3]), capacity = tonumber(args[4]), period = tonumber(args[5]),
-      L = tonumber(args[6]), P = tonumber(args[7]), queue = queue,
-    }
-    local key = keys[1]
+    local given, key = args[1], keys[1]
+    local now, cost, capacity = clock(given), tonumber(args[2]), tonumber(args[3])
     local state = redis.call('GET', key)
-    local allowed, remaining, reset, retry, delay, kept = decide(algorithm, p, now, cost, state)
-    if allowed and cost > 0 then
-      redis.call('SET', key, kept, 'PX', expiry_ms(reset, given))
-    elseif state and not kept then
-      redis.call('DEL', key)
-    end
-    return { allowed and 1 or 0, remaining, reset, retry, delay }
+    return commit(key, state, given, cost, decide(algorithm, state, now, cost, nil, capacity,
+      nil, tonumber(args[4]), tonumber(args[5]), queue))
+  end
+end
+
+local function window(algorithm)
+  return function(keys, args)
+    local given, key = args[1], keys[1]
+    local now, cost, limit = clock(given), tonumber(args[2]), tonumber(args[3])
+    local state = redis.call('GET', key)
+    return commit(key, state, given, cost, decide(algorithm, state, now, cost, limit, limit,
+      tonumber(args[4])))
   end
 end
 
@@ -32,11 +44,12 @@ end
 -- API, not Lua's base functions such as ipairs.)
 local function register(prefix)
   redis.register_function(prefix, check)
-  local names = {
-    'gcra', 'leaky_bucket', 'token_bucket', 'fixed_window', 'sliding_window', 'sliding_log',
+  local entries = {
+    { 'gcra', bucket(gcra, false) }, { 'leaky_bucket', bucket(gcra, true) },
+    { 'token_bucket', bucket(token_bucket, false) }, { 'fixed_window', window(fixed_window) },
+    { 'sliding_window', window(sliding_window) }, { 'sliding_log', window(sliding_log) },
   }
-  for i = 1, #names do
-    local name = names[i]
-    redis.register_function(prefix .. '_' .. name, single(algorithm_named(name), name == 'leaky_bucket'))
+  for i = 1, #entries do
+    redis.register_function(prefix .. '_' .. entries[i][1], entries[i][2])
   end
 end
