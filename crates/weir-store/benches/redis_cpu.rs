@@ -3,15 +3,17 @@
 //! `cargo bench -p weir-store --bench redis_cpu`
 //!
 //! Alternating in each round, each workload runs the same number of checks from the same
-//! number of concurrent tasks over one multiplexed connection (so the client pipelines
-//! them alike; the calls per read Redis reports show how deeply):
+//! number of concurrent tasks (16) over one multiplexed connection, so the client
+//! pipelines them alike: Redis reads about 16 calls at a time (it reports the calls per
+//! read), as `redis-benchmark -P 16` would send them:
 //!
 //! - the peer: a bare one-key GCRA Lua script by `EVALSHA` (the shape of go-redis's
 //!   `redis_rate`: TIME, GET, float arithmetic, SET with an expiry);
 //! - weir's GCRA check through its Redis store (`FCALL` of its library on Redis 7);
 //! - the same by script (`EVALSHA`, the Redis 6 path, what weir did before);
 //! - envoyproxy/ratelimit's fixed window: `INCRBY` and `EXPIRE`, pipelined per check;
-//! - weir's fixed window through its Redis store.
+//! - weir's fixed window through its Redis store;
+//! - the floor of any Lua: `FCALL` of a function that only returns 1.
 //!
 //! For each: execution per check (the commands' `usec` in `INFO commandstats`, per
 //! check) and Redis's process CPU per check (its threads' time on CPU, from
@@ -28,6 +30,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use weir_core::{Algorithm, Policy};
 use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store, SystemClock};
@@ -35,8 +38,9 @@ use weir_testkit::RedisServer;
 
 const ROUNDS: usize = 7;
 const CHECKS: usize = 64_000;
-const TASKS: usize = 64;
+const TASKS: usize = 16;
 const IDENTITIES: usize = 10_000;
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A bare GCRA (after go-redis/redis_rate's script): KEYS[1]; ARGV burst, rate, period
 /// (s), cost. Returns allowed, remaining, retry and reset (s, as text).
@@ -61,6 +65,10 @@ redis.call('SET', key, new_tat, 'EX', math.ceil(reset))
 return { cost, remaining, tostring(-1), tostring(reset) }
 ";
 
+/// A library whose one function does nothing: what any Lua call costs at least.
+const EMPTY: &str =
+    "#!lua name=bench_empty\nredis.register_function('bench_empty', function() return 1 end)";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Workload {
     PeerGcra,
@@ -68,15 +76,17 @@ enum Workload {
     WeirGcraScript,
     IncrbyExpire,
     WeirFixedWindow,
+    EmptyFunction,
 }
 
 impl Workload {
-    const ALL: [Workload; 5] = [
+    const ALL: [Workload; 6] = [
         Workload::PeerGcra,
         Workload::WeirGcra,
         Workload::WeirGcraScript,
         Workload::IncrbyExpire,
         Workload::WeirFixedWindow,
+        Workload::EmptyFunction,
     ];
 
     fn name(self) -> &'static str {
@@ -86,6 +96,7 @@ impl Workload {
             Workload::WeirGcraScript => "weir gcra by script (EVALSHA)",
             Workload::IncrbyExpire => "envoy: INCRBY + EXPIRE pipelined",
             Workload::WeirFixedWindow => "weir fixed_window (FCALL)",
+            Workload::EmptyFunction => "floor: FCALL of `return 1`",
         }
     }
 
@@ -93,7 +104,7 @@ impl Workload {
     fn commands(self) -> &'static [&'static str] {
         match self {
             Workload::PeerGcra | Workload::WeirGcraScript => &["evalsha"],
-            Workload::WeirGcra | Workload::WeirFixedWindow => &["fcall"],
+            Workload::WeirGcra | Workload::WeirFixedWindow | Workload::EmptyFunction => &["fcall"],
             Workload::IncrbyExpire => &["incrby", "expire"],
         }
     }
@@ -151,6 +162,16 @@ impl Client {
             }
             Workload::WeirFixedWindow => {
                 self.weir.check(key, &self.fixed_window, 1).await.unwrap();
+            }
+            Workload::EmptyFunction => {
+                let mut c = self.connection.clone();
+                redis::cmd("FCALL")
+                    .arg("bench_empty")
+                    .arg(1)
+                    .arg(format!("empty:{{{identity}}}:api"))
+                    .query_async::<redis::Value>(&mut c)
+                    .await
+                    .unwrap();
             }
         }
     }
@@ -339,7 +360,8 @@ async fn run(server: RedisServer) {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
         key_prefix: "weir".into(),
-        timeout: Duration::from_secs(5),
+        // Generous: under callgrind, Redis runs some fifty times slower.
+        timeout: TIMEOUT,
         clock: RedisClock::Server,
     };
     let connect = || RedisStore::connect(&config, Arc::new(SystemClock::new()));
@@ -348,12 +370,21 @@ async fn run(server: RedisServer) {
     weir_scripts.use_scripts();
     let mut connection = redis::Client::open(server.url())
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(
+            &AsyncConnectionConfig::new().set_response_timeout(Some(TIMEOUT)),
+        )
         .await
         .unwrap();
     let peer_sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(PEER_GCRA)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(EMPTY)
         .query_async(&mut connection)
         .await
         .unwrap();
@@ -431,6 +462,7 @@ async fn run(server: RedisServer) {
         (Workload::WeirGcra, Workload::PeerGcra),
         (Workload::WeirGcraScript, Workload::PeerGcra),
         (Workload::WeirFixedWindow, Workload::IncrbyExpire),
+        (Workload::EmptyFunction, Workload::IncrbyExpire),
     ] {
         let (execution, cpu) = ratio(a, b);
         println!(
