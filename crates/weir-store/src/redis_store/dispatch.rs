@@ -81,7 +81,7 @@ impl RedisStore {
     }
 
     /// Loads the library on a new connection, or learns that Redis has no Functions.
-    /// Only saves the first checks a reload; a failure is left to them.
+    /// Loading here only spares the first checks a reload: a failure is left to them.
     pub(super) async fn prepare(&self) {
         if !self.lua.functions() {
             return;
@@ -95,6 +95,8 @@ impl RedisStore {
         }
     }
 
+    /// `FCALL`; on `Function not found`, loads the library and calls once more; if it
+    /// is still (or again) missing, or cannot be loaded, `EVAL` of the script.
     async fn by_function(
         &self,
         keys: &[String],

@@ -4,11 +4,13 @@
 //!
 //! The library and its functions are named after a hash of the source
 //! (`weir_<hash>`, `weir_<hash>_gcra`...), so that instances of different weir versions
-//! sharing one Redis each call their own code, loaded side by side. Entry points: one
-//! per algorithm for the common shape, one check on one key committed; and the
-//! general one (the driver's `check`) for every other shape and mode. `FLUSHALL` and
-//! `SCRIPT FLUSH` keep functions; a restart without persistence or `FUNCTION FLUSH`
-//! drops them, and the next call loads them again (see `dispatch`).
+//! sharing one Redis each call their own code, loaded side by side (an old version's
+//! library stays until `FUNCTION DELETE weir_<hash>`; each holds the whole source, tens
+//! of kilobytes). Entry points: one per algorithm for the common shape, one check on
+//! one key committed; and the general one (the driver's `check`) for every other shape
+//! and mode. `FLUSHALL` and `SCRIPT FLUSH` keep functions, and `FUNCTION LOAD` reaches
+//! replicas; a restart without persistence or `FUNCTION FLUSH` drops them, and the next
+//! call loads them again (see `dispatch`).
 
 use redis::{Cmd, Script};
 use weir_core::Algorithm;

@@ -6,8 +6,9 @@
 -- algorithm, decided as check() decides it, with only the numbers the algorithm reads
 -- (each costs a parse): now in microseconds (or "" for the server's TIME), cost, then
 -- capacity, L, P for the buckets (gcra, leaky_bucket, token_bucket), or limit, period
--- (us) for the windows (whose capacity is their limit). Returns allowed (0/1),
--- remaining, reset (us), retry (us, -1 for none), delay (us).
+-- (us) for the windows (whose capacity is their limit), as args.rs sends them (the
+-- buckets are the algorithms that take a burst). Returns allowed (0/1), remaining,
+-- reset (us), retry (us, -1 for none), delay (us).
 
 -- Writes a committed check's outcome and returns its decision: how every one-check entry
 -- ends, as check() ends for one key.
