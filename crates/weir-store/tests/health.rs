@@ -177,6 +177,8 @@ async fn an_idle_store_finds_a_promoted_replica() {
     assert!(store.wait_connected(Duration::from_secs(2)).await);
     check_succeeds(&breaker, "f").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
+    // `FUNCTION LOAD` is replicated: the replica to be promoted has weir's library.
+    assert!(replica.cli(&["FUNCTION", "LIST"]).contains("weir_"));
 
     let killed_at = Instant::now();
     cluster.node_mut(owner).kill();

@@ -1,11 +1,14 @@
 //! The Redis store: one limit shared by every weir instance, on Redis or Redis Cluster.
 //!
-//! Each check (or group of layered checks) is one `EVALSHA` of one Lua script that
-//! reads the state, decides, writes the new state and sets its expiry, atomically; a
-//! refund is the same script in another mode. The script decides exactly as weir-core
-//! does (see `params`), which the conformance suite checks by replaying the same
-//! sequences through both. On a Redis Cluster, layered checks of several identities
-//! span several slots and run as one script per identity (see `RedisStore::run_groups`).
+//! Each check (or group of layered checks) is one call of weir's Lua that reads the
+//! state, decides, writes the new state and sets its expiry, atomically; a refund is
+//! the same call in another mode. On Redis 7 the Lua is a Functions library loaded
+//! once, called by `FCALL` (one lean entry point per algorithm for one check); on
+//! Redis 6 it is one script by `EVALSHA` (see `dispatch`). The Lua decides exactly as
+//! weir-core does (see `params`), which the conformance suite checks by replaying the
+//! same sequences through both. On a Redis Cluster, layered checks of several
+//! identities span several slots and run as one call per identity (see
+//! `RedisStore::run_groups`).
 //!
 //! Connections: one multiplexed connection per node (concurrent checks are pipelined
 //! on it); every check is bounded by the configured timeout. A store made by
@@ -15,7 +18,10 @@
 //! when the current one fails. A fresh cluster connection reads the topology again from
 //! the seed nodes, so a primary that failed over or moved is found without traffic.
 
+mod args;
+mod dispatch;
 mod keys;
+mod library;
 mod params;
 mod probe;
 mod script;
@@ -28,13 +34,14 @@ use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{Cmd, RedisError, Value};
 use weir_core::{Clock, Decision, Policy};
 
+use self::args::Mode;
+use self::dispatch::Lua;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::{ping, watch};
-use self::script::Mode;
 use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth};
 
 /// Where the Redis store's state lives.
@@ -83,7 +90,7 @@ pub struct RedisStore {
     connection: ArcSwapOption<Connection>,
     health: Arc<StoreHealth>,
     config: RedisStoreConfig,
-    script: script::CheckScript,
+    lua: Lua,
     prefix: String,
     timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
@@ -110,6 +117,7 @@ impl RedisStore {
         let store = Self::unconnected(config, clock, true);
         let connection = open(config, first_connect_within(config)).await?;
         store.connection.store(Some(Arc::new(connection)));
+        store.prepare().await;
         Ok(store)
     }
 
@@ -127,6 +135,12 @@ impl RedisStore {
     /// What the health loop sees (for a store made by [`RedisStore::connect`]: up).
     pub fn health(&self) -> Arc<StoreHealth> {
         Arc::clone(&self.health)
+    }
+
+    /// Sends checks as scripts (`EVALSHA`), as to a Redis without Functions, even where
+    /// Redis has them: for comparing the two paths, which decide alike.
+    pub fn use_scripts(&self) {
+        self.lua.use_scripts();
     }
 
     /// Waits until the store is reachable, for at most `within`; returns whether it
@@ -147,7 +161,7 @@ impl RedisStore {
             connection: ArcSwapOption::empty(),
             health: Arc::new(StoreHealth::new(up)),
             config: config.clone(),
-            script: script::CheckScript::new(),
+            lua: Lua::new(),
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
@@ -172,7 +186,7 @@ impl RedisStore {
         self.run_script(&prepared, now_us, mode).await
     }
 
-    /// Runs the script once on `checks`, whose keys share one slot (or one server).
+    /// Runs the Lua once on `checks`, whose keys share one slot (or one server).
     async fn run_script(
         &self,
         checks: &[(Check<'_>, ScriptPolicy)],
@@ -183,16 +197,7 @@ impl RedisStore {
             .iter()
             .map(|(c, _)| keys::redis_key(&self.prefix, c.key))
             .collect();
-        let args = script::arguments(now_us, mode, checks);
-        let reply = match self.query(&self.script.evalsha(&keys, &args)).await? {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.query(&self.script.eval(&keys, &args)).await?
-            }
-            other => other,
-        };
-        let reply: Vec<i64> = redis::from_redis_value(reply.map_err(classify)?)
-            .map_err(|e| StoreError::Protocol(e.to_string()))?;
-        script::decisions(&reply, checks)
+        self.execute(&keys, checks, now_us, mode).await
     }
 
     /// Checks of several identities on a Redis Cluster. The keys of one identity share
@@ -330,6 +335,7 @@ impl RedisStore {
         let fresh = open(&self.config, within).await?;
         ping(&fresh, self.timeout).await?;
         self.connection.store(Some(Arc::new(fresh)));
+        self.prepare().await;
         Ok(())
     }
 

@@ -29,8 +29,7 @@ pub enum RedisPolicyError {
 /// The numbers the scripts receive for one policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ScriptPolicy {
-    /// The algorithm's name in the scripts.
-    pub(crate) algorithm: &'static str,
+    pub(crate) algorithm: Algorithm,
     pub(crate) limit: u64,
     pub(crate) capacity: u64,
     /// The period in microseconds.
@@ -53,7 +52,7 @@ impl ScriptPolicy {
         let limit = policy.limit();
         let divisor = gcd(limit, period_us);
         let params = Self {
-            algorithm: policy.algorithm().name(),
+            algorithm: policy.algorithm(),
             limit,
             capacity: policy.capacity(),
             period_us,

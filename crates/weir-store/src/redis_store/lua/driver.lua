@@ -1,8 +1,11 @@
--- The entry point: checks KEYS[i] under the policy in ARGV, all-or-nothing.
+-- The general entry point: check(keys, argv) checks keys[i] under the policy in argv,
+-- all-or-nothing. A function, not the script's body, so that a Redis Functions library
+-- defines it once at load (see library.lua); the script ends with
+-- `return check(KEYS, ARGV)`.
 --
--- ARGV[1]: now in microseconds since the epoch, or "" to read the server's TIME (one
+-- argv[1]: now in microseconds since the epoch, or "" to read the server's TIME (one
 -- clock for every instance, so skew between instances cannot over-admit).
--- ARGV[2]: the mode: "1" to write the outcome, "0" for a preview that writes nothing,
+-- argv[2]: the mode: "1" to write the outcome, "0" for a preview that writes nothing,
 -- "2" to refund each key's cost instead (weir-core's `refund`, in order), "3" to
 -- decide as a commit that another check denied: nothing is written and the checks
 -- that pass report their unchanged state (for the slots of a Redis Cluster that a
@@ -25,61 +28,62 @@ local function algorithm_named(name)
   return nil
 end
 
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-
-local mode = ARGV[2]
-local commit = mode == '1'
-local refused = mode == '3'
-
--- The n-th argument (1 to 7) of check i.
-local function arg(i, n)
-  return ARGV[2 + (i - 1) * 7 + n]
-end
-
--- Check i's algorithm, its refund, and its policy.
-local function policy(i)
-  local name = arg(i, 1)
-  local algorithm, refund = algorithm_named(name)
-  if not algorithm then error('weir: unknown algorithm ' .. name) end
-  local p = {
-    limit = tonumber(arg(i, 3)), capacity = tonumber(arg(i, 4)),
-    period = tonumber(arg(i, 5)), L = tonumber(arg(i, 6)), P = tonumber(arg(i, 7)),
-    queue = name == 'leaky_bucket',
-  }
-  return algorithm, refund, p
-end
-
--- Decides check i (of cost `cost`) against `state`; returns the algorithm's values.
-local function run(i, cost, state)
-  local algorithm, _, p = policy(i)
-  if cost > p.capacity then
-    -- Can never fit: a peek, denied with no retry time.
-    local _, remaining, reset, _, _, kept = algorithm(state, now, 0, p)
-    return false, remaining, reset, -1, 0, kept
+-- The time in microseconds: `given`, or the server's TIME when it is "".
+local function clock(given)
+  if given == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
-  return algorithm(state, now, cost, p)
+  return tonumber(given)
 end
 
--- With the instances' clocks (ARGV[1] given), a key lives a second past the end of its
+-- With the instances' clocks (a time given), a key lives a second past the end of its
 -- state: Redis expires keys by its own clock, and a state kept a little longer decides
 -- exactly as no state, while one dropped early by a clock running ahead would forget
 -- counts.
-local expiry_margin_ms = (ARGV[1] == '' and 0) or 1000
+local function expiry_ms(reset, given)
+  local margin = 1000
+  if given == '' then margin = 0 end
+  return math.max(1, div_ceil(reset, 1000)) + margin
+end
 
-local function expiry_ms(reset)
-  return math.max(1, div_ceil(reset, 1000)) + expiry_margin_ms
+-- Decides a check of cost `cost` against `state` under a policy (see prelude.lua);
+-- returns the algorithm's values.
+local function decide(algorithm, state, now, cost, limit, capacity, period, L, P, queue)
+  if cost > capacity then
+    -- Can never fit: a peek, denied with no retry time.
+    local _, remaining, reset, _, _, kept =
+      algorithm(state, now, 0, limit, capacity, period, L, P, queue)
+    return false, remaining, reset, -1, 0, kept
+  end
+  return algorithm(state, now, cost, limit, capacity, period, L, P, queue)
+end
+
+-- The n-th argument (1 to 7) of check i.
+local function arg(argv, i, n)
+  return argv[2 + (i - 1) * 7 + n]
+end
+
+-- Check i's algorithm, its refund, and its policy: limit, capacity, period, L, P, queue.
+local function policy(argv, i)
+  local name = arg(argv, i, 1)
+  local algorithm, refund = algorithm_named(name)
+  if not algorithm then error('weir: unknown algorithm ' .. name) end
+  return algorithm, refund, tonumber(arg(argv, i, 3)), tonumber(arg(argv, i, 4)),
+    tonumber(arg(argv, i, 5)), tonumber(arg(argv, i, 6)), tonumber(arg(argv, i, 7)),
+    name == 'leaky_bucket'
+end
+
+-- Decides check i (of cost `cost`) against `state` at `now`.
+local function run(argv, i, now, cost, state)
+  local algorithm, _, limit, capacity, period, L, P, queue = policy(argv, i)
+  return decide(algorithm, state, now, cost, limit, capacity, period, L, P, queue)
 end
 
 -- Whether check i is the last on its key (the one whose state is written).
-local function last(i)
-  for j = i + 1, #KEYS do
-    if KEYS[j] == KEYS[i] then return false end
+local function last(keys, i)
+  for j = i + 1, #keys do
+    if keys[j] == keys[i] then return false end
   end
   return true
 end
@@ -95,44 +99,44 @@ end
 
 -- A refund: each key gives back its cost, in order; a key with nothing counted stays
 -- absent. A cost of 0, or above the capacity (never consumed), gives nothing back.
-if mode == '2' then
+local function refund_all(keys, argv, now)
   local stored, current, reset = {}, {}, {}
-  for i, key in ipairs(KEYS) do
+  for i, key in ipairs(keys) do
     if stored[key] == nil then
       stored[key] = redis.call('GET', key)
       current[key] = stored[key]
     end
-    local _, refund, p = policy(i)
-    local cost = tonumber(arg(i, 2))
-    if current[key] and cost > 0 and cost <= p.capacity then
-      current[key], reset[key] = refund(current[key], now, cost, p)
+    local _, refund, limit, capacity, period, L, P, queue = policy(argv, i)
+    local cost = tonumber(arg(argv, i, 2))
+    if current[key] and cost > 0 and cost <= capacity then
+      current[key], reset[key] = refund(current[key], now, cost, limit, capacity, period, L, P, queue)
     end
   end
   local reply = { 1 }
-  for i, key in ipairs(KEYS) do
-    if last(i) and current[key] ~= stored[key] then
+  for i, key in ipairs(keys) do
+    if last(keys, i) and current[key] ~= stored[key] then
       if current[key] then
-        redis.call('SET', key, current[key], 'PX', expiry_ms(reset[key]))
+        redis.call('SET', key, current[key], 'PX', expiry_ms(reset[key], argv[1]))
       else
         redis.call('DEL', key)
       end
     end
-    push(reply, run(i, 0, current[key]))
+    push(reply, run(argv, i, now, 0, current[key]))
   end
   return reply
 end
 
--- One key, the common case: the same rules as below, without the bookkeeping.
-if #KEYS == 1 then
-  local key, cost = KEYS[1], tonumber(arg(1, 2))
+-- One key: the same rules as check_all, without the bookkeeping.
+local function check_one(key, argv, now, commit, refused)
+  local cost = tonumber(arg(argv, 1, 2))
   local state = redis.call('GET', key)
-  local allowed, remaining, reset, retry, delay, kept = run(1, cost, state)
+  local allowed, remaining, reset, retry, delay, kept = run(argv, 1, now, cost, state)
   if refused and allowed then
-    allowed, remaining, reset, retry, delay = run(1, 0, state)
+    allowed, remaining, reset, retry, delay = run(argv, 1, now, 0, state)
   elseif not commit then
     -- A preview writes nothing.
   elseif allowed and cost > 0 then
-    redis.call('SET', key, kept, 'PX', expiry_ms(reset))
+    redis.call('SET', key, kept, 'PX', expiry_ms(reset, argv[1]))
   elseif state and not kept then
     redis.call('DEL', key)
   end
@@ -141,45 +145,56 @@ if #KEYS == 1 then
   return reply
 end
 
--- stored: each key's state as read; current: as this request leaves it. A state found
--- full again is dropped, as the memory store drops an expired entry when it sees it.
-local stored, current, decisions = {}, {}, {}
-local all = true
-for i, key in ipairs(KEYS) do
-  if stored[key] == nil then
-    stored[key] = redis.call('GET', key)
-    current[key] = stored[key]
-  end
-  local cost = tonumber(arg(i, 2))
-  local d = { run(i, cost, current[key]) }
-  decisions[i] = d
-  if not d[1] then
-    all = false
-  elseif cost > 0 or not d[6] then
-    current[key] = d[6]
-  end
-end
-
-local reply = { all and 1 or 0 }
-for i, key in ipairs(KEYS) do
-  local d = decisions[i]
-  if (refused or commit and not all) and d[1] then
-    -- Nothing is consumed: report the state as it was.
-    d = { run(i, 0, stored[key]) }
-  end
-  if commit and last(i) then
-    local final = current[key]
-    if not all then
-      final = d[6] and stored[key]
+-- Several keys. stored: each key's state as read; current: as this request leaves it.
+-- A state found full again is dropped, as the memory store drops an expired entry when
+-- it sees it.
+local function check_all(keys, argv, now, commit, refused)
+  local stored, current, decisions = {}, {}, {}
+  local all = true
+  for i, key in ipairs(keys) do
+    if stored[key] == nil then
+      stored[key] = redis.call('GET', key)
+      current[key] = stored[key]
     end
-    if final ~= stored[key] then
-      if final then
-        redis.call('SET', key, final, 'PX', expiry_ms(d[3]))
-      else
-        redis.call('DEL', key)
+    local cost = tonumber(arg(argv, i, 2))
+    local d = { run(argv, i, now, cost, current[key]) }
+    decisions[i] = d
+    if not d[1] then
+      all = false
+    elseif cost > 0 or not d[6] then
+      current[key] = d[6]
+    end
+  end
+
+  local reply = { all and 1 or 0 }
+  for i, key in ipairs(keys) do
+    local d = decisions[i]
+    if (refused or commit and not all) and d[1] then
+      -- Nothing is consumed: report the state as it was.
+      d = { run(argv, i, now, 0, stored[key]) }
+    end
+    if commit and last(keys, i) then
+      local final = current[key]
+      if not all then
+        final = d[6] and stored[key]
+      end
+      if final ~= stored[key] then
+        if final then
+          redis.call('SET', key, final, 'PX', expiry_ms(d[3], argv[1]))
+        else
+          redis.call('DEL', key)
+        end
       end
     end
+    push(reply, d[1], d[2], d[3], d[4], d[5])
   end
-  push(reply, d[1], d[2], d[3], d[4], d[5])
+  return reply
 end
-return reply
+
+local function check(keys, argv)
+  local now = clock(argv[1])
+  local mode = argv[2]
+  if mode == '2' then return refund_all(keys, argv, now) end
+  if #keys == 1 then return check_one(keys[1], argv, now, mode == '1', mode == '3') end
+  return check_all(keys, argv, now, mode == '1', mode == '3')
+end

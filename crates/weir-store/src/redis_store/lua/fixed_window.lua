@@ -1,8 +1,8 @@
 -- fixed_window: a counter per window of `period`, windows aligned to the epoch.
 -- State "f:start:count". Mirrors weir-core's fixed_window.rs.
-local function fixed_window(state, now, cost, p)
+local function fixed_window(state, now, cost, limit, _, period)
   state = tagged(state, 'f')
-  local _, offset = divmod(now, p.period)
+  local _, offset = divmod(now, period)
   local window = now - offset
   local start, count = window, 0
   if state then
@@ -12,27 +12,27 @@ local function fixed_window(state, now, cost, p)
       start, count = s[1], s[2]
     end
   end
-  local allowed = count + cost <= p.limit
+  local allowed = count + cost <= limit
   if allowed then count = count + cost end
-  local until_next = start + p.period - now
+  local until_next = start + period - now
   local reset, retry, kept = 0, -1, false
   if count > 0 then
     reset = until_next
     kept = 'f:' .. int(start) .. ':' .. int(count)
   end
   if not allowed then retry = until_next end
-  return allowed, p.limit - count, reset, retry, 0, kept
+  return allowed, limit - count, reset, retry, 0, kept
 end
 
 -- Takes `cost` off the count while the stored window is current (or later: a clock
 -- that went backwards); a rolled window's units have expired, nothing is given.
-local function fixed_window_refund(state, now, cost, p)
+local function fixed_window_refund(state, now, cost, limit, capacity, period)
   local s = tagged(state, 'f')
   if s then
     s = numbers(s)
-    local _, offset = divmod(now, p.period)
+    local _, offset = divmod(now, period)
     if now - offset <= s[1] then s[2] = s[2] - math.min(cost, s[2]) end
     state = 'f:' .. int(s[1]) .. ':' .. int(s[2])
   end
-  return settled(fixed_window, state, now, p)
+  return settled(fixed_window, state, now, limit, capacity, period)
 end

@@ -19,9 +19,8 @@ local function gcra_tat(state)
   return tat, remainder
 end
 
-local function gcra(state, now, cost, p)
-  local L, P = p.L, p.P
-  local tolerance = p.capacity * P
+local function gcra(state, now, cost, _, capacity, _, L, P, queue)
+  local tolerance = capacity * P
   local queued = 0
   local tat, remainder = gcra_tat(state)
   if tat then
@@ -45,7 +44,7 @@ local function gcra(state, now, cost, p)
   local retry = -1
   if not allowed then retry = div_ceil(after - tolerance, L) end
   local delay = 0
-  if p.queue and allowed then delay = div_ceil(queued, L) end
+  if queue and allowed then delay = div_ceil(queued, L) end
   local kept = false
   if ahead > 0 then
     kept = int(now + whole)
@@ -57,12 +56,12 @@ end
 -- Moves the theoretical arrival time back by `cost` units (cost * P ticks), never
 -- before now. Computed on the time itself, not on ticks from now, so that a clock far
 -- behind the state cannot leave the exact range of doubles.
-local function gcra_refund(state, now, cost, p)
+local function gcra_refund(state, now, cost, _, _, _, L, P)
   local tat, remainder = gcra_tat(state)
   if not tat then return false, 0 end
-  local whole, part = divmod(cost * p.P, p.L)
+  local whole, part = divmod(cost * P, L)
   tat, remainder = tat - whole, remainder - part
-  if remainder < 0 then tat, remainder = tat - 1, remainder + p.L end
+  if remainder < 0 then tat, remainder = tat - 1, remainder + L end
   if tat < now or (tat == now and remainder == 0) then return false, 0 end
   local kept, reset = int(tat), tat - now
   if remainder > 0 then kept, reset = kept .. ':' .. int(remainder), reset + 1 end

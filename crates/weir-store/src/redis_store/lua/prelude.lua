@@ -22,9 +22,10 @@ local function div_ceil(a, b)
   return q
 end
 
--- Integers as text, never in exponent notation.
+-- Integers as text, never in exponent notation (every value here is an integer below
+-- 2^53, which %d prints exactly; faster than formatting a float).
 local function int(x)
-  return string.format('%.0f', x)
+  return string.format('%d', x)
 end
 
 -- Splits "a:b:c" into numbers.
@@ -46,19 +47,21 @@ local function tagged(state, tag)
   return false
 end
 
--- Every algorithm is a function (state, now, cost, p) returning, in this order:
--- allowed, remaining, reset (us), retry (us, -1 for none), delay (us), and the state to
--- keep (false once full again). Several values, not a table: no allocation per check.
+-- Every algorithm is a function (state, now, cost, ...) where ... is the policy: limit,
+-- capacity, period (us), L, P, queue (see params.rs; each algorithm reads what it
+-- needs). It returns, in this order: allowed, remaining, reset (us), retry (us, -1 for
+-- none), delay (us), and the state to keep (false once full again). Arguments and
+-- several values, not tables: no allocation per check.
 --
--- Each also has a refund function (state, now, cost, p), cost at most the capacity,
+-- Each also has a refund function (state, now, cost, ...), cost at most the capacity,
 -- returning the state to keep after giving `cost` back (false once full again) and its
 -- reset (us), exactly as weir-core's `refund`.
 
 -- A refunded state and its reset, or false once a peek finds it full. The state is
 -- kept as refunded, not as the peek would rewrite it (rolled, refilled, trimmed), as
 -- weir-core keeps it: a clock that later goes backwards sees the same state in both.
-local function settled(algorithm, state, now, p)
-  local _, _, reset, _, _, kept = algorithm(state, now, 0, p)
+local function settled(algorithm, state, now, ...)
+  local _, _, reset, _, _, kept = algorithm(state, now, 0, ...)
   if kept then return state, reset end
   return false, 0
 end

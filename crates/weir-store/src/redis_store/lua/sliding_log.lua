@@ -2,9 +2,8 @@
 -- separated;
 -- a request counts until time + period. At most `limit` entries (limit <= 10,000), so
 -- every loop here is bounded. Mirrors weir-core's sliding_log.rs.
-local function sliding_log(state, now, cost, p)
+local function sliding_log(state, now, cost, limit, _, period)
   state = tagged(state, 'l')
-  local period, limit = p.period, p.limit
   local entries = {}
   if state then
     for at, c in string.gmatch(state, '(%d+):(%d+)') do
@@ -57,7 +56,7 @@ end
 
 -- Takes `cost` units off the newest entries (see weir-core's sliding_log.rs for what
 -- that means when other requests came after the reservation).
-local function sliding_log_refund(state, now, cost, p)
+local function sliding_log_refund(state, now, cost, ...)
   local s = tagged(state, 'l')
   if s then
     local entries = {}
@@ -76,5 +75,5 @@ local function sliding_log_refund(state, now, cost, p)
     for i, e in ipairs(entries) do parts[i] = e[1] .. ':' .. int(e[2]) end
     state = 'l:' .. table.concat(parts, ',')
   end
-  return settled(sliding_log, state, now, p)
+  return settled(sliding_log, state, now, ...)
 end

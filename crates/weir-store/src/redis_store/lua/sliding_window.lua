@@ -1,9 +1,8 @@
 -- sliding_window: previous and current fixed windows' counts; the estimate
 -- previous * (period - elapsed) / period + current must stay within the limit.
 -- State "w:start:previous:current". Mirrors weir-core's sliding_window.rs.
-local function sliding_window(state, now, cost, p)
+local function sliding_window(state, now, cost, limit, _, period)
   state = tagged(state, 'w')
-  local period, limit = p.period, p.limit
   local _, offset = divmod(now, period)
   local window = now - offset
   local start, previous, current = window, 0, 0
@@ -56,12 +55,12 @@ end
 
 -- Takes `cost` off the newest stored window's count, whatever the time (see
 -- weir-core's sliding_window.rs for the approximation at a boundary).
-local function sliding_window_refund(state, now, cost, p)
+local function sliding_window_refund(state, now, cost, ...)
   local s = tagged(state, 'w')
   if s then
     s = numbers(s)
     s[3] = s[3] - math.min(cost, s[3])
     state = 'w:' .. int(s[1]) .. ':' .. int(s[2]) .. ':' .. int(s[3])
   end
-  return settled(sliding_window, state, now, p)
+  return settled(sliding_window, state, now, ...)
 end

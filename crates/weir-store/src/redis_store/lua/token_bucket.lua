@@ -1,9 +1,9 @@
 -- token_bucket: tokens in units of 1/P of a token (P = period / gcd(limit, period) in
 -- microseconds), refilled by L = limit / gcd units per microsecond, exactly.
 -- State "t:tokens:last". Mirrors weir-core's token_bucket.rs.
-local function token_bucket(state, now, cost, p)
+local function token_bucket(state, now, cost, _, capacity, _, L, P)
   state = tagged(state, 't')
-  local capacity = p.capacity * p.P
+  capacity = capacity * P
   local tokens, last = capacity, now
   if state then
     local s = numbers(state)
@@ -17,32 +17,32 @@ local function token_bucket(state, now, cost, p)
   local missing = capacity - tokens
   -- Compared, not added: a long idle time times the rate may exceed 2^53, but then
   -- the bucket is full anyway.
-  if (at - last) * p.L >= missing then
+  if (at - last) * L >= missing then
     tokens = capacity
   else
-    tokens = tokens + (at - last) * p.L
+    tokens = tokens + (at - last) * L
   end
-  local needed = cost * p.P
+  local needed = cost * P
   local allowed = tokens >= needed
   if allowed then tokens = tokens - needed end
   local retry = -1
-  if not allowed then retry = skew + div_ceil(needed - tokens, p.L) end
+  if not allowed then retry = skew + div_ceil(needed - tokens, L) end
   local reset, kept = 0, false
   if tokens < capacity then
-    reset = skew + div_ceil(capacity - tokens, p.L)
+    reset = skew + div_ceil(capacity - tokens, L)
     kept = 't:' .. int(tokens) .. ':' .. int(at)
   end
-  return allowed, divmod(tokens, p.P), reset, retry, 0, kept
+  return allowed, divmod(tokens, P), reset, retry, 0, kept
 end
 
 -- Puts `cost` tokens back as of `last`, up to the capacity; the refill from `last` on
 -- comes after, which gives what refilling first would (both stop at the capacity).
-local function token_bucket_refund(state, now, cost, p)
+local function token_bucket_refund(state, now, cost, limit, capacity, period, L, P)
   local s = tagged(state, 't')
   if s then
     s = numbers(s)
-    local tokens = math.min(s[1] + cost * p.P, p.capacity * p.P)
+    local tokens = math.min(s[1] + cost * P, capacity * P)
     state = 't:' .. int(tokens) .. ':' .. int(s[2])
   end
-  return settled(token_bucket, state, now, p)
+  return settled(token_bucket, state, now, limit, capacity, period, L, P)
 end

@@ -1,0 +1,166 @@
+//! How a check reaches Redis: an `FCALL` of weir's Functions library where Redis has
+//! Functions (7 and later), else the script by `EVALSHA`.
+//!
+//! Which one is learnt once: when Redis answers that `FUNCTION` or `FCALL` is an unknown
+//! command (Redis 6), or refuses them to this user (ACL), checks go by script from then
+//! on. A Redis that lost the library (a restart without persistence, `FUNCTION FLUSH`,
+//! a promoted replica that never had it) answers `Function not found`: the library is
+//! loaded again and the call repeated once; if it is lost again in between, the check
+//! runs by `EVAL`, which needs nothing loaded, so a flush never fails a check.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use weir_core::Decision;
+
+use super::args::{self, Mode};
+use super::library::Library;
+use super::params::ScriptPolicy;
+use super::script::CheckScript;
+use super::{RedisStore, classify};
+use crate::{Check, StoreError};
+
+/// weir's Lua in both forms, and which one checks use.
+pub(super) struct Lua {
+    script: CheckScript,
+    library: Library,
+    /// Whether checks call the library: until Redis turns out to lack Functions, or
+    /// scripts are asked for.
+    functions: AtomicBool,
+}
+
+impl Lua {
+    pub(super) fn new() -> Self {
+        Self {
+            script: CheckScript::new(),
+            library: Library::new(),
+            functions: AtomicBool::new(true),
+        }
+    }
+
+    /// From now on, checks go by script.
+    pub(super) fn use_scripts(&self) {
+        self.functions.store(false, Ordering::Relaxed);
+    }
+
+    fn functions(&self) -> bool {
+        self.functions.load(Ordering::Relaxed)
+    }
+}
+
+/// Redis's answer, and whether it came from a one-check entry (five values, without
+/// the general entry's leading all-passed flag).
+type Reply = Result<(Value, bool), RedisError>;
+
+impl RedisStore {
+    /// Runs `checks`, whose Redis keys are `keys` (one slot, or one server), once in
+    /// `mode`, and reads their decisions.
+    pub(super) async fn execute(
+        &self,
+        keys: &[String],
+        checks: &[(Check<'_>, ScriptPolicy)],
+        now_us: Option<u64>,
+        mode: Mode,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let reply = if self.lua.functions() {
+            self.by_function(keys, checks, now_us, mode).await?
+        } else {
+            self.by_script(keys, checks, now_us, mode)
+                .await?
+                .map(|v| (v, false))
+        };
+        let (value, single) = reply.map_err(classify)?;
+        let values: Vec<i64> =
+            redis::from_redis_value(value).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        let fields = if single {
+            &values[..]
+        } else {
+            values.get(1..).unwrap_or_default()
+        };
+        args::decisions(fields, checks)
+    }
+
+    /// Loads the library on a new connection, or learns that Redis has no Functions.
+    /// Loading here only spares the first checks a reload: a failure is left to them.
+    pub(super) async fn prepare(&self) {
+        if !self.lua.functions() {
+            return;
+        }
+        match self.query(&self.lua.library.load()).await {
+            Ok(Err(e)) if lacks_functions(&e) => self.lua.use_scripts(),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "could not load weir's Redis Functions library")
+            }
+            Ok(Ok(_)) | Err(_) => {}
+        }
+    }
+
+    /// `FCALL`; on `Function not found`, loads the library and calls once more; if it
+    /// is still (or again) missing, or cannot be loaded, `EVAL` of the script.
+    async fn by_function(
+        &self,
+        keys: &[String],
+        checks: &[(Check<'_>, ScriptPolicy)],
+        now_us: Option<u64>,
+        mode: Mode,
+    ) -> Result<Reply, StoreError> {
+        let (fcall, single) = self.lua.library.fcall(keys, now_us, mode, checks);
+        match self.query(&fcall).await? {
+            Err(e) if missing_function(&e) => {}
+            Err(e) if lacks_functions(&e) => {
+                self.lua.use_scripts();
+                let reply = self.by_script(keys, checks, now_us, mode).await?;
+                return Ok(reply.map(|v| (v, false)));
+            }
+            reply => return Ok(reply.map(|v| (v, single))),
+        }
+        match self.query(&self.lua.library.load()).await? {
+            Ok(_) => match self.query(&fcall).await? {
+                Err(e) if missing_function(&e) => {}
+                reply => return Ok(reply.map(|v| (v, single))),
+            },
+            Err(e) if lacks_functions(&e) => self.lua.use_scripts(),
+            Err(error) => {
+                tracing::debug!(%error, "could not load weir's Redis Functions library; checking by script");
+            }
+        }
+        let eval = self.lua.script.eval(keys, now_us, mode, checks);
+        Ok(self.query(&eval).await?.map(|v| (v, false)))
+    }
+
+    /// `EVALSHA`, and `EVAL` when Redis has lost the script.
+    async fn by_script(
+        &self,
+        keys: &[String],
+        checks: &[(Check<'_>, ScriptPolicy)],
+        now_us: Option<u64>,
+        mode: Mode,
+    ) -> Result<Result<Value, RedisError>, StoreError> {
+        let evalsha = self.lua.script.evalsha(keys, now_us, mode, checks);
+        match self.query(&evalsha).await? {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let eval = self.lua.script.eval(keys, now_us, mode, checks);
+                self.query(&eval).await
+            }
+            reply => Ok(reply),
+        }
+    }
+}
+
+/// Whether Redis answered that a function does not exist: it lost the library.
+fn missing_function(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+/// Whether Redis has no Functions (`FCALL` and `FUNCTION` are unknown commands before
+/// Redis 7) or refuses them to this user.
+fn lacks_functions(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
+        || error.code() == Some("ERR")
+            && error
+                .detail()
+                .is_some_and(|d| d.starts_with("unknown command"))
+}
