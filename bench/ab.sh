@@ -28,29 +28,8 @@ YAML
 path=/
 script=(-s bench/check.lua)
 else
-upstream=$(free_port)
-mkdir -p "$dir/logs"
-cat > "$dir/nginx.conf" <<NGINX
-worker_processes 2;
-error_log $dir/logs/error.log warn;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http { access_log off; server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } } }
-NGINX
-nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
-pids+=($!)
-until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
-cat > "$dir/weir.yaml" <<YAML
-upstream:
-  url: http://127.0.0.1:$upstream
-rules:
-  - name: perip
-    match: { path_prefix: / }
-    key: [client_ip]
-    algorithm: gcra
-    limit: 1000000000
-    period: 1s
-YAML
+start_upstream 2
+write_gateway_config
 path=/
 script=()
 fi

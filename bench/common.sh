@@ -22,3 +22,36 @@ serve_weir() {
   until grep -q "weir listening" "$dir/out" 2>/dev/null; do sleep 0.05; done
   url=$(sed -n 's/^weir listening on //p' "$dir/out")
 }
+
+# Starts nginx answering "ok" itself on a free port with $1 workers (default 2); sets
+# upstream.
+start_upstream() {
+  upstream=$(free_port)
+  mkdir -p "$dir/logs"
+  cat > "$dir/upstream.conf" <<NGINX
+worker_processes ${1:-2};
+error_log $dir/logs/error.log warn;
+pid $dir/upstream.pid;
+events { worker_connections 4096; }
+http { access_log off; server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } } }
+NGINX
+  nginx -p "$dir" -c "$dir/upstream.conf" -g 'daemon off;' &
+  pids+=($!)
+  until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
+}
+
+# Writes $dir/weir.yaml: the gateway to $upstream, with GCRA per client IP at a limit
+# nothing reaches (what the gateway benchmarks measure is the check and the proxying).
+write_gateway_config() {
+  cat > "$dir/weir.yaml" <<YAML
+upstream:
+  url: http://127.0.0.1:$upstream
+rules:
+  - name: perip
+    match: { path_prefix: / }
+    key: [client_ip]
+    algorithm: gcra
+    limit: 1000000000
+    period: 1s
+YAML
+}

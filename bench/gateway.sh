@@ -35,17 +35,7 @@ nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
 
-cat > "$dir/weir.yaml" <<YAML
-upstream:
-  url: http://127.0.0.1:$upstream
-rules:
-  - name: perip
-    match: { path_prefix: / }
-    key: [client_ip]
-    algorithm: gcra
-    limit: 1000000000
-    period: 1s
-YAML
+write_gateway_config
 serve_weir "$dir/weir.yaml"
 weir=$url
 

@@ -114,6 +114,16 @@ impl Weir {
     }
 }
 
+/// `config`'s service in process, on a small memory store and a manual clock.
+fn small_service(config: &Config) -> Service {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig { max_keys: 10 },
+        clock.clone(),
+    ));
+    Service::with_store(config, store, clock)
+}
+
 /// The samples of an OpenMetrics text, as read by the Prometheus project's Python
 /// parser (`scripts/test` provides it): `name{labels}` (labels sorted) to value.
 fn parse_openmetrics(text: &str) -> HashMap<String, f64> {
@@ -483,12 +493,7 @@ async fn the_admin_api_is_only_on_the_admin_listener_and_only_when_configured() 
     let text = login_config(app.addr, dir.path()).replace("\nadmin:\n  token_file: token\n", "");
     let config = Config::parse(&text, &dir.path().join("login.yaml")).unwrap();
     assert!(config.admin.is_none());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
-    let store = Arc::new(MemoryStore::new(
-        MemoryStoreConfig { max_keys: 10 },
-        clock.clone(),
-    ));
-    let service = Service::with_store(&config, store, clock);
+    let service = small_service(&config);
     let admin_listener = weir::server::admin_router(&service);
     let get = |uri: &str| {
         Request::get(uri)
@@ -528,12 +533,7 @@ async fn a_reload_rotates_the_admin_token_and_cannot_remove_the_admin_api() {
     let path = dir.path().join("login.yaml");
     std::fs::write(&path, login_config(app.addr, dir.path())).unwrap();
     let config = Config::load(&path).unwrap();
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
-    let store = Arc::new(MemoryStore::new(
-        MemoryStoreConfig { max_keys: 10 },
-        clock.clone(),
-    ));
-    let mut service = Service::with_store(&config, store, clock);
+    let mut service = small_service(&config);
     let admin = weir::server::admin_router(&service);
     let status = |token: &str| {
         let request = Request::get("/admin/api/rules")
@@ -821,12 +821,7 @@ async fn reloads_are_counted_and_the_served_configuration_is_named_by_its_hash()
     let first = "rules:\n  - {name: api, algorithm: gcra, limit: 10, period: 1m}\n";
     std::fs::write(&path, first).unwrap();
     let config = Config::load(&path).unwrap();
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
-    let store = Arc::new(MemoryStore::new(
-        MemoryStoreConfig { max_keys: 10 },
-        clock.clone(),
-    ));
-    let mut service = Service::with_store(&config, store, clock);
+    let mut service = small_service(&config);
     let scrape = |service: &Service| parse_openmetrics(&service.metrics.encode());
     let hash_of = |samples: &HashMap<String, f64>| {
         let loaded: Vec<&String> = samples
