@@ -862,3 +862,33 @@ async fn reloads_are_counted_and_the_served_configuration_is_named_by_its_hash()
     );
     assert_ne!(config.sha256, second.sha256);
 }
+
+#[tokio::test]
+async fn a_long_key_counted_by_the_decision_api_is_found_and_reset_by_the_admin_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::start().await;
+    let weir = Weir::start(app.addr, dir.path());
+    let long = "L".repeat(200);
+    let check = serde_json::json!({"rule": "login-account-ip", "key": long}).to_string();
+    for expected in [200, 200, 200, 200, 200, 429] {
+        let (status, _, body) = weir.admin("POST", "/v1/check", None, &check).await;
+        assert_eq!(status, expected, "{body}");
+    }
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("rule", "login-account-ip")
+        .append_pair("key", &long)
+        .finish();
+    let state = weir.admin_json(&format!("/admin/api/key?{query}")).await;
+    assert_eq!(state["remaining"], 0, "{state}");
+    assert!(
+        state["key"].as_str().unwrap().starts_with('#'),
+        "kept as its hash"
+    );
+    let reset = serde_json::json!({"rule": "login-account-ip", "key": long}).to_string();
+    let (status, _, _) = weir
+        .admin("POST", "/admin/api/reset", Some(TOKEN), &reset)
+        .await;
+    assert_eq!(status, 200);
+    let (status, _, body) = weir.admin("POST", "/v1/check", None, &check).await;
+    assert_eq!(status, 200, "reset: {body}");
+}

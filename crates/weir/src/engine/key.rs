@@ -1,6 +1,7 @@
 //! A rule's key for one caller: the identities it names, each worked out once per
 //! request, tagged and joined so that different identities never make the same key.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt::Write;
 
@@ -106,16 +107,24 @@ impl<'s, 'f> Identities<'s, 'f> {
 }
 
 /// A key as the store holds it: a long one as `#` and its SHA-256.
-pub(super) fn stored(mut key: String) -> String {
-    if key.len() > MAX_KEY_BYTES {
-        let digest = Sha256::digest(key.as_bytes());
-        key.clear();
-        key.push('#');
-        for byte in digest {
-            let _ = write!(key, "{byte:02x}");
-        }
+pub(super) fn stored(key: String) -> String {
+    match stored_form(&key) {
+        Cow::Borrowed(_) => key,
+        Cow::Owned(hashed) => hashed,
     }
-    key
+}
+
+/// [`stored`] for a borrowed key: borrowed back unless it is long.
+pub(super) fn stored_form(key: &str) -> Cow<'_, str> {
+    if key.len() <= MAX_KEY_BYTES {
+        return Cow::Borrowed(key);
+    }
+    let mut hashed = String::with_capacity(65);
+    hashed.push('#');
+    for byte in Sha256::digest(key.as_bytes()) {
+        let _ = write!(hashed, "{byte:02x}");
+    }
+    Cow::Owned(hashed)
 }
 
 /// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
