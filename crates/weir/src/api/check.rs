@@ -12,7 +12,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use weir_core::Decision;
 
+use crate::config::RuleConfig;
 use crate::edge::Problem;
 use crate::edge::ratelimit::{self, Quota, ceil_millis};
 use crate::engine::Engine;
@@ -51,39 +53,45 @@ struct CheckResponse<'a> {
 pub(super) async fn check(State(engine): State<Shared<Engine>>, body: Body) -> Response {
     // The engine as configured now; a reload while this request runs does not affect it.
     let engine = engine.load_full();
-    match decide(&engine, body).await {
-        Ok(response) | Err(response) => response,
+    // Awaits in this one function, the rest in plain ones: a nested future is copied
+    // whole when it is made, on every request.
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return Problem::body_too_large(MAX_BODY_BYTES).into_response();
+    };
+    let (rule, request) = match read(&engine, &bytes) {
+        Ok(read) => read,
+        Err(problem) => return problem.into_response(),
+    };
+    match engine.check(rule, &request.key, request.cost).await {
+        Ok(decision) => answer(rule, &decision),
+        Err(error) => {
+            tracing::warn!(rule = %rule.name, %error, "the store could not decide");
+            Problem::store_unavailable(error.to_string()).into_response()
+        }
     }
 }
 
-async fn decide(engine: &Engine, body: Body) -> Result<Response, Response> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| Problem::body_too_large(MAX_BODY_BYTES).into_response())?;
-    let request: CheckRequest = serde_json::from_slice(&bytes).map_err(|e| {
-        Problem::invalid_request(format!("invalid check request: {e}")).into_response()
-    })?;
+/// The check asked for, and its rule.
+fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e RuleConfig, CheckRequest), Problem> {
+    let request: CheckRequest = serde_json::from_slice(bytes)
+        .map_err(|e| Problem::invalid_request(format!("invalid check request: {e}")))?;
     if request.key.is_empty() {
-        return Err(Problem::invalid_request("`key` must not be empty").into_response());
+        return Err(Problem::invalid_request("`key` must not be empty"));
     }
     if request.key.len() > MAX_KEY_BYTES {
         return Err(Problem::invalid_request(format!(
             "`key` must be at most {MAX_KEY_BYTES} bytes, got {}",
             request.key.len()
-        ))
-        .into_response());
+        )));
     }
     let rule = engine
         .rule(&request.rule)
-        .ok_or_else(|| Problem::unknown_rule(&request.rule).into_response())?;
-    let decision = engine
-        .check(rule, &request.key, request.cost)
-        .await
-        .map_err(|e| {
-            tracing::warn!(rule = %rule.name, error = %e, "the store could not decide");
-            Problem::store_unavailable(e.to_string()).into_response()
-        })?;
+        .ok_or_else(|| Problem::unknown_rule(&request.rule))?;
+    Ok((rule, request))
+}
 
+/// The decision as JSON, with the RateLimit fields.
+fn answer(rule: &RuleConfig, decision: &Decision) -> Response {
     let status = if decision.allowed {
         StatusCode::OK
     } else {
@@ -102,8 +110,8 @@ async fn decide(engine: &Engine, body: Body) -> Result<Response, Response> {
     let quota = Quota {
         name: &rule.name,
         policy: &rule.policy,
-        decision: &decision,
+        decision,
     };
     ratelimit::insert(response.headers_mut(), &[quota]);
-    Ok(response)
+    response
 }
