@@ -19,6 +19,8 @@
 //! dual-stack proxy.
 
 use std::fmt::Write;
+
+use crate::request::push_ip;
 use std::net::{IpAddr, Ipv6Addr};
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -328,26 +330,6 @@ fn write_forwarded_node(out: &mut String, ip: IpAddr) {
         }
         IpAddr::V6(v6) => {
             let _ = write!(out, "for=\"[{v6}]\"");
-        }
-    }
-}
-
-/// Appends `ip` as text, as `Display` writes it: IPv4 digit by digit, because this runs
-/// several times for every request and `Display` goes through the formatting machinery
-/// (about 1,300 instructions an address); IPv6 by `Display`.
-pub(crate) fn push_ip(out: &mut String, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mut digits = itoa::Buffer::new();
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                out.push_str(digits.format(octet));
-            }
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
         }
     }
 }

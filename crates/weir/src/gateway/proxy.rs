@@ -27,8 +27,14 @@ static HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the names, without hashing, finds out.
-    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+    // Most messages carry none, the others one or two (`Connection`): one pass over the
+    // names, without hashing, finds which, and only those are removed.
+    let present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP_BY_HOP.contains(name))
+        .cloned()
+        .collect();
+    if present.is_empty() {
         return;
     }
     // Headers the Connection header names are hop-by-hop too.
@@ -39,7 +45,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::try_from(name.trim()).ok())
         .collect();
-    for name in HOP_BY_HOP.iter().chain(&named) {
+    for name in present.iter().chain(&named) {
         headers.remove(name);
     }
 }

@@ -22,6 +22,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use axum::http::{HeaderMap, Uri, header};
 
+use super::push_ip;
+
 /// Why a request's host cannot be read one way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -116,7 +118,9 @@ fn host_and_port(text: &str) -> Result<(String, Option<u16>), HostError> {
             && last[2..].bytes().all(|b| b.is_ascii_hexdigit()));
     if numeric {
         let ip: Ipv4Addr = name.parse().map_err(|_| invalid())?;
-        return Ok((ip.to_string(), port));
+        let mut text = String::with_capacity(15);
+        push_ip(&mut text, ip.into());
+        return Ok((text, port));
     }
     Ok((name.to_ascii_lowercase(), port))
 }

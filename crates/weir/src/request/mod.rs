@@ -10,12 +10,14 @@
 //! Every function here is pure: no I/O, no clock, no configuration beyond its
 //! arguments.
 
+mod address;
 pub mod body;
 pub mod headers;
 pub mod host;
 pub mod identity_text;
 pub mod path;
 
+pub use self::address::push_ip;
 pub use self::body::{BodyError, body_field};
 pub use self::headers::{canonical_method, check_routing_headers};
 pub use self::host::{HostError, canonical_host};
