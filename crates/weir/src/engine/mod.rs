@@ -183,7 +183,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let named = config
+        let named: HashMap<String, usize> = config
             .rules
             .iter()
             .enumerate()
@@ -220,13 +220,7 @@ impl Engine {
         let series = routing
             .rules
             .iter()
-            .map(|rule| {
-                config
-                    .rules
-                    .iter()
-                    .position(|r| r.name == rule.name)
-                    .unwrap_or(usize::MAX)
-            })
+            .map(|rule| named.get(&rule.name).copied().unwrap_or(usize::MAX))
             .collect();
         Self {
             rules: config.rules.clone(),

@@ -28,24 +28,31 @@ static HOP_BY_HOP: [HeaderName; 8] = [
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none, the others one or two (`Connection`): one pass over the
-    // names, without hashing, finds which, and only those are removed.
-    let present: Vec<HeaderName> = headers
+    // names, without hashing or allocating, finds which (a bit each), and only those
+    // are removed.
+    let present = headers
         .keys()
-        .filter(|name| HOP_BY_HOP.contains(name))
-        .cloned()
-        .collect();
-    if present.is_empty() {
+        .filter_map(|name| HOP_BY_HOP.iter().position(|hop| hop == name))
+        .fold(0u8, |present, i| present | 1 << i);
+    if present == 0 {
         return;
     }
-    // Headers the Connection header names are hop-by-hop too.
+    // Headers the Connection header names are hop-by-hop too (those not already
+    // listed: usually none, so nothing is allocated).
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .filter(|name| !HOP_BY_HOP.contains(name))
         .collect();
-    for name in present.iter().chain(&named) {
+    let listed = HOP_BY_HOP
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| present & 1 << i != 0)
+        .map(|(_, name)| name);
+    for name in listed.chain(&named) {
         headers.remove(name);
     }
 }
