@@ -91,17 +91,8 @@ async fn redis_killed_or_frozen_fails_open_and_closed_as_configured_and_recovers
     let mut redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nupstream:\n  url: http://{upstream}\nrules:\n\
-             \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: open\n\
-             \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n\
-             \x20 - name: tight\n    match: {{ path_prefix: /tight }}\n    algorithm: fixed_window\n    limit: 5\n    period: 1h\n",
-            redis.url()
-        ),
-    )
-    .unwrap();
+    let config = common::failure_policies(&redis.url(), upstream, 5, "open");
+    std::fs::write(&path, config).unwrap();
     let weir = Server::start(&path);
     let addr = weir.addr.clone();
     let rss = || {

@@ -123,17 +123,8 @@ async fn two_instances_recover_within_a_second_and_readyz_tells_the_truth() {
     let mut redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nupstream:\n  url: http://{upstream}\nrules:\n\
-             \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: open\n\
-             \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n\
-             \x20 - name: tight\n    match: {{ path_prefix: /tight }}\n    algorithm: fixed_window\n    limit: 4\n    period: 1h\n    failure: closed\n",
-            redis.url()
-        ),
-    )
-    .unwrap();
+    let config = common::failure_policies(&redis.url(), upstream, 4, "closed");
+    std::fs::write(&path, config).unwrap();
     let (a, b) = (Server::start(&path), Server::start(&path));
     let url = |server: &Server, path: &str| format!("http://{}{path}", server.addr);
     let ready_url = |server: &Server| format!("http://{}/readyz", server.admin.as_deref().unwrap());

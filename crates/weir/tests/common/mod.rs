@@ -102,3 +102,21 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// A gateway on Redis (100 ms timeout) in front of `upstream`, with a fail-open rule on
+/// `/open`, a fail-closed one on `/closed` (both never reached), and `tight`: a fixed
+/// window of `tight_limit` an hour on `/tight`, failing `tight_failure` (`open`,
+/// `closed`). The fault and recovery tests' configuration.
+pub fn failure_policies(
+    redis_url: &str,
+    upstream: std::net::SocketAddr,
+    tight_limit: u64,
+    tight_failure: &str,
+) -> String {
+    format!(
+        "store:\n  type: redis\n  url: {redis_url}\n  timeout: 100ms\nupstream:\n  url: http://{upstream}\nrules:\n\
+         \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: open\n\
+         \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n\
+         \x20 - name: tight\n    match: {{ path_prefix: /tight }}\n    algorithm: fixed_window\n    limit: {tight_limit}\n    period: 1h\n    failure: {tight_failure}\n"
+    )
+}
