@@ -93,6 +93,19 @@ impl Rig {
         }
     }
 
+    /// Another breaker on the rig's store and clock, following a health loop (which
+    /// starts with the store up).
+    fn following_health(&self) -> (Breaker<Arc<Gate>>, Arc<StoreHealth>) {
+        let health = Arc::new(StoreHealth::new(true));
+        let breaker = Breaker::with_clock(
+            self.gate.clone(),
+            BreakerConfig::default(),
+            self.clock.clone(),
+        )
+        .following(health.clone());
+        (breaker, health)
+    }
+
     /// `callers` calls at once: how many reached the store (they stay in flight) and
     /// how many the breaker refused.
     fn attempt(&self, callers: usize) -> (Vec<StoreFuture<'_, ()>>, usize) {
@@ -285,13 +298,7 @@ fn pauses_grow_with_jitter_within_bounds() {
 #[test]
 fn following_the_health_loop_opens_and_closes_with_it() {
     let rig = Rig::new();
-    let health = Arc::new(StoreHealth::new(true));
-    let breaker = Breaker::with_clock(
-        rig.gate.clone(),
-        BreakerConfig::default(),
-        rig.clock.clone(),
-    )
-    .following(health.clone());
+    let (breaker, health) = rig.following_health();
     assert!(breaker.is_ready());
 
     // The loop finds the store lost, with no traffic: not ready, and the next call is
@@ -318,13 +325,7 @@ fn following_the_health_loop_opens_and_closes_with_it() {
 #[test]
 fn a_store_that_answers_but_too_slowly_is_probed_without_growing_pauses() {
     let rig = Rig::new();
-    let health = Arc::new(StoreHealth::new(true));
-    let breaker = Breaker::with_clock(
-        rig.gate.clone(),
-        BreakerConfig::default(),
-        rig.clock.clone(),
-    )
-    .following(health.clone());
+    let (breaker, health) = rig.following_health();
     for failed_probes in 0..8u32 {
         let pause = breaker.pause(failed_probes).as_millis();
         assert!(
