@@ -12,7 +12,8 @@
 //! - weir's GCRA check through its Redis store (`FCALL` of its library on Redis 7);
 //! - the same by script (`EVALSHA`, the Redis 6 path, what weir did before);
 //! - envoyproxy/ratelimit's fixed window: `INCRBY` and `EXPIRE`, pipelined per check;
-//! - weir's fixed window through its Redis store;
+//! - weir's fixed window through its Redis store, on the server's clock (one `FCALL`)
+//!   and on the instances' clocks, as envoy counts (`INCRBY` + `PEXPIRE` pipelined);
 //! - the floor of any Lua: `FCALL` of a function that only returns 1.
 //!
 //! For each: execution per check (the commands' `usec` in `INFO commandstats`, per
@@ -76,16 +77,18 @@ enum Workload {
     WeirGcraScript,
     IncrbyExpire,
     WeirFixedWindow,
+    WeirFixedCounter,
     EmptyFunction,
 }
 
 impl Workload {
-    const ALL: [Workload; 6] = [
+    const ALL: [Workload; 7] = [
         Workload::PeerGcra,
         Workload::WeirGcra,
         Workload::WeirGcraScript,
         Workload::IncrbyExpire,
         Workload::WeirFixedWindow,
+        Workload::WeirFixedCounter,
         Workload::EmptyFunction,
     ];
 
@@ -96,6 +99,7 @@ impl Workload {
             Workload::WeirGcraScript => "weir gcra by script (EVALSHA)",
             Workload::IncrbyExpire => "envoy: INCRBY + EXPIRE pipelined",
             Workload::WeirFixedWindow => "weir fixed_window (FCALL)",
+            Workload::WeirFixedCounter => "weir fixed_window, instance clock",
             Workload::EmptyFunction => "floor: FCALL of `return 1`",
         }
     }
@@ -106,12 +110,15 @@ impl Workload {
             Workload::PeerGcra | Workload::WeirGcraScript => &["evalsha"],
             Workload::WeirGcra | Workload::WeirFixedWindow | Workload::EmptyFunction => &["fcall"],
             Workload::IncrbyExpire => &["incrby", "expire"],
+            Workload::WeirFixedCounter => &["incrby", "pexpire"],
         }
     }
 }
 
 struct Client {
     weir: RedisStore,
+    /// weir on the instances' clocks.
+    weir_local: RedisStore,
     weir_scripts: RedisStore,
     connection: MultiplexedConnection,
     peer_sha: String,
@@ -162,6 +169,12 @@ impl Client {
             }
             Workload::WeirFixedWindow => {
                 self.weir.check(key, &self.fixed_window, 1).await.unwrap();
+            }
+            Workload::WeirFixedCounter => {
+                self.weir_local
+                    .check(key, &self.fixed_window, 1)
+                    .await
+                    .unwrap();
             }
             Workload::EmptyFunction => {
                 let mut c = self.connection.clone();
@@ -364,9 +377,18 @@ async fn run(server: RedisServer) {
         timeout: TIMEOUT,
         clock: RedisClock::Server,
     };
-    let connect = || RedisStore::connect(&config, Arc::new(SystemClock::new()));
-    let weir = connect().await.unwrap();
-    let weir_scripts = connect().await.unwrap();
+    let connect = |config| async move {
+        RedisStore::connect(&config, Arc::new(SystemClock::new()))
+            .await
+            .unwrap()
+    };
+    let weir = connect(config.clone()).await;
+    let weir_local = connect(RedisStoreConfig {
+        clock: RedisClock::Local,
+        ..config.clone()
+    })
+    .await;
+    let weir_scripts = connect(config.clone()).await;
     weir_scripts.use_scripts();
     let mut connection = redis::Client::open(server.url())
         .unwrap()
@@ -390,6 +412,7 @@ async fn run(server: RedisServer) {
         .unwrap();
     let client = Arc::new(Client {
         weir,
+        weir_local,
         weir_scripts,
         connection,
         peer_sha,
@@ -462,6 +485,7 @@ async fn run(server: RedisServer) {
         (Workload::WeirGcra, Workload::PeerGcra),
         (Workload::WeirGcraScript, Workload::PeerGcra),
         (Workload::WeirFixedWindow, Workload::IncrbyExpire),
+        (Workload::WeirFixedCounter, Workload::IncrbyExpire),
         (Workload::EmptyFunction, Workload::IncrbyExpire),
     ] {
         let (execution, cpu) = ratio(a, b);

@@ -88,8 +88,9 @@ pub trait Store: Send + Sync + 'static {
     /// a refund never creates a key.
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()>;
 
-    /// Forgets a key's state: its next check starts full.
-    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()>;
+    /// Forgets a key's state under `policy` (where a store keeps a key's state may
+    /// depend on its algorithm): its next check starts full.
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()>;
 
     /// Whether the store is expected to answer now (connected, circuit closed): what
     /// `/readyz` reports. A store in process is always ready.
@@ -130,8 +131,8 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         (**self).refund_all(checks)
     }
 
-    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
-        (**self).reset(key)
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        (**self).reset(key, policy)
     }
 
     fn is_ready(&self) -> bool {

@@ -59,7 +59,7 @@ async fn redis_decides_exactly_as_the_memory_store() {
         let identity = format!("seq-{n}");
         let mut now = START;
         for (i, step) in steps.iter().enumerate() {
-            now = now.saturating_add_signed(step.gap_us * 1_000);
+            now = now.saturating_add_signed(step.gap_us_with_window_counters(&policy) * 1_000);
             clock.set(now);
             let expected = step.replay(&memory, key(&identity), &policy).await.unwrap();
             let actual = step.replay(&redis, key(&identity), &policy).await.unwrap();
@@ -611,7 +611,7 @@ async fn the_cluster_layers_different_identities_all_or_nothing_as_one_server() 
         let full = store.preview_all(&layers(0, 0, 0)).await.unwrap();
         assert_eq!(outcomes(&full), [(true, 1_000), (true, 3), (true, 5)]);
         for check in layers(0, 0, 0) {
-            store.reset(check.key).await.unwrap();
+            store.reset(check.key, check.policy).await.unwrap();
         }
     }
 }

@@ -44,17 +44,6 @@ fn key(identity: &str) -> Key<'_> {
     }
 }
 
-/// `calls` of a command in `INFO commandstats` (0 if never called).
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let stats = server.cli(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// The names of the libraries `FUNCTION LIST` shows.
 fn libraries(server: &RedisServer) -> Vec<String> {
     let list = server.cli(&["FUNCTION", "LIST"]);
@@ -77,7 +66,7 @@ async fn replays_as_memory(redis: &RedisStore, clock: &Arc<ManualClock>, between
         for (i, step) in steps.iter().enumerate() {
             between(n);
             n += 1;
-            now = now.saturating_add_signed(step.gap_us * 1_000);
+            now = now.saturating_add_signed(step.gap_us_with_window_counters(&policy) * 1_000);
             clock.set(now);
             let expected = step.replay(&memory, key(&identity), &policy).await.unwrap();
             let actual = step.replay(redis, key(&identity), &policy).await.unwrap();
@@ -100,9 +89,9 @@ async fn redis_7_checks_by_fcall_of_the_loaded_library() {
         "loaded on connecting: {loaded:?}"
     );
     replays_as_memory(&redis, &clock, |_| {}).await;
-    assert!(calls(&server, "fcall") > 0);
-    assert_eq!(calls(&server, "evalsha") + calls(&server, "eval"), 0);
-    assert_eq!(calls(&server, "function|load"), 1, "loaded once");
+    assert!(server.calls("fcall") > 0);
+    assert_eq!(server.calls("evalsha") + server.calls("eval"), 0);
+    assert_eq!(server.calls("function|load"), 1, "loaded once");
 }
 
 #[tokio::test]
@@ -111,8 +100,8 @@ async fn scripts_decide_as_functions_do() {
     let (redis, clock) = on_local_clock(&server).await;
     redis.use_scripts();
     replays_as_memory(&redis, &clock, |_| {}).await;
-    assert!(calls(&server, "evalsha") > 0);
-    assert_eq!(calls(&server, "fcall"), 0);
+    assert!(server.calls("evalsha") > 0);
+    assert_eq!(server.calls("fcall"), 0);
 }
 
 /// A Redis without `FCALL` and `FUNCTION` (renamed away, as on Redis 6 they do not
@@ -130,7 +119,7 @@ async fn a_redis_without_functions_is_checked_by_script() {
     assert!(server.cli(&["FCALL", "f", "0"]).contains("unknown command"));
     let (redis, clock) = on_local_clock(&server).await;
     replays_as_memory(&redis, &clock, |_| {}).await;
-    assert!(calls(&server, "evalsha") > 0);
+    assert!(server.calls("evalsha") > 0);
 }
 
 /// `FUNCTION FLUSH` and `FLUSHALL` between checks, and a restart: each check is
@@ -146,11 +135,12 @@ async fn a_lost_library_is_loaded_again_without_failing_a_check() {
         }
     })
     .await;
-    assert!(calls(&server, "function|load") > 100);
-    assert_eq!(calls(&server, "evalsha") + calls(&server, "eval"), 0);
+    assert!(server.calls("function|load") > 100);
+    assert_eq!(server.calls("evalsha") + server.calls("eval"), 0);
 
-    // FLUSHALL keeps functions (and drops the counts, here and in memory alike).
-    let policy = Policy::new(Algorithm::FixedWindow, 3, Duration::from_secs(3600), None).unwrap();
+    // FLUSHALL keeps functions (and drops the counts, here and in memory alike). (A
+    // GCRA: a one-unit fixed window on the instances' clocks needs no Lua.)
+    let policy = Policy::new(Algorithm::Gcra, 3, Duration::from_secs(3600), None).unwrap();
     for remaining in [2, 1] {
         assert_eq!(
             redis.check(key("k"), &policy, 1).await.unwrap().remaining,

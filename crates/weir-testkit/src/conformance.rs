@@ -23,6 +23,17 @@ pub struct Step {
 }
 
 impl Step {
+    /// The step's gap in microseconds for a store on the instances' clocks that keeps a
+    /// fixed window in one counter per window (weir's Redis store): it counts a clock
+    /// stepping back into an earlier window in that window, where weir-core stays in
+    /// the newest, so a fixed window's steps go forward only.
+    pub fn gap_us_with_window_counters(&self, policy: &Policy) -> i64 {
+        match policy.algorithm() {
+            Algorithm::FixedWindow => self.gap_us.max(0),
+            _ => self.gap_us,
+        }
+    }
+
     /// Replays the step on `store` under `key`: its check's decision, or for a refund
     /// what a peek reports after it.
     pub async fn replay(

@@ -177,6 +177,17 @@ impl RedisServer {
         String::from_utf8_lossy(&redis_cli(&all).stdout).into_owned()
     }
 
+    /// How many times `command` ran (`calls` in `INFO commandstats`; 0 if never).
+    pub fn calls(&self, command: &str) -> u64 {
+        let stats = self.cli(&["INFO", "commandstats"]);
+        let prefix = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.trim().parse().expect("a count"))
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -321,8 +321,8 @@ impl<S: Store> Store for Breaker<S> {
         Box::pin(self.guarded(self.inner.refund_all(checks)))
     }
 
-    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
-        Box::pin(self.guarded(self.inner.reset(key)))
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        Box::pin(self.guarded(self.inner.reset(key, policy)))
     }
 
     /// Closed (or found back by the health loop since it opened), the health loop

@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl Store for Gate {
     fn refund_all<'a>(&'a self, _: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         unused()
     }
-    fn reset<'a>(&'a self, _: Key<'a>) -> StoreFuture<'a, ()> {
+    fn reset<'a>(&'a self, _: Key<'a>, _: &'a Policy) -> StoreFuture<'a, ()> {
         Box::pin(Held {
             gate: self,
             counted: false,
@@ -80,6 +80,11 @@ const KEY: Key<'static> = Key {
     rule: "r",
     identity: "i",
 };
+
+/// The policy of the calls the rig makes (the gate decides nothing).
+static POLICY: LazyLock<Policy> = LazyLock::new(|| {
+    Policy::new(weir_core::Algorithm::Gcra, 1, Duration::from_secs(1), None).unwrap()
+});
 
 impl Rig {
     fn new() -> Self {
@@ -113,7 +118,7 @@ impl Rig {
         let mut in_flight = Vec::new();
         let mut refused = 0;
         for _ in 0..callers {
-            let mut call = self.breaker.reset(KEY);
+            let mut call = self.breaker.reset(KEY, &POLICY);
             match poll(&mut call) {
                 Poll::Pending => in_flight.push(call),
                 Poll::Ready(Err(StoreError::Unavailable(m))) if m == "circuit open" => refused += 1,
@@ -305,7 +310,7 @@ fn following_the_health_loop_opens_and_closes_with_it() {
     // refused without waiting for three failures.
     health.record(&lost());
     assert!(!breaker.is_ready());
-    let mut call = breaker.reset(KEY);
+    let mut call = breaker.reset(KEY, &POLICY);
     assert!(matches!(poll(&mut call), Poll::Ready(Err(_))));
     assert_eq!(rig.gate.reached.load(Ordering::SeqCst), 0);
     assert!(!breaker.is_closed());
@@ -314,7 +319,7 @@ fn following_the_health_loop_opens_and_closes_with_it() {
     // would have ended.
     health.record(&Ok(()));
     assert!(breaker.is_ready());
-    let mut call = breaker.reset(KEY);
+    let mut call = breaker.reset(KEY, &POLICY);
     assert!(poll(&mut call).is_pending());
     assert_eq!(rig.gate.reached.load(Ordering::SeqCst), 1);
     assert!(breaker.is_closed());

@@ -370,7 +370,7 @@ impl Store for MemoryStore {
         Box::pin(ready(Ok(())))
     }
 
-    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
+    fn reset<'a>(&'a self, key: Key<'a>, _: &'a Policy) -> StoreFuture<'a, ()> {
         self.reset_sync(key);
         Box::pin(ready(Ok(())))
     }

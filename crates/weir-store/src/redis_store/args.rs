@@ -56,7 +56,7 @@ pub(super) fn general(
     command.arg(mode.argument());
     for (check, p) in checks {
         command
-            .arg(p.algorithm.name())
+            .arg(p.lua_name())
             .arg(check.cost)
             .arg(p.limit)
             .arg(p.capacity)

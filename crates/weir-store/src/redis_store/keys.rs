@@ -1,4 +1,7 @@
-//! Redis key names: `<prefix>:{<identity>}:<rule>`.
+//! Redis key names: `<prefix>:{<identity>}:<rule>`, and `<prefix>:{<identity>}w<n>:<rule>`
+//! for the count of a fixed window's n-th window (on the instances' clocks, see
+//! `counter`): nothing but `:` follows the hash tag in the first form, so the two
+//! never meet, whatever the rule's name.
 //!
 //! The identity sits inside a hash tag, so that every rule of one identity lives in one
 //! slot of a Redis Cluster and a request's limits are checked in one script. Since an
@@ -18,13 +21,18 @@ use crate::Key;
 /// The longest encoded identity kept as is.
 pub(crate) const MAX_PLAIN: usize = 128;
 
-/// The Redis key for `key`.
-pub(crate) fn redis_key(prefix: &str, key: Key<'_>) -> String {
-    let mut out = String::with_capacity(prefix.len() + key.identity.len() + key.rule.len() + 4);
+/// The Redis key for `key`, or for its count in fixed window number `window`.
+pub(crate) fn redis_key(prefix: &str, key: Key<'_>, window: Option<u64>) -> String {
+    let mut out = String::with_capacity(prefix.len() + key.identity.len() + key.rule.len() + 24);
     out.push_str(prefix);
     out.push_str(":{");
     encode_identity(key.identity, &mut out);
-    out.push_str("}:");
+    out.push('}');
+    if let Some(window) = window {
+        out.push('w');
+        out.push_str(itoa::Buffer::new().format(window));
+    }
+    out.push(':');
     out.push_str(key.rule);
     out
 }
@@ -65,7 +73,27 @@ mod tests {
                 rule: "api",
                 identity,
             },
+            None,
         )
+    }
+
+    #[test]
+    fn a_window_count_has_its_own_key() {
+        let key = |rule, window| {
+            redis_key(
+                "weir",
+                Key {
+                    rule,
+                    identity: "u",
+                },
+                window,
+            )
+        };
+        assert_eq!(key("api", Some(29_933_880)), "weir:{u}w29933880:api");
+        assert_ne!(key("api", Some(7)), key("api", Some(70)));
+        // A rule named like a window's suffix still gets another key.
+        assert_ne!(key("w7:api", None), key("api", Some(7)));
+        assert_ne!(key(":api", None), key("api", Some(7)));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! sharing one Redis each call their own code, loaded side by side (an old version's
 //! library stays until `FUNCTION DELETE weir_<hash>`; each holds the whole source, tens
 //! of kilobytes). Entry points: one per algorithm for the common shape, one check on
-//! one key committed; and the general one (the driver's `check`) for every other shape
+//! one key committed (and one for a fixed window kept in per-window counters, see
+//! `counter`); and the general one (the driver's `check`) for every other shape
 //! and mode. `FLUSHALL` and `SCRIPT FLUSH` keep functions, and `FUNCTION LOAD` reaches
 //! replicas; a restart without persistence or `FUNCTION FLUSH` drops them, and the next
 //! call loads them again (see `dispatch`).
@@ -16,7 +17,7 @@ use redis::{Cmd, Script};
 use weir_core::Algorithm;
 
 use super::args::{self, Mode};
-use super::params::ScriptPolicy;
+use super::params::{COUNTER, ScriptPolicy};
 use super::script::BODY;
 use crate::Check;
 
@@ -25,8 +26,8 @@ pub(super) struct Library {
     source: String,
     /// The general entry point; also the library's name.
     general: String,
-    /// Each algorithm's one-check entry point.
-    single: Vec<(Algorithm, String)>,
+    /// The one-check entry point of each way of deciding (see `ScriptPolicy::lua_name`).
+    single: Vec<(&'static str, String)>,
 }
 
 impl Library {
@@ -37,7 +38,9 @@ impl Library {
         let source = format!("#!lua name={general}\n{body}\nregister('{general}')\n");
         let single = Algorithm::ALL
             .iter()
-            .map(|&a| (a, format!("{general}_{}", a.name())))
+            .map(|a| a.name())
+            .chain([COUNTER])
+            .map(|name| (name, format!("{general}_{name}")))
             .collect();
         Self {
             source,
@@ -66,7 +69,7 @@ impl Library {
     ) -> (Cmd, bool) {
         let mut command = redis::cmd("FCALL");
         if let ([check], Mode::Commit) = (checks, mode)
-            && let Some((_, name)) = self.single.iter().find(|(a, _)| *a == check.1.algorithm)
+            && let Some((_, name)) = self.single.iter().find(|(n, _)| *n == check.1.lua_name())
         {
             command.arg(name).arg(1).arg(keys);
             args::single(&mut command, now_us, check);

@@ -19,6 +19,7 @@
 //! the seed nodes, so a primary that failed over or moved is found without traffic.
 
 mod args;
+mod counter;
 mod dispatch;
 mod keys;
 mod library;
@@ -31,10 +32,11 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
+use redis::aio::ConnectionLike;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, RedisError, Value};
+use redis::{Cmd, Pipeline, RedisError, Value};
 use weir_core::{Clock, Decision, Policy};
 
 use self::args::Mode;
@@ -171,11 +173,11 @@ impl RedisStore {
     /// Runs `checks` in `mode`: one script, or one per identity on a cluster when they
     /// have several.
     async fn run(&self, checks: &[Check<'_>], mode: Mode) -> Result<Vec<Decision>, StoreError> {
+        let now_us = self.now_us();
         let prepared = checks
             .iter()
-            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?)))
+            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?.at(now_us))))
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let now_us = self.clock.as_ref().map(|clock| clock.now() / 1_000);
         if matches!(self.config.target, RedisTarget::Cluster(_))
             && checks
                 .iter()
@@ -186,7 +188,13 @@ impl RedisStore {
         self.run_script(&prepared, now_us, mode).await
     }
 
-    /// Runs the Lua once on `checks`, whose keys share one slot (or one server).
+    /// The instances' time in microseconds, or `None` on the server's clock.
+    fn now_us(&self) -> Option<u64> {
+        self.clock.as_ref().map(|clock| clock.now() / 1_000)
+    }
+
+    /// Runs the Lua once on `checks`, whose keys share one slot (or one server); one
+    /// unit of a fixed window kept in counters goes by `INCRBY` instead (see `counter`).
     async fn run_script(
         &self,
         checks: &[(Check<'_>, ScriptPolicy)],
@@ -195,8 +203,19 @@ impl RedisStore {
     ) -> Result<Vec<Decision>, StoreError> {
         let keys: Vec<String> = checks
             .iter()
-            .map(|(c, _)| keys::redis_key(&self.prefix, c.key))
+            .map(|(c, p)| keys::redis_key(&self.prefix, c.key, p.window))
             .collect();
+        if let ([(check, policy)], Mode::Commit, Some(now)) = (checks, mode, now_us)
+            && counter::applies(check, policy)
+        {
+            let reply = self
+                .exchange(Request::Pipeline(&counter::pipeline(&keys[0], policy, now)))
+                .await?
+                .map_err(classify)?;
+            let (count,): (i64,) =
+                redis::from_redis_value(reply).map_err(|e| StoreError::Protocol(e.to_string()))?;
+            return Ok(vec![counter::decision(count, policy, now)]);
+        }
         self.execute(&keys, checks, now_us, mode).await
     }
 
@@ -299,17 +318,25 @@ impl RedisStore {
         after
     }
 
-    /// Sends one command within the timeout. The outer error is the timeout; the inner
-    /// one is Redis's answer.
-    /// Tells the health loop whether Redis answered.
+    /// Sends one command within the timeout (see `exchange`).
     async fn query(&self, command: &Cmd) -> Result<Result<Value, RedisError>, StoreError> {
+        self.exchange(Request::Command(command)).await
+    }
+
+    /// Sends one command or pipeline within the timeout. The outer error is the
+    /// timeout; the inner one is Redis's answer. Tells the health loop whether Redis
+    /// answered.
+    async fn exchange(
+        &self,
+        request: Request<'_>,
+    ) -> Result<Result<Value, RedisError>, StoreError> {
         let connection = self
             .connection
             .load()
             .as_deref()
             .cloned()
             .ok_or_else(|| StoreError::Unavailable("not connected to Redis yet".into()))?;
-        let reply = send(connection, command, self.timeout).await;
+        let reply = send(connection, request, self.timeout).await;
         match &reply {
             Ok(Err(e)) if unreachable(e) => self.health.failed(),
             Ok(_) => self.health.answered(),
@@ -339,27 +366,40 @@ impl RedisStore {
         Ok(())
     }
 
-    async fn delete(&self, key: Key<'_>) -> Result<(), StoreError> {
+    async fn delete(&self, key: Key<'_>, policy: &Policy) -> Result<(), StoreError> {
+        let policy = ScriptPolicy::new(policy)?.at(self.now_us());
         let mut command = redis::cmd("DEL");
-        command.arg(keys::redis_key(&self.prefix, key));
+        command.arg(keys::redis_key(&self.prefix, key, policy.window));
         self.query(&command).await?.map(|_| ()).map_err(classify)
     }
 }
 
-/// Sends `command` within `timeout`. The outer error is the timeout; the inner one is
+/// What is sent to Redis in one exchange.
+#[derive(Clone, Copy)]
+enum Request<'a> {
+    Command(&'a Cmd),
+    Pipeline(&'a Pipeline),
+}
+
+impl Request<'_> {
+    async fn send(self, connection: &mut impl ConnectionLike) -> Result<Value, RedisError> {
+        match self {
+            Request::Command(command) => command.query_async(connection).await,
+            Request::Pipeline(pipeline) => pipeline.query_async(connection).await,
+        }
+    }
+}
+
+/// Sends `request` within `timeout`. The outer error is the timeout; the inner one is
 /// Redis's answer.
 async fn send(
     connection: Connection,
-    command: &Cmd,
+    request: Request<'_>,
     timeout: Duration,
 ) -> Result<Result<Value, RedisError>, StoreError> {
     let reply = match connection {
-        Connection::Single(mut c) => {
-            tokio::time::timeout(timeout, command.query_async(&mut c)).await
-        }
-        Connection::Cluster(mut c) => {
-            tokio::time::timeout(timeout, command.query_async(&mut c)).await
-        }
+        Connection::Single(mut c) => tokio::time::timeout(timeout, request.send(&mut c)).await,
+        Connection::Cluster(mut c) => tokio::time::timeout(timeout, request.send(&mut c)).await,
     };
     reply.map_err(|_| StoreError::Timeout(timeout))
 }
@@ -451,8 +491,8 @@ impl Store for RedisStore {
         Box::pin(async move { self.run(checks, Mode::Refund).await.map(|_| ()) })
     }
 
-    fn reset<'a>(&'a self, key: Key<'a>) -> StoreFuture<'a, ()> {
-        Box::pin(self.delete(key))
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        Box::pin(self.delete(key, policy))
     }
 
     /// Whether the health loop finds Redis up (always, without one: see

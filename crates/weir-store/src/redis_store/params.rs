@@ -39,6 +39,10 @@ pub(crate) struct ScriptPolicy {
     pub(crate) ticks_per_us: u64,
     /// `period_us / gcd(limit, period_us)`: ticks per unit of cost.
     pub(crate) ticks_per_unit: u64,
+    /// For a fixed window decided on the instances' clocks: the window the check falls
+    /// in (`now / period`), whose count lives under its own key as a bare integer (see
+    /// `counter`). `None` for state kept under the rule's key.
+    pub(crate) window: Option<u64>,
 }
 
 impl ScriptPolicy {
@@ -58,6 +62,7 @@ impl ScriptPolicy {
             period_us,
             ticks_per_us: limit / divisor,
             ticks_per_unit: period_us / divisor,
+            window: None,
         };
         let wide = u128::from;
         let fits = match policy.algorithm() {
@@ -79,7 +84,28 @@ impl ScriptPolicy {
             ))
         }
     }
+
+    /// The policy for a check at `now_us` (microseconds, on the instances' clocks), or
+    /// on the server's clock (`None`). On the instances' clocks, a fixed window lives in
+    /// one counter per window.
+    pub(crate) fn at(self, now_us: Option<u64>) -> Self {
+        let window = now_us
+            .filter(|_| self.algorithm == Algorithm::FixedWindow)
+            .map(|now| now / self.period_us);
+        Self { window, ..self }
+    }
+
+    /// The Lua's name for how this policy is decided.
+    pub(crate) fn lua_name(&self) -> &'static str {
+        match self.window {
+            Some(_) => COUNTER,
+            None => self.algorithm.name(),
+        }
+    }
 }
+
+/// The Lua's name for a fixed window kept in per-window counters.
+pub(crate) const COUNTER: &str = "fixed_counter";
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {

@@ -91,11 +91,11 @@ impl Engine {
     /// Forgets `key`'s state under the rule named `rule`, its lockouts included: its
     /// next request starts with the full limit. `false` when there is no such rule.
     pub async fn reset_key(&self, rule: &str, key: &str) -> Result<bool, StoreError> {
-        if self.rule(rule).is_none() {
+        let Some(named) = self.rule(rule) else {
             return Ok(false);
-        }
+        };
         let key = key::stored(key.to_owned());
-        let mut rules = vec![rule];
+        let mut rules = vec![(rule, &named.policy)];
         if let Some(lockout) = self
             .routing
             .rules
@@ -103,18 +103,21 @@ impl Engine {
             .find(|r| r.name == rule)
             .and_then(|r| r.lockout.as_ref())
         {
-            rules.push(&lockout.in_force_rule);
-            rules.push(&lockout.count_rule);
+            rules.push((&lockout.in_force_rule, &lockout.probe));
+            rules.push((&lockout.count_rule, &lockout.counter));
         }
         let timer = self.metrics.store_timer(StoreOp::Admin, false);
         let mut result = Ok(());
-        for rule in rules {
+        for (rule, policy) in rules {
             let reset = self
                 .store
-                .reset(Key {
-                    rule,
-                    identity: &key,
-                })
+                .reset(
+                    Key {
+                        rule,
+                        identity: &key,
+                    },
+                    policy,
+                )
                 .await;
             if reset.is_err() {
                 result = reset;

@@ -153,13 +153,13 @@ impl Engine {
         }
         for r in resets {
             let rule = &rules[r.rule];
-            let mut keys = vec![r.key(&rule.name)];
+            let mut keys = vec![(r.key(&rule.name), &r.policy)];
             if let Some(lockout) = &rule.lockout {
-                keys.push(r.key(&lockout.in_force_rule));
-                keys.push(r.key(&lockout.count_rule));
+                keys.push((r.key(&lockout.in_force_rule), &lockout.probe));
+                keys.push((r.key(&lockout.count_rule), &lockout.counter));
             }
-            for key in keys {
-                if let Err(error) = store.reset(key).await {
+            for (key, policy) in keys {
+                if let Err(error) = store.reset(key, policy).await {
                     tracing::warn!(%error, "a key could not be reset");
                     failed.get_or_insert(error);
                 }

@@ -36,3 +36,34 @@ local function fixed_window_refund(state, now, cost, limit, capacity, period)
   end
   return settled(fixed_window, state, now, limit, capacity, period)
 end
+
+-- fixed_counter: the fixed window as weir keeps it on the instances' clocks: a bare
+-- count under a key named after its window (keys.rs), so that the common check, one
+-- unit, is INCRBY + PEXPIRE without Lua (counter.rs). INCRBY counts denied units too,
+-- but only once the window is full (a one-unit check is denied only then), so a count
+-- above the limit means exactly the limit: every path here reads min(count, limit),
+-- and decides, refunds and reports exactly as fixed_window does within one window.
+local function counted(state, limit)
+  return math.max(0, math.min(tonumber(state) or 0, limit))
+end
+
+local function fixed_counter(state, now, cost, limit, _, period)
+  local count = counted(state, limit)
+  local _, offset = divmod(now, period)
+  local allowed = count + cost <= limit
+  if allowed then count = count + cost end
+  local until_next = period - offset
+  local reset, retry, kept = 0, -1, false
+  if count > 0 then
+    reset = until_next
+    kept = int(count)
+  end
+  if not allowed then retry = until_next end
+  return allowed, limit - count, reset, retry, 0, kept
+end
+
+local function fixed_counter_refund(state, now, cost, limit, capacity, period)
+  local count = counted(state, limit)
+  count = count - math.min(cost, count)
+  return settled(fixed_counter, int(count), now, limit, capacity, period)
+end
