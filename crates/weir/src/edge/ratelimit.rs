@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use axum::http::header::Entry;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use weir_core::{Decision, Policy};
 
@@ -27,6 +28,9 @@ pub fn ceil_millis(duration: Duration) -> u64 {
     duration.as_nanos().div_ceil(1_000_000) as u64
 }
 
+/// Room for one item, `"name";q=1000000;w=86400, `, with a rule name of 16 bytes.
+const ITEM_BYTES: usize = 48;
+
 /// One policy's part in the header fields.
 #[derive(Debug, Clone, Copy)]
 pub struct Quota<'a> {
@@ -42,8 +46,9 @@ pub struct Quota<'a> {
 /// already hold, e.g. an upstream's own), and `Retry-After` (the longest retry of the
 /// denying quotas) when every denying quota has a retry time.
 pub fn insert(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
-    let mut policy = String::new();
-    let mut state = String::new();
+    // Room for a typical item each, so that the pieces never grow the strings.
+    let mut policy = String::with_capacity(ITEM_BYTES * quotas.len());
+    let mut state = String::with_capacity(ITEM_BYTES * quotas.len());
     // Written piece by piece: this runs for every answer, and the formatting
     // machinery costs several times what the pieces do.
     for (i, quota) in quotas.iter().enumerate() {
@@ -91,26 +96,27 @@ fn push_item(list: &mut String, name: &str, parameters: [(&str, u64); 2]) {
 /// Sets a list field to its existing items (all non-empty lines, joined) followed by
 /// `items`: an upstream's RateLimit items, or the earlier hops of `X-Forwarded-For`.
 pub(crate) fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
-    // Most answers have no such field yet.
-    if !headers.contains_key(name) {
-        if let Ok(value) = HeaderValue::try_from(items) {
-            headers.insert(name.clone(), value);
+    // Most answers have no such field yet: one lookup finds that and inserts.
+    let mut earlier = match headers.entry(name) {
+        Entry::Vacant(vacant) => {
+            if let Ok(value) = HeaderValue::try_from(items) {
+                vacant.insert(value);
+            }
+            return;
         }
-        return;
-    }
-    let earlier: Vec<&str> = headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter(|v| !v.trim().is_empty())
-        .collect();
-    let all = if earlier.is_empty() {
-        HeaderValue::try_from(items)
-    } else {
-        HeaderValue::try_from(format!("{}, {items}", earlier.join(", ")))
+        Entry::Occupied(occupied) => occupied
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter(|v| !v.trim().is_empty())
+            .collect::<Vec<&str>>()
+            .join(", "),
     };
-    if let Ok(value) = all {
-        headers.insert(name.clone(), value);
+    if !earlier.is_empty() {
+        earlier.push_str(", ");
+    }
+    earlier.push_str(&items);
+    if let Ok(value) = HeaderValue::try_from(earlier) {
+        headers.insert(name, value);
     }
 }
 
