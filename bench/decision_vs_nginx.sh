@@ -21,7 +21,7 @@ http {
   access_log off;
   limit_req_zone \$binary_remote_addr zone=perip:10m rate=1r/m;
   limit_req_status 429;
-  # A content handler, not `return` (which runs before limit_req's phase).
+  # A content handler, not a return directive (which runs before the limit_req phase).
   server { listen 127.0.0.1:$nginx_port; location / { limit_req zone=perip; empty_gif; } }
 }
 NGINX
