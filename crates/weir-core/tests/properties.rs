@@ -273,3 +273,30 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// One key checked under two limits of one algorithm (callers of two plans sharing
+    /// a key, or a limit changed by a reload): no panic, and what each check reports
+    /// stays within its own limit.
+    #[test]
+    fn a_key_shared_by_two_limits_reports_within_each((policy, steps) in policy_and_steps(&Algorithm::ALL), low in 1u64..=20) {
+        let other = Policy::new(
+            policy.algorithm(),
+            low,
+            policy.period(),
+            policy.burst().map(|b| b.min(low)),
+        )
+        .unwrap();
+        let mut state: Option<State> = None;
+        let mut now = START;
+        for (i, step) in steps.iter().enumerate() {
+            now += step.gap;
+            let under = if i % 3 == 0 { &other } else { &policy };
+            if i % 7 == 6 {
+                refund(under, &mut state, now, step.cost.min(under.capacity()));
+            }
+            let decision = check(under, &mut state, now, step.cost);
+            prop_assert!(decision.remaining <= under.capacity(), "{decision:?} under {under:?}");
+        }
+    }
+}

@@ -12,8 +12,10 @@
 //! - weir's GCRA check through its Redis store (`FCALL` of its library on Redis 7);
 //! - the same by script (`EVALSHA`, the Redis 6 path, what weir did before);
 //! - envoyproxy/ratelimit's fixed window: `INCRBY` and `EXPIRE`, pipelined per check;
-//! - weir's fixed window through its Redis store, on the server's clock (one `FCALL`)
-//!   and on the instances' clocks, as envoy counts (`INCRBY` + `PEXPIRE` pipelined);
+//! - weir's fixed window through its Redis store, on the server's clock (one `FCALL`),
+//!   and in window counters on the instances' clocks as envoy counts (`INCRBY` +
+//!   `PEXPIRE`), every check admitted, and every check denied (then also a `DECRBY`
+//!   giving the unit back);
 //! - the floor of any Lua: `FCALL` of a function that only returns 1.
 //!
 //! For each: execution per check (the commands' `usec` in `INFO commandstats`, per
@@ -78,17 +80,19 @@ enum Workload {
     IncrbyExpire,
     WeirFixedWindow,
     WeirFixedCounter,
+    WeirFixedCounterDenied,
     EmptyFunction,
 }
 
 impl Workload {
-    const ALL: [Workload; 7] = [
+    const ALL: [Workload; 8] = [
         Workload::PeerGcra,
         Workload::WeirGcra,
         Workload::WeirGcraScript,
         Workload::IncrbyExpire,
         Workload::WeirFixedWindow,
         Workload::WeirFixedCounter,
+        Workload::WeirFixedCounterDenied,
         Workload::EmptyFunction,
     ];
 
@@ -99,7 +103,8 @@ impl Workload {
             Workload::WeirGcraScript => "weir gcra by script (EVALSHA)",
             Workload::IncrbyExpire => "envoy: INCRBY + EXPIRE pipelined",
             Workload::WeirFixedWindow => "weir fixed_window (FCALL)",
-            Workload::WeirFixedCounter => "weir fixed_window, instance clock",
+            Workload::WeirFixedCounter => "weir fixed_window counters",
+            Workload::WeirFixedCounterDenied => "weir fixed_window counters, denied",
             Workload::EmptyFunction => "floor: FCALL of `return 1`",
         }
     }
@@ -110,7 +115,9 @@ impl Workload {
             Workload::PeerGcra | Workload::WeirGcraScript => &["evalsha"],
             Workload::WeirGcra | Workload::WeirFixedWindow | Workload::EmptyFunction => &["fcall"],
             Workload::IncrbyExpire => &["incrby", "expire"],
-            Workload::WeirFixedCounter => &["incrby", "pexpire"],
+            Workload::WeirFixedCounter | Workload::WeirFixedCounterDenied => {
+                &["incrby", "pexpire", "decrby"]
+            }
         }
     }
 }
@@ -124,6 +131,8 @@ struct Client {
     peer_sha: String,
     gcra: Policy,
     fixed_window: Policy,
+    /// One a minute: after each identity's first check, every check is denied.
+    fixed_window_spent: Policy,
 }
 
 impl Client {
@@ -173,6 +182,12 @@ impl Client {
             Workload::WeirFixedCounter => {
                 self.weir_local
                     .check(key, &self.fixed_window, 1)
+                    .await
+                    .unwrap();
+            }
+            Workload::WeirFixedCounterDenied => {
+                self.weir_local
+                    .check(key, &self.fixed_window_spent, 1)
                     .await
                     .unwrap();
             }
@@ -376,6 +391,7 @@ async fn run(server: RedisServer) {
         // Generous: under callgrind, Redis runs some fifty times slower.
         timeout: TIMEOUT,
         clock: RedisClock::Server,
+        window_counters: false,
     };
     let connect = |config| async move {
         RedisStore::connect(&config, Arc::new(SystemClock::new()))
@@ -385,6 +401,7 @@ async fn run(server: RedisServer) {
     let weir = connect(config.clone()).await;
     let weir_local = connect(RedisStoreConfig {
         clock: RedisClock::Local,
+        window_counters: true,
         ..config.clone()
     })
     .await;
@@ -424,6 +441,8 @@ async fn run(server: RedisServer) {
             None,
         )
         .unwrap(),
+        fixed_window_spent: Policy::new(Algorithm::FixedWindow, 1, Duration::from_secs(60), None)
+            .unwrap(),
     });
 
     if let Ok(dir) = std::env::var("WEIR_CALLGRIND_DIR") {
@@ -486,6 +505,7 @@ async fn run(server: RedisServer) {
         (Workload::WeirGcraScript, Workload::PeerGcra),
         (Workload::WeirFixedWindow, Workload::IncrbyExpire),
         (Workload::WeirFixedCounter, Workload::IncrbyExpire),
+        (Workload::WeirFixedCounterDenied, Workload::IncrbyExpire),
         (Workload::EmptyFunction, Workload::IncrbyExpire),
     ] {
         let (execution, cpu) = ratio(a, b);

@@ -26,12 +26,14 @@ fn used_memory(server: &RedisServer) -> f64 {
         .expect("used_memory in INFO memory")
 }
 
-async fn fill(server: &RedisServer, policy: Policy) -> f64 {
+async fn fill(server: &RedisServer, policy: Policy, clock: RedisClock) -> f64 {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
         key_prefix: "weir".into(),
         timeout: Duration::from_secs(5),
-        clock: RedisClock::Server,
+        clock,
+        // Used only on the instances' clock.
+        window_counters: true,
     };
     let store = Arc::new(
         RedisStore::connect(&config, Arc::new(SystemClock::new()))
@@ -100,35 +102,47 @@ async fn main() {
         (
             "gcra, 100/1h (one integer)",
             Policy::new(Algorithm::Gcra, 100, hour, None),
+            RedisClock::Server,
         ),
         (
             "gcra, 7/1h (integer:remainder)",
             Policy::new(Algorithm::Gcra, 7, hour, None),
+            RedisClock::Server,
         ),
         (
             "leaky_bucket, 100/1h",
             Policy::new(Algorithm::LeakyBucket, 100, hour, None),
+            RedisClock::Server,
         ),
         (
             "token_bucket, 100/1h",
             Policy::new(Algorithm::TokenBucket, 100, hour, None),
+            RedisClock::Server,
         ),
         (
             "fixed_window, 100/1h",
             Policy::new(Algorithm::FixedWindow, 100, hour, None),
+            RedisClock::Server,
+        ),
+        (
+            "fixed_window, 100/1h, window counters",
+            Policy::new(Algorithm::FixedWindow, 100, hour, None),
+            RedisClock::Local,
         ),
         (
             "sliding_window, 100/1h",
             Policy::new(Algorithm::SlidingWindow, 100, hour, None),
+            RedisClock::Server,
         ),
         (
             "sliding_log, 100/1h (one entry)",
             Policy::new(Algorithm::SlidingLog, 100, hour, None),
+            RedisClock::Server,
         ),
     ];
-    for (name, policy) in cases {
+    for (name, policy, clock) in cases {
         server.cli(&["FLUSHALL"]);
-        let bytes = fill(&server, policy.unwrap()).await;
+        let bytes = fill(&server, policy.unwrap(), clock).await;
         println!("  {name:<40} {bytes:>6.1}  ({:.2}x floor)", bytes / floor);
     }
 }

@@ -131,6 +131,7 @@ async fn main() {
         key_prefix: "weir".into(),
         timeout: Duration::from_secs(5),
         clock: RedisClock::Server,
+        window_counters: false,
     };
     let store = Arc::new(
         RedisStore::connect(&config, Arc::new(SystemClock::new()))

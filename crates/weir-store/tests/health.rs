@@ -24,6 +24,7 @@ fn start(target: RedisTarget) -> (Arc<RedisStore>, Breaker<Arc<RedisStore>>) {
         key_prefix: "health".into(),
         timeout: Duration::from_millis(100),
         clock: RedisClock::Server,
+        window_counters: false,
     };
     let store = RedisStore::start(&config, Arc::new(SystemClock::new()));
     let breaker = Breaker::new(store.clone(), BreakerConfig::default()).following(store.health());

@@ -21,6 +21,7 @@ fn config(target: RedisTarget, prefix: &str, clock: RedisClock) -> RedisStoreCon
         key_prefix: prefix.to_owned(),
         timeout: Duration::from_secs(2),
         clock,
+        window_counters: false,
     }
 }
 
@@ -59,7 +60,7 @@ async fn redis_decides_exactly_as_the_memory_store() {
         let identity = format!("seq-{n}");
         let mut now = START;
         for (i, step) in steps.iter().enumerate() {
-            now = now.saturating_add_signed(step.gap_us_with_window_counters(&policy) * 1_000);
+            now = now.saturating_add_signed(step.gap_us * 1_000);
             clock.set(now);
             let expected = step.replay(&memory, key(&identity), &policy).await.unwrap();
             let actual = step.replay(&redis, key(&identity), &policy).await.unwrap();
@@ -511,14 +512,6 @@ async fn a_preview_decides_as_a_check_and_changes_nothing_in_both_stores() {
     }
 }
 
-/// An identity whose keys live on cluster node `node`.
-fn identity_on(cluster: &RedisCluster, node: usize, name: &str) -> String {
-    (0..)
-        .map(|n| format!("{name}-{n}"))
-        .find(|identity| cluster.owner_of(&format!("{{{identity}}}")) == node)
-        .unwrap()
-}
-
 /// (allowed, remaining) of each decision.
 fn outcomes(decisions: &[weir_core::Decision]) -> Vec<(bool, u64)> {
     decisions.iter().map(|d| (d.allowed, d.remaining)).collect()
@@ -537,9 +530,9 @@ async fn the_cluster_layers_different_identities_all_or_nothing_as_one_server() 
     let memory = MemoryStore::new(MemoryStoreConfig::default(), clock);
     // One identity per node: an API key, a user, an IP address.
     let (key_id, user, ip) = (
-        identity_on(&cluster, 0, "key"),
-        identity_on(&cluster, 1, "user"),
-        identity_on(&cluster, 2, "ip"),
+        cluster.identity_on(0, "key"),
+        cluster.identity_on(1, "user"),
+        cluster.identity_on(2, "ip"),
     );
     let per_day = Policy::new(
         Algorithm::FixedWindow,
@@ -636,8 +629,8 @@ async fn concurrent_layers_across_slots_admit_exactly_the_limit() {
     for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
         // Checked first, on one node: never denies, so a denial by the second layer
         // always gives units back here.
-        let ip = identity_on(&cluster, i % 3, &format!("ip-{algorithm}"));
-        let user = identity_on(&cluster, (i + 1) % 3, &format!("user-{algorithm}"));
+        let ip = cluster.identity_on(i % 3, &format!("ip-{algorithm}"));
+        let user = cluster.identity_on((i + 1) % 3, &format!("user-{algorithm}"));
         let limit = Policy::new(algorithm, 25, Duration::from_secs(86_400), None).unwrap();
         let tasks: Vec<_> = (0..32)
             .map(|_| {
@@ -699,8 +692,8 @@ async fn a_commit_that_fails_on_one_slot_gives_back_the_others() {
     cfg.timeout = Duration::from_millis(300);
     let redis = RedisStore::connect(&cfg, clock).await.unwrap();
     let (first, second) = (
-        identity_on(&cluster, 0, "first"),
-        identity_on(&cluster, 1, "second"),
+        cluster.identity_on(0, "first"),
+        cluster.identity_on(1, "second"),
     );
     let policy = Policy::new(Algorithm::Gcra, 10, Duration::from_secs(86_400), None).unwrap();
     let checks = [

@@ -1,7 +1,7 @@
-//! A fixed window on the instances' clocks keeps one counter per window in Redis: a
-//! one-unit check is `INCRBY` + `PEXPIRE` (no Lua), and every other path (several
-//! units, refunds, previews, layers, resets) reads the same counter, deciding as the
-//! memory store does.
+//! Window counters (`window_counters`, on the instances' clocks): a fixed window kept as
+//! one counter per window in Redis. A one-unit check is `INCRBY` + `PEXPIRE` (no Lua), a
+//! denied unit is given back, and every other path (several units, refunds, previews,
+//! layers, resets) reads the same counter, deciding as the memory store does.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,21 +11,38 @@ use weir_store::{
     Check, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
     RedisTarget, Store,
 };
-use weir_testkit::{RedisServer, decisions_in_micros};
+use weir_testkit::{RedisCluster, RedisServer, conformance_sequences, decisions_in_micros};
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds: the start of a 10 s window.
 const START: u64 = 1_796_032_800_000_000_000;
 /// That window's number for a 10 s period.
 const WINDOW: u64 = 179_603_280;
 
-async fn store(server: &RedisServer, clock: Arc<ManualClock>, which: RedisClock) -> RedisStore {
+async fn connect(
+    target: RedisTarget,
+    clock: Arc<ManualClock>,
+    which: RedisClock,
+    window_counters: bool,
+) -> RedisStore {
     let config = RedisStoreConfig {
-        target: RedisTarget::Single(server.url()),
+        target,
         key_prefix: "c".to_owned(),
         timeout: Duration::from_secs(2),
         clock: which,
+        window_counters,
     };
     RedisStore::connect(&config, clock).await.unwrap()
+}
+
+/// A store keeping fixed windows in counters on `server`, on `clock`.
+async fn counters(server: &RedisServer, clock: Arc<ManualClock>) -> RedisStore {
+    connect(
+        RedisTarget::Single(server.url()),
+        clock,
+        RedisClock::Local,
+        true,
+    )
+    .await
 }
 
 const KEY: Key<'static> = Key {
@@ -33,8 +50,14 @@ const KEY: Key<'static> = Key {
     identity: "u",
 };
 
-fn three_per_10s() -> Policy {
-    Policy::new(Algorithm::FixedWindow, 3, Duration::from_secs(10), None).unwrap()
+fn fixed(limit: u64, seconds: u64) -> Policy {
+    Policy::new(
+        Algorithm::FixedWindow,
+        limit,
+        Duration::from_secs(seconds),
+        None,
+    )
+    .unwrap()
 }
 
 fn check(policy: &Policy, cost: u64) -> [Check<'_>; 1] {
@@ -50,25 +73,32 @@ fn outcomes(decisions: &[Decision]) -> Vec<(bool, u64)> {
     decisions.iter().map(|d| (d.allowed, d.remaining)).collect()
 }
 
+/// Asserts that two stores decided alike (to the microsecond).
+fn same(actual: &[Decision], expected: &[Decision], what: &str) {
+    let micros = |d: &[Decision]| d.iter().map(decisions_in_micros).collect::<Vec<_>>();
+    assert_eq!(micros(actual), micros(expected), "{what}");
+}
+
+/// One unit of `policy` on both stores, which must agree; returns the decision.
+async fn unit(redis: &RedisStore, memory: &MemoryStore, policy: &Policy, what: &str) -> Decision {
+    let expected = memory.check(KEY, policy, 1).await.unwrap();
+    let actual = redis.check(KEY, policy, 1).await.unwrap();
+    same(&[actual], &[expected], what);
+    actual
+}
+
 #[tokio::test]
 async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START + 2_000_000_000));
-    let redis = store(&server, clock.clone(), RedisClock::Local).await;
+    let redis = counters(&server, clock.clone()).await;
     let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
-    let policy = three_per_10s();
-    let same = |a: &[Decision], b: &[Decision], what: &str| {
-        let micros = |d: &[Decision]| d.iter().map(decisions_in_micros).collect::<Vec<_>>();
-        assert_eq!(micros(a), micros(b), "{what}");
-    };
+    let policy = fixed(3, 10);
 
     // Five single units: three admitted, two denied until the window ends, 8 s on.
     let mut decided = Vec::new();
     for _ in 0..5 {
-        let expected = memory.check(KEY, &policy, 1).await.unwrap();
-        let actual = redis.check(KEY, &policy, 1).await.unwrap();
-        same(&[actual], &[expected], "a single unit");
-        decided.push(actual);
+        decided.push(unit(&redis, &memory, &policy, "a single unit").await);
     }
     assert_eq!(
         outcomes(&decided),
@@ -77,9 +107,13 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
     assert_eq!(decided[4].retry_after, Some(Duration::from_secs(8)));
     assert_eq!(decided[0].reset_after, Duration::from_secs(8));
     assert_eq!(
-        (server.calls("incrby"), server.calls("pexpire")),
-        (5, 5),
-        "each unit one INCRBY and one PEXPIRE"
+        [
+            server.calls("incrby"),
+            server.calls("pexpire"),
+            server.calls("decrby")
+        ],
+        [5, 5, 2],
+        "each unit INCRBY and PEXPIRE, each denied one given back"
     );
     assert_eq!(
         server.calls("fcall") + server.calls("evalsha") + server.calls("eval"),
@@ -87,15 +121,15 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
         "no Lua for a single unit"
     );
 
-    // The window's own counter: denied units counted too (read as the limit), expiring
-    // a second after the window ends.
+    // The window's own counter holds the units admitted and expires a second after
+    // the window ends.
     let counter = format!("c:{{u}}w{WINDOW}:r");
-    assert_eq!(server.cli(&["GET", &counter]).trim(), "5");
+    assert_eq!(server.cli(&["GET", &counter]).trim(), "3");
     let ttl: u64 = server.cli(&["PTTL", &counter]).trim().parse().unwrap();
     assert!((8_000..=9_000).contains(&ttl), "PTTL {ttl}");
     assert_eq!(server.cli(&["EXISTS", "c:{u}:r"]).trim(), "0");
 
-    // A refund gives back exactly one of the three admitted, whatever the counter says.
+    // A refund gives back exactly one unit.
     memory.refund_all(&check(&policy, 1)).await.unwrap();
     redis.refund_all(&check(&policy, 1)).await.unwrap();
     let expected = memory.preview_all(&check(&policy, 0)).await.unwrap();
@@ -116,10 +150,8 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
 
     // The next window has its own counter, full again.
     clock.advance(Duration::from_secs(8));
-    let expected = memory.check(KEY, &policy, 1).await.unwrap();
-    let actual = redis.check(KEY, &policy, 1).await.unwrap();
-    same(&[actual], &[expected], "the next window");
-    assert_eq!((actual.allowed, actual.remaining), (true, 2));
+    let next_window = unit(&redis, &memory, &policy, "the next window").await;
+    assert_eq!((next_window.allowed, next_window.remaining), (true, 2));
     let next = format!("c:{{u}}w{}:r", WINDOW + 1);
     assert_eq!(server.cli(&["GET", &next]).trim(), "1");
 
@@ -131,17 +163,104 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
 }
 
 #[tokio::test]
+async fn callers_with_other_limits_on_one_key_decide_as_in_memory() {
+    // Plans give callers of one rule their own limits, and a key (an IP address, say)
+    // can be shared by callers of two plans: their units count together, each caller
+    // against its own limit, and a refund gives back exactly what it reserved.
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = counters(&server, clock.clone()).await;
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+    let (pro, free) = (fixed(100, 60), fixed(10, 60));
+    for _ in 0..100 {
+        assert!(unit(&redis, &memory, &pro, "pro").await.allowed);
+    }
+    for _ in 0..5 {
+        assert!(
+            !unit(&redis, &memory, &free, "free, over its limit")
+                .await
+                .allowed
+        );
+    }
+    memory.refund_all(&check(&free, 1)).await.unwrap();
+    redis.refund_all(&check(&free, 1)).await.unwrap();
+    let mut admitted = 0;
+    for _ in 0..5 {
+        admitted += usize::from(
+            unit(&redis, &memory, &pro, "pro after a refund")
+                .await
+                .allowed,
+        );
+    }
+    assert_eq!(admitted, 1, "the refund gave back one unit");
+
+    // A limit raised by a reload: the denied units were never counted.
+    clock.advance(Duration::from_secs(60));
+    let low = fixed(5, 60);
+    for _ in 0..100 {
+        unit(&redis, &memory, &low, "the old limit").await;
+    }
+    let raised = fixed(50, 60);
+    let mut admitted = 0;
+    for _ in 0..60 {
+        admitted += usize::from(
+            unit(&redis, &memory, &raised, "the raised limit")
+                .await
+                .allowed,
+        );
+    }
+    assert_eq!(admitted, 45);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_decide_exactly_as_the_memory_store_with_the_clock_going_forward() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = counters(&server, clock.clone()).await;
+    let mut compared = 0;
+    let sequences = conformance_sequences(0xc0c0, 240)
+        .into_iter()
+        .filter(|(policy, _)| policy.algorithm() == Algorithm::FixedWindow);
+    for (n, (policy, steps)) in sequences.enumerate() {
+        let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+        let identity = format!("seq-{n}");
+        let key = Key {
+            rule: "r",
+            identity: &identity,
+        };
+        let mut now = START;
+        for (i, step) in steps.iter().enumerate() {
+            now = now.saturating_add_signed(step.gap_us_with_window_counters(&policy) * 1_000);
+            clock.set(now);
+            let expected = step.replay(&memory, key, &policy).await.unwrap();
+            let actual = step.replay(&redis, key, &policy).await.unwrap();
+            same(
+                &[actual],
+                &[expected],
+                &format!("sequence {n}, step {i} {step:?}"),
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 40 * 30);
+    assert!(
+        server.calls("incrby") > 300,
+        "the sequences' single units went by INCRBY"
+    );
+}
+
+#[tokio::test]
 async fn a_clock_stepping_back_counts_in_the_earlier_windows_counter() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START + 9_000_000_000));
-    let redis = store(&server, clock.clone(), RedisClock::Local).await;
-    let policy = three_per_10s();
+    let redis = counters(&server, clock.clone()).await;
+    let policy = fixed(3, 10);
     for _ in 0..3 {
         assert!(redis.check(KEY, &policy, 1).await.unwrap().allowed);
     }
     clock.advance(Duration::from_secs(2));
     assert!(redis.check(KEY, &policy, 1).await.unwrap().allowed);
-    // An instance whose clock is 2 s behind is still in the full window: denied until
+    // An instance whose clock is 1.5 s behind is still in the full window: denied until
     // its end by that clock, and the new window keeps its own count.
     clock.set(START + 9_500_000_000);
     let behind = redis.check(KEY, &policy, 1).await.unwrap();
@@ -153,12 +272,11 @@ async fn a_clock_stepping_back_counts_in_the_earlier_windows_counter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_units_admit_exactly_the_limit_and_refunds_exactly_what_they_give() {
+async fn concurrent_units_admit_exactly_the_limit_and_give_the_denied_back() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
-    let redis = Arc::new(store(&server, clock, RedisClock::Local).await);
-    let policy =
-        Arc::new(Policy::new(Algorithm::FixedWindow, 10, Duration::from_secs(60), None).unwrap());
+    let redis = Arc::new(counters(&server, clock).await);
+    let policy = Arc::new(fixed(10, 60));
     let burst = |n: usize| {
         let tasks: Vec<_> = (0..n)
             .map(|_| {
@@ -175,7 +293,9 @@ async fn concurrent_units_admit_exactly_the_limit_and_refunds_exactly_what_they_
         }
     };
     assert_eq!(burst(64).await, 10);
-    assert_eq!(server.calls("incrby"), 64);
+    assert_eq!((server.calls("incrby"), server.calls("decrby")), (64, 54));
+    let counter = format!("c:{{u}}w{}:r", START / 1_000 / 60_000_000);
+    assert_eq!(server.cli(&["GET", &counter]).trim(), "10");
     redis.refund_all(&check(&policy, 1)).await.unwrap();
     redis.refund_all(&check(&policy, 2)).await.unwrap();
     let peek = redis.preview_all(&check(&policy, 0)).await.unwrap();
@@ -184,12 +304,79 @@ async fn concurrent_units_admit_exactly_the_limit_and_refunds_exactly_what_they_
 }
 
 #[tokio::test]
-async fn on_the_servers_clock_a_fixed_window_stays_one_lua_call_under_the_rules_key() {
+async fn without_counters_a_fixed_window_stays_one_lua_call_under_the_rules_key() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
-    let redis = store(&server, clock, RedisClock::Server).await;
-    let policy = three_per_10s();
-    assert!(redis.check(KEY, &policy, 1).await.unwrap().allowed);
-    assert_eq!((server.calls("fcall"), server.calls("incrby")), (1, 0));
-    assert!(server.cli(&["GET", "c:{u}:r"]).starts_with("f:"));
+    let policy = fixed(3, 10);
+    for (which, counters) in [(RedisClock::Local, false), (RedisClock::Server, true)] {
+        server.cli(&["FLUSHALL"]);
+        server.cli(&["CONFIG", "RESETSTAT"]);
+        let redis = connect(
+            RedisTarget::Single(server.url()),
+            clock.clone(),
+            which,
+            counters,
+        )
+        .await;
+        assert!(redis.check(KEY, &policy, 1).await.unwrap().allowed);
+        assert_eq!(
+            (server.calls("fcall"), server.calls("incrby")),
+            (1, 0),
+            "{which:?}"
+        );
+        assert!(server.cli(&["GET", "c:{u}:r"]).starts_with("f:"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_a_cluster_a_unit_counted_on_one_slot_is_given_back_when_another_denies() {
+    let cluster = RedisCluster::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = connect(
+        RedisTarget::Cluster(cluster.urls()),
+        clock,
+        RedisClock::Local,
+        true,
+    )
+    .await;
+    let (user, ip) = (cluster.identity_on(0, "user"), cluster.identity_on(1, "ip"));
+    let (per_user, per_ip) = (fixed(5, 60), fixed(1, 60));
+    let layers = |cost_user, cost_ip| {
+        [
+            Check {
+                key: Key {
+                    rule: "user",
+                    identity: &user,
+                },
+                policy: &per_user,
+                cost: cost_user,
+            },
+            Check {
+                key: Key {
+                    rule: "ip",
+                    identity: &ip,
+                },
+                policy: &per_ip,
+                cost: cost_ip,
+            },
+        ]
+    };
+    assert_eq!(
+        outcomes(&redis.check_all(&layers(1, 1)).await.unwrap()),
+        [(true, 4), (true, 0)]
+    );
+    // The IP is spent: the user's unit, counted by INCRBY on its slot first, is given
+    // back, and the answer reports the user's budget as it was.
+    for _ in 0..3 {
+        assert_eq!(
+            outcomes(&redis.check_all(&layers(1, 1)).await.unwrap()),
+            [(true, 4), (false, 0)]
+        );
+    }
+    assert_eq!(
+        outcomes(&redis.preview_all(&layers(0, 0)).await.unwrap()),
+        [(true, 4), (true, 0)]
+    );
+    let incrby: u64 = cluster.nodes().iter().map(|n| n.calls("incrby")).sum();
+    assert!(incrby >= 4, "the single units went by INCRBY ({incrby})");
 }

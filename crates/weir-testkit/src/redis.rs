@@ -297,6 +297,15 @@ impl RedisCluster {
         &mut self.nodes[index]
     }
 
+    /// An identity (`<name>-<n>`) whose keys, hash-tagged `{<identity>}`, live on node
+    /// `node`.
+    pub fn identity_on(&self, node: usize, name: &str) -> String {
+        (0..)
+            .map(|n| format!("{name}-{n}"))
+            .find(|identity| self.owner_of(&format!("{{{identity}}}")) == node)
+            .expect("some identity lands on every node")
+    }
+
     /// The index of the node that serves `key`'s slot.
     pub fn owner_of(&self, key: &str) -> usize {
         let slot: u16 = self.nodes[0]

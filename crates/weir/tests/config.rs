@@ -123,6 +123,14 @@ fn errors_name_file_line_and_field() {
             "weir.yaml:3:8: store.url: `url` applies to type redis, not memory",
         ),
         (
+            "store:\n  type: redis\n  url: redis://h:1\n  window_counters: true\nrules: []\n",
+            "weir.yaml:4:20: store.window_counters: window_counters needs `clock: local`",
+        ),
+        (
+            "store:\n  window_counters: false\nrules: []\n",
+            "weir.yaml:2:20: store.window_counters: `window_counters` applies to type redis and redis_cluster, not memory",
+        ),
+        (
             "store:\n  type: redis\n  url: redis://h:1\n  key_prefix: \"a{b}\"\nrules: []\n",
             "weir.yaml:4:15: store.key_prefix: key_prefix must be 1 to 64 characters",
         ),
@@ -190,7 +198,7 @@ fn errors_name_file_line_and_field() {
 #[test]
 fn loads_redis_and_cluster_stores() {
     let config = parse(
-        "store:\n  type: redis\n  url: redis://127.0.0.1:6379\n  key_prefix: rl\n  timeout: 20ms\n  clock: local\n  fallback_instances: 4\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+        "store:\n  type: redis\n  url: redis://127.0.0.1:6379\n  key_prefix: rl\n  timeout: 20ms\n  clock: local\n  window_counters: true\n  fallback_instances: 4\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
     )
     .unwrap();
     assert_eq!(
@@ -201,6 +209,7 @@ fn loads_redis_and_cluster_stores() {
                 key_prefix: "rl".into(),
                 timeout: Duration::from_millis(20),
                 clock: RedisClock::Local,
+                window_counters: true,
             },
             Fallback { instances: 4 }
         )
@@ -220,6 +229,7 @@ fn loads_redis_and_cluster_stores() {
                 key_prefix: "weir".into(),
                 timeout: Duration::from_millis(50),
                 clock: RedisClock::Server,
+                window_counters: false,
             },
             Fallback { instances: 1 }
         )

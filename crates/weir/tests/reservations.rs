@@ -59,6 +59,7 @@ impl Backend {
             key_prefix: "weir-test".into(),
             timeout: Duration::from_secs(2),
             clock: RedisClock::Local,
+            window_counters: false,
         };
         match self {
             Backend::Memory(max_keys) => {

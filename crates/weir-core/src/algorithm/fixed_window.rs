@@ -51,7 +51,7 @@ impl AlgorithmState for FixedWindow {
         Decision {
             allowed,
             limit: policy.limit(),
-            remaining: policy.limit() - count,
+            remaining: policy.limit().saturating_sub(count),
             reset_after: if count == 0 { nanos(0) } else { until_next },
             retry_after: (!allowed).then_some(until_next),
             delay: nanos(0),

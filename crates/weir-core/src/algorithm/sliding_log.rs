@@ -99,7 +99,7 @@ impl AlgorithmState for SlidingLog {
         Decision {
             allowed,
             limit,
-            remaining: limit - total,
+            remaining: limit.saturating_sub(total),
             reset_after: nanos(reset_after),
             retry_after: (!allowed)
                 .then(|| nanos(self.retry_at(skip, total, period, limit, cost) - now)),

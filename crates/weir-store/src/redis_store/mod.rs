@@ -32,11 +32,10 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use redis::aio::ConnectionLike;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisError, Value};
+use redis::{Cmd, RedisError, Value};
 use weir_core::{Clock, Decision, Policy};
 
 use self::args::Mode;
@@ -71,12 +70,17 @@ pub enum RedisClock {
 pub struct RedisStoreConfig {
     /// The server or cluster.
     pub target: RedisTarget,
-    /// Prepended to every key: `<prefix>:{<identity>}:<rule>`.
+    /// Prepended to every key: `<prefix>:{<identity>}:<rule>` (and
+    /// `<prefix>:{<identity>}w<n>:<rule>` for window counters).
     pub key_prefix: String,
     /// The longest a check may take, connecting included.
     pub timeout: Duration,
     /// Whose clock decides.
     pub clock: RedisClock,
+    /// With [`RedisClock::Local`]: keep each fixed window in a counter per window and
+    /// check one unit by `INCRBY` rather than by Lua (envoyproxy/ratelimit's way and
+    /// cost; see `counter` for what changes). Ignored on the server's clock.
+    pub window_counters: bool,
 }
 
 #[derive(Clone)]
@@ -176,7 +180,12 @@ impl RedisStore {
         let now_us = self.now_us();
         let prepared = checks
             .iter()
-            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?.at(now_us))))
+            .map(|c| {
+                Ok((
+                    *c,
+                    ScriptPolicy::new(c.policy)?.at(self.counter_time(now_us)),
+                ))
+            })
             .collect::<Result<Vec<_>, StoreError>>()?;
         if matches!(self.config.target, RedisTarget::Cluster(_))
             && checks
@@ -191,6 +200,11 @@ impl RedisStore {
     /// The instances' time in microseconds, or `None` on the server's clock.
     fn now_us(&self) -> Option<u64> {
         self.clock.as_ref().map(|clock| clock.now() / 1_000)
+    }
+
+    /// The time that places fixed windows in counters, when they are kept so.
+    fn counter_time(&self, now_us: Option<u64>) -> Option<u64> {
+        now_us.filter(|_| self.config.window_counters)
     }
 
     /// Runs the Lua once on `checks`, whose keys share one slot (or one server); one
@@ -208,13 +222,7 @@ impl RedisStore {
         if let ([(check, policy)], Mode::Commit, Some(now)) = (checks, mode, now_us)
             && counter::applies(check, policy)
         {
-            let reply = self
-                .exchange(Request::Pipeline(&counter::pipeline(&keys[0], policy, now)))
-                .await?
-                .map_err(classify)?;
-            let (count,): (i64,) =
-                redis::from_redis_value(reply).map_err(|e| StoreError::Protocol(e.to_string()))?;
-            return Ok(vec![counter::decision(count, policy, now)]);
+            return Ok(vec![self.count(&keys[0], policy, now).await?]);
         }
         self.execute(&keys, checks, now_us, mode).await
     }
@@ -318,25 +326,16 @@ impl RedisStore {
         after
     }
 
-    /// Sends one command within the timeout (see `exchange`).
+    /// Sends one command within the timeout. The outer error is the timeout; the inner
+    /// one is Redis's answer. Tells the health loop whether Redis answered.
     async fn query(&self, command: &Cmd) -> Result<Result<Value, RedisError>, StoreError> {
-        self.exchange(Request::Command(command)).await
-    }
-
-    /// Sends one command or pipeline within the timeout. The outer error is the
-    /// timeout; the inner one is Redis's answer. Tells the health loop whether Redis
-    /// answered.
-    async fn exchange(
-        &self,
-        request: Request<'_>,
-    ) -> Result<Result<Value, RedisError>, StoreError> {
         let connection = self
             .connection
             .load()
             .as_deref()
             .cloned()
             .ok_or_else(|| StoreError::Unavailable("not connected to Redis yet".into()))?;
-        let reply = send(connection, request, self.timeout).await;
+        let reply = send(connection, command, self.timeout).await;
         match &reply {
             Ok(Err(e)) if unreachable(e) => self.health.failed(),
             Ok(_) => self.health.answered(),
@@ -367,39 +366,27 @@ impl RedisStore {
     }
 
     async fn delete(&self, key: Key<'_>, policy: &Policy) -> Result<(), StoreError> {
-        let policy = ScriptPolicy::new(policy)?.at(self.now_us());
+        let policy = ScriptPolicy::new(policy)?.at(self.counter_time(self.now_us()));
         let mut command = redis::cmd("DEL");
         command.arg(keys::redis_key(&self.prefix, key, policy.window));
         self.query(&command).await?.map(|_| ()).map_err(classify)
     }
 }
 
-/// What is sent to Redis in one exchange.
-#[derive(Clone, Copy)]
-enum Request<'a> {
-    Command(&'a Cmd),
-    Pipeline(&'a Pipeline),
-}
-
-impl Request<'_> {
-    async fn send(self, connection: &mut impl ConnectionLike) -> Result<Value, RedisError> {
-        match self {
-            Request::Command(command) => command.query_async(connection).await,
-            Request::Pipeline(pipeline) => pipeline.query_async(connection).await,
-        }
-    }
-}
-
-/// Sends `request` within `timeout`. The outer error is the timeout; the inner one is
+/// Sends `command` within `timeout`. The outer error is the timeout; the inner one is
 /// Redis's answer.
 async fn send(
     connection: Connection,
-    request: Request<'_>,
+    command: &Cmd,
     timeout: Duration,
 ) -> Result<Result<Value, RedisError>, StoreError> {
     let reply = match connection {
-        Connection::Single(mut c) => tokio::time::timeout(timeout, request.send(&mut c)).await,
-        Connection::Cluster(mut c) => tokio::time::timeout(timeout, request.send(&mut c)).await,
+        Connection::Single(mut c) => {
+            tokio::time::timeout(timeout, command.query_async(&mut c)).await
+        }
+        Connection::Cluster(mut c) => {
+            tokio::time::timeout(timeout, command.query_async(&mut c)).await
+        }
     };
     reply.map_err(|_| StoreError::Timeout(timeout))
 }

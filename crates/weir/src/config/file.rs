@@ -215,6 +215,7 @@ pub(super) struct RawStore {
     pub(super) key_prefix: Option<Spanned<String>>,
     pub(super) timeout: Option<Spanned<Period>>,
     pub(super) clock: Option<Spanned<ClockName>>,
+    pub(super) window_counters: Option<Spanned<bool>>,
     pub(super) fallback_instances: Option<Spanned<u64>>,
 }
 

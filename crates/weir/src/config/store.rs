@@ -77,6 +77,10 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
                 ("clock", raw.clock.as_ref().map(|s| s.referenced)),
                 (
+                    "window_counters",
+                    raw.window_counters.as_ref().map(|s| s.referenced),
+                ),
+                (
                     "fallback_instances",
                     raw.fallback_instances.as_ref().map(|s| s.referenced),
                 ),
@@ -180,6 +184,17 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 None | Some(ClockName::Redis) => RedisClock::Server,
                 Some(ClockName::Local) => RedisClock::Local,
             };
+            let window_counters = match raw.window_counters {
+                Some(on) if on.value && clock != RedisClock::Local => {
+                    return Err(fail(
+                        on.referenced,
+                        "window_counters",
+                        "window_counters needs `clock: local`: a window's counter is named by the window the instance's clock is in".into(),
+                    ));
+                }
+                Some(on) => on.value,
+                None => false,
+            };
             let instances = match raw.fallback_instances {
                 Some(n) if n.value == 0 || n.value > 10_000 => {
                     return Err(fail(
@@ -197,6 +212,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     key_prefix,
                     timeout,
                     clock,
+                    window_counters,
                 },
                 Fallback { instances },
             ))

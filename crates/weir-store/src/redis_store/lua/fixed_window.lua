@@ -37,18 +37,18 @@ local function fixed_window_refund(state, now, cost, limit, capacity, period)
   return settled(fixed_window, state, now, limit, capacity, period)
 end
 
--- fixed_counter: the fixed window as weir keeps it on the instances' clocks: a bare
--- count under a key named after its window (keys.rs), so that the common check, one
--- unit, is INCRBY + PEXPIRE without Lua (counter.rs). INCRBY counts denied units too,
--- but only once the window is full (a one-unit check is denied only then), so a count
--- above the limit means exactly the limit: every path here reads min(count, limit),
--- and decides, refunds and reports exactly as fixed_window does within one window.
-local function counted(state, limit)
-  return math.max(0, math.min(tonumber(state) or 0, limit))
+-- fixed_counter: the fixed window kept in counters (counter.rs): a bare count under a
+-- key named after its window (keys.rs), so that the common check, one unit, is INCRBY
+-- + PEXPIRE without Lua. A unit INCRBY denies is given back by DECRBY right after, so
+-- the count is the units admitted (plus, for a moment, denied units not yet given
+-- back: a check then sees less room, never more). Several units, refunds, previews and
+-- layered checks come here, and decide as fixed_window does within one window.
+local function counted(state)
+  return math.max(0, tonumber(state) or 0)
 end
 
 local function fixed_counter(state, now, cost, limit, _, period)
-  local count = counted(state, limit)
+  local count = counted(state)
   local _, offset = divmod(now, period)
   local allowed = count + cost <= limit
   if allowed then count = count + cost end
@@ -59,11 +59,11 @@ local function fixed_counter(state, now, cost, limit, _, period)
     kept = int(count)
   end
   if not allowed then retry = until_next end
-  return allowed, limit - count, reset, retry, 0, kept
+  return allowed, math.max(0, limit - count), reset, retry, 0, kept
 end
 
 local function fixed_counter_refund(state, now, cost, limit, capacity, period)
-  local count = counted(state, limit)
+  local count = counted(state)
   count = count - math.min(cost, count)
   return settled(fixed_counter, int(count), now, limit, capacity, period)
 end
