@@ -276,8 +276,8 @@ proptest! {
 
 proptest! {
     /// One key checked under two limits of one algorithm (callers of two plans sharing
-    /// a key, or a limit changed by a reload): no panic, and what each check reports
-    /// stays within its own limit.
+    /// a key, or a limit changed by a reload): no panic, what each check reports stays
+    /// within its own limit, and nothing is admitted beyond it.
     #[test]
     fn a_key_shared_by_two_limits_reports_within_each((policy, steps) in policy_and_steps(&Algorithm::ALL), low in 1u64..=20) {
         let other = Policy::new(
@@ -297,6 +297,17 @@ proptest! {
             }
             let decision = check(under, &mut state, now, step.cost);
             prop_assert!(decision.remaining <= under.capacity(), "{decision:?} under {under:?}");
+            // For the counting windows, what the key holds after an admitted check is
+            // within the limit it was admitted under (read by a peek of a far larger
+            // limit, where the state is a count).
+            if decision.allowed
+                && step.cost > 0
+                && matches!(policy.algorithm(), Algorithm::FixedWindow | Algorithm::SlidingLog)
+            {
+                let wide = Policy::new(policy.algorithm(), 10_000, policy.period(), None).unwrap();
+                let held = 10_000 - check(&wide, &mut state, now, 0).remaining;
+                prop_assert!(held <= under.limit(), "{held} held after admission under {under:?}");
+            }
         }
     }
 }

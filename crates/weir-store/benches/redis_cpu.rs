@@ -14,8 +14,7 @@
 //! - envoyproxy/ratelimit's fixed window: `INCRBY` and `EXPIRE`, pipelined per check;
 //! - weir's fixed window through its Redis store, on the server's clock (one `FCALL`),
 //!   and in window counters on the instances' clocks as envoy counts (`INCRBY` +
-//!   `PEXPIRE`), every check admitted, and every check denied (then also a `DECRBY`
-//!   giving the unit back);
+//!   `PEXPIRE`), every check admitted, and every check denied;
 //! - the floor of any Lua: `FCALL` of a function that only returns 1.
 //!
 //! For each: execution per check (the commands' `usec` in `INFO commandstats`, per
@@ -115,9 +114,7 @@ impl Workload {
             Workload::PeerGcra | Workload::WeirGcraScript => &["evalsha"],
             Workload::WeirGcra | Workload::WeirFixedWindow | Workload::EmptyFunction => &["fcall"],
             Workload::IncrbyExpire => &["incrby", "expire"],
-            Workload::WeirFixedCounter | Workload::WeirFixedCounterDenied => {
-                &["incrby", "pexpire", "decrby"]
-            }
+            Workload::WeirFixedCounter | Workload::WeirFixedCounterDenied => &["incrby", "pexpire"],
         }
     }
 }

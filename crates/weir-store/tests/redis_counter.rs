@@ -1,7 +1,9 @@
 //! Window counters (`window_counters`, on the instances' clocks): a fixed window kept as
-//! one counter per window in Redis. A one-unit check is `INCRBY` + `PEXPIRE` (no Lua), a
-//! denied unit is given back, and every other path (several units, refunds, previews,
-//! layers, resets) reads the same counter, deciding as the memory store does.
+//! one counter per window in Redis. A one-unit check is `INCRBY` + `PEXPIRE` (no Lua),
+//! and every other path (several units, refunds, previews, layers, resets) reads the
+//! same counter: until a unit is denied they decide as the memory store does; a denied
+//! unit stays counted, as in envoy, so from then on they can only deny more, never
+//! admit more.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,13 +109,9 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
     assert_eq!(decided[4].retry_after, Some(Duration::from_secs(8)));
     assert_eq!(decided[0].reset_after, Duration::from_secs(8));
     assert_eq!(
-        [
-            server.calls("incrby"),
-            server.calls("pexpire"),
-            server.calls("decrby")
-        ],
-        [5, 5, 2],
-        "each unit INCRBY and PEXPIRE, each denied one given back"
+        (server.calls("incrby"), server.calls("pexpire")),
+        (5, 5),
+        "each unit one INCRBY and one PEXPIRE"
     );
     assert_eq!(
         server.calls("fcall") + server.calls("evalsha") + server.calls("eval"),
@@ -121,38 +119,41 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
         "no Lua for a single unit"
     );
 
-    // The window's own counter holds the units admitted and expires a second after
-    // the window ends.
+    // The window's own counter, denied units included, expires a second after the
+    // window ends.
     let counter = format!("c:{{u}}w{WINDOW}:r");
-    assert_eq!(server.cli(&["GET", &counter]).trim(), "3");
+    assert_eq!(server.cli(&["GET", &counter]).trim(), "5");
     let ttl: u64 = server.cli(&["PTTL", &counter]).trim().parse().unwrap();
     assert!((8_000..=9_000).contains(&ttl), "PTTL {ttl}");
     assert_eq!(server.cli(&["EXISTS", "c:{u}:r"]).trim(), "0");
 
-    // A refund gives back exactly one unit.
-    memory.refund_all(&check(&policy, 1)).await.unwrap();
+    // The denied units stay counted: a refund of a reserved unit leaves the window
+    // full (the memory store, which never counted them, would admit one more).
     redis.refund_all(&check(&policy, 1)).await.unwrap();
-    let expected = memory.preview_all(&check(&policy, 0)).await.unwrap();
-    let actual = redis.preview_all(&check(&policy, 0)).await.unwrap();
-    same(&actual, &expected, "a peek after the refund");
-    assert_eq!(outcomes(&actual), [(true, 1)]);
-
-    // Several units go by the Lua, on the same counter.
-    for (cost, what) in [(2, "two units"), (1, "the last unit"), (1, "one too many")] {
-        let expected = memory.check_all(&check(&policy, cost)).await.unwrap();
-        let actual = redis.check_all(&check(&policy, cost)).await.unwrap();
-        same(&actual, &expected, what);
-    }
-    let expected = memory.preview_all(&check(&policy, 0)).await.unwrap();
-    let actual = redis.preview_all(&check(&policy, 0)).await.unwrap();
-    same(&actual, &expected, "a full window");
-    assert_eq!(outcomes(&actual), [(true, 0)]);
+    let peek = redis.preview_all(&check(&policy, 0)).await.unwrap();
+    assert_eq!(outcomes(&peek), [(true, 0)]);
+    assert!(!redis.check(KEY, &policy, 1).await.unwrap().allowed);
+    assert!(!redis.check_all(&check(&policy, 2)).await.unwrap()[0].allowed);
 
     // The next window has its own counter, full again.
     clock.advance(Duration::from_secs(8));
     let next_window = unit(&redis, &memory, &policy, "the next window").await;
     assert_eq!((next_window.allowed, next_window.remaining), (true, 2));
     let next = format!("c:{{u}}w{}:r", WINDOW + 1);
+    assert_eq!(server.cli(&["GET", &next]).trim(), "1");
+    // Until a unit is denied, several units (by the Lua), refunds and peeks decide as
+    // the memory store does, on the same counter.
+    for (cost, what) in [(2, "two units"), (3, "too many, not counted")] {
+        let expected = memory.check_all(&check(&policy, cost)).await.unwrap();
+        let actual = redis.check_all(&check(&policy, cost)).await.unwrap();
+        same(&actual, &expected, what);
+    }
+    memory.refund_all(&check(&policy, 2)).await.unwrap();
+    redis.refund_all(&check(&policy, 2)).await.unwrap();
+    let expected = memory.preview_all(&check(&policy, 0)).await.unwrap();
+    let actual = redis.preview_all(&check(&policy, 0)).await.unwrap();
+    same(&actual, &expected, "a peek after a refund");
+    assert_eq!(outcomes(&actual), [(true, 2)]);
     assert_eq!(server.cli(&["GET", &next]).trim(), "1");
 
     // Reset forgets the current window's counter.
@@ -163,64 +164,56 @@ async fn one_unit_is_incrby_and_pexpire_and_every_path_decides_as_in_memory() {
 }
 
 #[tokio::test]
-async fn callers_with_other_limits_on_one_key_decide_as_in_memory() {
+async fn callers_with_other_limits_on_one_key_are_never_admitted_beyond_their_own() {
     // Plans give callers of one rule their own limits, and a key (an IP address, say)
-    // can be shared by callers of two plans: their units count together, each caller
-    // against its own limit, and a refund gives back exactly what it reserved.
+    // can be shared by callers of two plans; a reload can change a limit. Every unit
+    // admitted under a limit found the window's count within it.
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
     let redis = counters(&server, clock.clone()).await;
-    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
     let (pro, free) = (fixed(100, 60), fixed(10, 60));
-    for _ in 0..100 {
-        assert!(unit(&redis, &memory, &pro, "pro").await.allowed);
-    }
-    for _ in 0..5 {
-        assert!(
-            !unit(&redis, &memory, &free, "free, over its limit")
-                .await
-                .allowed
-        );
-    }
-    memory.refund_all(&check(&free, 1)).await.unwrap();
+    let admitted = |policy: &Policy, n: usize| {
+        let (redis, policy) = (&redis, *policy);
+        async move {
+            let mut admitted = 0;
+            for _ in 0..n {
+                admitted += usize::from(redis.check(KEY, &policy, 1).await.unwrap().allowed);
+            }
+            admitted
+        }
+    };
+    assert_eq!(admitted(&free, 12).await, 10);
+    // The two denied units count: the pro caller has 100 - 12 left.
+    assert_eq!(admitted(&pro, 100).await, 88);
     redis.refund_all(&check(&free, 1)).await.unwrap();
-    let mut admitted = 0;
-    for _ in 0..5 {
-        admitted += usize::from(
-            unit(&redis, &memory, &pro, "pro after a refund")
-                .await
-                .allowed,
-        );
-    }
-    assert_eq!(admitted, 1, "the refund gave back one unit");
+    assert_eq!(
+        admitted(&pro, 5).await,
+        0,
+        "denied units keep the window full"
+    );
+    assert_eq!(admitted(&free, 5).await, 0);
 
-    // A limit raised by a reload: the denied units were never counted.
+    // A limit raised by a reload within a window: the units counted so far stay.
     clock.advance(Duration::from_secs(60));
-    let low = fixed(5, 60);
-    for _ in 0..100 {
-        unit(&redis, &memory, &low, "the old limit").await;
-    }
-    let raised = fixed(50, 60);
-    let mut admitted = 0;
-    for _ in 0..60 {
-        admitted += usize::from(
-            unit(&redis, &memory, &raised, "the raised limit")
-                .await
-                .allowed,
-        );
-    }
-    assert_eq!(admitted, 45);
+    assert_eq!(admitted(&fixed(5, 60), 8).await, 5);
+    assert_eq!(admitted(&fixed(50, 60), 60).await, 42);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counters_decide_exactly_as_the_memory_store_with_the_clock_going_forward() {
+async fn counters_decide_as_the_memory_store_without_refunds_and_with_the_clock_going_forward() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
     let redis = counters(&server, clock.clone()).await;
     let mut compared = 0;
+    // Without refunds: a refund after a denied unit leaves the window full here, and
+    // gives a unit back in memory (see above).
     let sequences = conformance_sequences(0xc0c0, 240)
         .into_iter()
-        .filter(|(policy, _)| policy.algorithm() == Algorithm::FixedWindow);
+        .filter(|(policy, _)| policy.algorithm() == Algorithm::FixedWindow)
+        .map(|(policy, steps)| {
+            let checks: Vec<_> = steps.into_iter().filter(|s| !s.refund).collect();
+            (policy, checks)
+        });
     for (n, (policy, steps)) in sequences.enumerate() {
         let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
         let identity = format!("seq-{n}");
@@ -242,7 +235,7 @@ async fn counters_decide_exactly_as_the_memory_store_with_the_clock_going_forwar
             compared += 1;
         }
     }
-    assert_eq!(compared, 40 * 30);
+    assert!(compared > 40 * 20, "{compared} steps compared");
     assert!(
         server.calls("incrby") > 300,
         "the sequences' single units went by INCRBY"
@@ -272,7 +265,7 @@ async fn a_clock_stepping_back_counts_in_the_earlier_windows_counter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_units_admit_exactly_the_limit_and_give_the_denied_back() {
+async fn concurrent_units_admit_exactly_the_limit() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
     let redis = Arc::new(counters(&server, clock).await);
@@ -293,14 +286,10 @@ async fn concurrent_units_admit_exactly_the_limit_and_give_the_denied_back() {
         }
     };
     assert_eq!(burst(64).await, 10);
-    assert_eq!((server.calls("incrby"), server.calls("decrby")), (64, 54));
+    assert_eq!(server.calls("incrby"), 64);
     let counter = format!("c:{{u}}w{}:r", START / 1_000 / 60_000_000);
-    assert_eq!(server.cli(&["GET", &counter]).trim(), "10");
-    redis.refund_all(&check(&policy, 1)).await.unwrap();
-    redis.refund_all(&check(&policy, 2)).await.unwrap();
-    let peek = redis.preview_all(&check(&policy, 0)).await.unwrap();
-    assert_eq!(outcomes(&peek), [(true, 3)]);
-    assert_eq!(burst(20).await, 3);
+    assert_eq!(server.cli(&["GET", &counter]).trim(), "64");
+    assert_eq!(burst(20).await, 0);
 }
 
 #[tokio::test]
@@ -377,6 +366,8 @@ async fn on_a_cluster_a_unit_counted_on_one_slot_is_given_back_when_another_deni
         outcomes(&redis.preview_all(&layers(0, 0)).await.unwrap()),
         [(true, 4), (true, 0)]
     );
-    let incrby: u64 = cluster.nodes().iter().map(|n| n.calls("incrby")).sum();
-    assert!(incrby >= 4, "the single units went by INCRBY ({incrby})");
+    // The user's units went by INCRBY on its node, and were given back by the Lua.
+    let node = &cluster.nodes()[0];
+    assert_eq!(node.calls("incrby"), 4);
+    assert_eq!(node.calls("fcall"), 3 + 1, "three refunds and the peek");
 }

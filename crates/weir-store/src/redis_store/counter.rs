@@ -4,24 +4,20 @@
 //! together. Those two commands cost Redis what the cheapest Lua call does, and a fifth
 //! of what a fixed window decided in Lua does.
 //!
-//! What changes against the Lua's one atomic step:
-//! - A denied unit was counted by `INCRBY`: it is given back (`DECRBY`) once its
-//!   answer is read, so the count stays the units admitted, whatever limit each caller
-//!   of the key has (plans) and across reloads. Until then a concurrent check sees one
-//!   unit more, and may be denied where the Lua would admit it; nothing is admitted
-//!   beyond the limit. Checks of several units, refunds, previews and layered checks go
-//!   by the Lua's `fixed_counter`, on the same counter.
+//! What changes against the Lua's one atomic step, all in the safe direction (a check
+//! may be denied that the Lua would admit; nothing is admitted beyond the limit):
+//! - A denied unit stays counted, as in envoy: once a window is full it stays full
+//!   until it ends, even if reserved units are given back, a limit is raised by a
+//!   reload, or a caller with a higher limit shares the key. Checks of several units,
+//!   refunds, previews and layered checks go by the Lua's `fixed_counter`, on the same
+//!   counter.
 //! - The window's number comes from the instance's clock and names the key (see
 //!   `keys`), as in envoy: instances whose clocks disagree at a boundary count in
-//!   different windows' counters, so in the moments of the disagreement a caller can
-//!   reach the end of one window and the start of the next two (the Lua's single state
-//!   follows the newest window and allows two). A clock that steps back into an
-//!   earlier window counts in that window's counter while it lives (a second past the
-//!   window's end).
+//!   different windows' counters for the length of the disagreement; an instance more
+//!   than a second behind can find its window's counter expired and count it again.
 //! - The commands are separate (each routed and redirected on its own on a cluster,
-//!   where a slot can move between them): a connection lost between `INCRBY` and
-//!   `PEXPIRE`, or a give-back later than the counter's expiry, leaves one small key
-//!   without expiry, which no window reads again.
+//!   where a slot can move between them): a connection lost between them can leave one
+//!   counter without expiry, which no window reads again.
 
 use std::time::Duration;
 
@@ -53,25 +49,17 @@ impl RedisStore {
         expire
             .arg(key)
             .arg(until_next.div_ceil(1_000).max(1) + 1_000);
-        // The expiry's answer is not waited on for the decision: the unit is counted.
+        // The expiry's answer does not change the decision: the unit is counted.
         let (counted, _) = tokio::join!(self.query(&increment), self.query(&expire));
         let count: i64 = redis::from_redis_value(counted?.map_err(super::classify)?)
             .map_err(|e| StoreError::Protocol(e.to_string()))?;
         let count = u64::try_from(count).unwrap_or(0);
         let allowed = count <= policy.limit;
-        if !allowed {
-            let mut give_back = redis::cmd("DECRBY");
-            give_back.arg(key).arg(1);
-            let given = self.query(&give_back).await;
-            if let Err(error) = given.and_then(|r| r.map_err(super::classify)) {
-                tracing::warn!(%error, "a denied unit could not be given back; it stays counted until its window ends");
-            }
-        }
         let until_next = Duration::from_micros(until_next);
         Ok(Decision {
             allowed,
             limit: policy.limit,
-            remaining: if allowed { policy.limit - count } else { 0 },
+            remaining: policy.limit.saturating_sub(count),
             reset_after: until_next,
             retry_after: (!allowed).then_some(until_next),
             delay: Duration::ZERO,

@@ -39,10 +39,10 @@ end
 
 -- fixed_counter: the fixed window kept in counters (counter.rs): a bare count under a
 -- key named after its window (keys.rs), so that the common check, one unit, is INCRBY
--- + PEXPIRE without Lua. A unit INCRBY denies is given back by DECRBY right after, so
--- the count is the units admitted (plus, for a moment, denied units not yet given
--- back: a check then sees less room, never more). Several units, refunds, previews and
--- layered checks come here, and decide as fixed_window does within one window.
+-- + PEXPIRE without Lua. INCRBY counts a denied unit too, as envoy does: the count is
+-- the units admitted plus those denied once the window was full. Several units,
+-- refunds, previews and layered checks come here and read the same count; until a
+-- unit is denied they decide as fixed_window does within one window.
 local function counted(state)
   return math.max(0, tonumber(state) or 0)
 end
@@ -50,7 +50,8 @@ end
 local function fixed_counter(state, now, cost, limit, _, period)
   local count = counted(state)
   local _, offset = divmod(now, period)
-  local allowed = count + cost <= limit
+  -- A count above the limit is a full window (denied units): a peek still passes.
+  local allowed = math.min(count, limit) + cost <= limit
   if allowed then count = count + cost end
   local until_next = period - offset
   local reset, retry, kept = 0, -1, false
