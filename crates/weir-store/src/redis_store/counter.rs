@@ -4,17 +4,17 @@
 //! together. Those two commands cost Redis what the cheapest Lua call does, and a fifth
 //! of what a fixed window decided in Lua does.
 //!
-//! What changes against the Lua's one atomic step, all in the safe direction (a check
-//! may be denied that the Lua would admit; nothing is admitted beyond the limit):
-//! - A denied unit stays counted, as in envoy: once a window is full it stays full
-//!   until it ends, even if reserved units are given back, a limit is raised by a
-//!   reload, or a caller with a higher limit shares the key. Checks of several units,
+//! What changes against the Lua's one atomic step:
+//! - A denied unit stays counted, as in envoy, and takes room for the rest of the
+//!   window: units given back, a limit raised by a reload, or the higher limit of a
+//!   caller sharing the key come into use only beyond it. Checks of several units,
 //!   refunds, previews and layered checks go by the Lua's `fixed_counter`, on the same
 //!   counter.
 //! - The window's number comes from the instance's clock and names the key (see
 //!   `keys`), as in envoy: instances whose clocks disagree at a boundary count in
-//!   different windows' counters for the length of the disagreement; an instance more
-//!   than a second behind can find its window's counter expired and count it again.
+//!   different windows' counters for the length of the disagreement; a clock that
+//!   steps back counts (and refunds) in an earlier window's counter while it lives,
+//!   and an instance more than a second behind can find it expired and count it again.
 //! - The commands are separate (each routed and redirected on its own on a cluster,
 //!   where a slot can move between them): a connection lost between them can leave one
 //!   counter without expiry, which no window reads again.
