@@ -37,7 +37,6 @@ serve_weir "$dir/weir.yaml" "$a"; a_pid=$weir_pid; a_url=$url
 serve_weir "$dir/weir.yaml" "$b"; b_pid=$weir_pid; b_url=$url
 
 # The median of the numbers on standard input.
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 # Side $1's URL and pid.
 side() { if [[ $1 == A ]]; then target=$a_url; pid=$a_pid; else target=$b_url; pid=$b_pid; fi; }
 # The order of the sides in round $1.

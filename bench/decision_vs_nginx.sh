@@ -34,7 +34,6 @@ serve_weir "$dir/weir.yaml"
 # One pass over the keys: from now on every check is denied.
 wrk -t1 -c1 -d2s -s bench/check.lua "$url" >/dev/null
 
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 : > "$dir/nginx.rps"; : > "$dir/weir.rps"
 for round in $(seq "$rounds"); do
   order="nginx weir"; (( round % 2 )) || order="weir nginx"

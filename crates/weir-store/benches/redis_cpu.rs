@@ -176,17 +176,13 @@ impl Client {
             Workload::WeirFixedWindow => {
                 self.weir.check(key, &self.fixed_window, 1).await.unwrap();
             }
-            Workload::WeirFixedCounter => {
-                self.weir_local
-                    .check(key, &self.fixed_window, 1)
-                    .await
-                    .unwrap();
-            }
-            Workload::WeirFixedCounterDenied => {
-                self.weir_local
-                    .check(key, &self.fixed_window_spent, 1)
-                    .await
-                    .unwrap();
+            Workload::WeirFixedCounter | Workload::WeirFixedCounterDenied => {
+                let policy = if workload == Workload::WeirFixedCounter {
+                    &self.fixed_window
+                } else {
+                    &self.fixed_window_spent
+                };
+                self.weir_local.check(key, policy, 1).await.unwrap();
             }
             Workload::EmptyFunction => {
                 let mut c = self.connection.clone();

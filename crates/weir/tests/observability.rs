@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -593,50 +592,11 @@ fn admin_tokens_are_checked_at_load() {
 
 /// The real binary with the login example and an admin token, in front of `app`;
 /// its stderr (JSON logs) goes to `log`.
-struct Binary {
-    child: std::process::Child,
-    gateway: String,
-    admin: String,
-}
-
-impl Binary {
-    fn start(app: SocketAddr, dir: &Path, log: &Path) -> Self {
-        let config = dir.join("login.yaml");
-        std::fs::write(&config, login_config(app, dir)).unwrap();
-        let mut child = common::weir()
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--admin-listen",
-                "127.0.0.1:0",
-            ])
-            .args(["--log-format", "json", "--config"])
-            .arg(&config)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = || {
-            let mut line = String::new();
-            stdout.read_line(&mut line).unwrap();
-            line.trim().rsplit("http://").next().unwrap().to_owned()
-        };
-        let (gateway, admin) = (line(), line());
-        Self {
-            child,
-            gateway,
-            admin,
-        }
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn start_binary(app: SocketAddr, dir: &Path, log: &Path) -> common::Server {
+    let config = dir.join("login.yaml");
+    std::fs::write(&config, login_config(app, dir)).unwrap();
+    let log = std::fs::File::create(log).unwrap();
+    common::Server::start_with(&config, &["--log-format", "json"], log.into())
 }
 
 /// A login attempt through the binary; returns the status.
@@ -666,16 +626,20 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let app = App::start().await;
     let log = dir.path().join("weir.log");
-    let weir = Binary::start(app.addr, dir.path(), &log);
+    let binary = start_binary(app.addr, dir.path(), &log);
+    let admin = binary
+        .admin
+        .clone()
+        .expect("gateway mode has an admin listener");
     for _ in 0..5 {
-        assert_eq!(login_at(&weir.gateway, "guess").await, 401);
+        assert_eq!(login_at(&binary.addr, "guess").await, 401);
     }
     for _ in 0..10 {
-        assert_eq!(login_at(&weir.gateway, "guess").await, 429);
+        assert_eq!(login_at(&binary.addr, "guess").await, 429);
     }
 
     let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "chromium".into());
-    let page = format!("http://{}/admin/#token={TOKEN}", weir.admin);
+    let page = format!("http://{admin}/admin/#token={TOKEN}");
     let shot = screenshot_path();
     let browse = |extra: &[String]| {
         let output = Command::new(&chromium)
@@ -722,7 +686,7 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
     println!("status page screenshot: {}", shot.display());
 
     // Without the token the page says so, and shows no data.
-    let bare = format!("http://{}/admin/", weir.admin);
+    let bare = format!("http://{admin}/admin/");
     let output = tokio::task::block_in_place(|| {
         Command::new(&chromium)
             .args([
@@ -747,7 +711,7 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
     assert!(!dom.contains("<code>"), "{dom}");
 
     // The log: JSON lines; the ten denials of one caller by one rule logged once.
-    drop(weir);
+    drop(binary);
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<Value> = text
         .lines()

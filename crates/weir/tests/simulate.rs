@@ -15,6 +15,27 @@ fn weir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weir"))
 }
 
+/// Runs `command`, which must succeed; returns its standard output.
+fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The fields of the table row of rule `name` in `stdout`.
+fn row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row for {name} in {stdout}"))
+        .split_whitespace()
+        .collect()
+}
+
 fn rules(specs: &[&str]) -> Vec<weir::config::RuleConfig> {
     specs
         .iter()
@@ -268,37 +289,31 @@ fn the_binary_prints_the_table_and_writes_an_svg_plot() {
     }
     let trace = write(dir.path(), "trace.csv", &csv);
     let plot = dir.path().join("out.svg");
-    let out = weir()
-        .args([
-            "simulate",
-            "--rule-spec",
-            "fixed_window:10/1m",
-            "--rule-spec",
-            "sliding_log:10/1m",
-            "--trace",
-        ])
-        .arg(&trace)
-        .arg("--plot")
-        .arg(&plot)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of(
+        weir()
+            .args([
+                "simulate",
+                "--rule-spec",
+                "fixed_window:10/1m",
+                "--rule-spec",
+                "sliding_log:10/1m",
+                "--trace",
+            ])
+            .arg(&trace)
+            .arg("--plot")
+            .arg(&plot),
     );
     assert!(stdout.contains("20 requests, 1 key"), "{stdout}");
-    let row = |name: &str| {
-        let line = stdout.lines().find(|l| l.starts_with(name)).unwrap();
-        line.split_whitespace()
-            .skip(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let numbers = |name: &str| row(&stdout, name)[3..].join(" ");
     // attempts, admitted, denied, retry waste, worst window, where it ends, key.
-    assert_eq!(row("fixed_window:10/1m"), "20 20 0 0 20 (2.00x) +0.100s, a");
-    assert_eq!(row("sliding_log:10/1m"), "20 10 10 9 10 (1.00x) +0.000s, a");
+    assert_eq!(
+        numbers("fixed_window:10/1m"),
+        "20 20 0 0 20 (2.00x) +0.100s, a"
+    );
+    assert_eq!(
+        numbers("sliding_log:10/1m"),
+        "20 10 10 9 10 (1.00x) +0.000s, a"
+    );
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
         svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
@@ -312,34 +327,17 @@ fn the_binary_prints_the_table_and_writes_an_svg_plot() {
 #[test]
 fn the_binary_simulates_a_configs_rules_on_a_pattern() {
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/basic.yaml");
-    let out = weir()
-        .args(["simulate", "--config"])
-        .arg(&config)
-        .args([
-            "--rule",
-            "search",
-            "--rule",
-            "search-smooth",
-            "--pattern",
-            "boundary-burst",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = stdout_of(weir().args(["simulate", "--config"]).arg(&config).args([
+        "--rule",
+        "search",
+        "--rule",
+        "search-smooth",
+        "--pattern",
+        "boundary-burst",
+    ]));
     // 60 a minute each: 60 requests at 59.9 s and 60 at 60 s.
     assert!(stdout.contains("120 requests"), "{stdout}");
-    let admitted = |name: &str| {
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap();
-        line.split_whitespace().nth(4).unwrap().to_owned()
-    };
+    let admitted = |name: &str| row(&stdout, name)[4].to_owned();
     assert_eq!(admitted("search"), "120");
     assert_eq!(admitted("search-smooth"), "60");
 }

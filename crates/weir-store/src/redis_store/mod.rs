@@ -178,14 +178,10 @@ impl RedisStore {
     /// have several.
     async fn run(&self, checks: &[Check<'_>], mode: Mode) -> Result<Vec<Decision>, StoreError> {
         let now_us = self.now_us();
+        let counter_time = self.counter_time(now_us);
         let prepared = checks
             .iter()
-            .map(|c| {
-                Ok((
-                    *c,
-                    ScriptPolicy::new(c.policy)?.at(self.counter_time(now_us)),
-                ))
-            })
+            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?.at(counter_time))))
             .collect::<Result<Vec<_>, StoreError>>()?;
         if matches!(self.config.target, RedisTarget::Cluster(_))
             && checks

@@ -32,6 +32,12 @@ pub struct Server {
 impl Server {
     /// Starts `weir serve` on a free loopback port and waits for it to listen.
     pub fn start(config: &Path) -> Self {
+        Self::start_with(config, &[], Stdio::null())
+    }
+
+    /// [`Server::start`] with more arguments to `weir serve`, and its standard error
+    /// (its log) sent to `stderr`.
+    pub fn start_with(config: &Path, arguments: &[&str], stderr: Stdio) -> Self {
         let mut child = weir()
             .args([
                 "serve",
@@ -39,11 +45,12 @@ impl Server {
                 "127.0.0.1:0",
                 "--admin-listen",
                 "127.0.0.1:0",
-                "--config",
             ])
+            .args(arguments)
+            .arg("--config")
             .arg(config)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
