@@ -36,7 +36,7 @@ fn row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
-fn rules(specs: &[&str]) -> Vec<weir::config::RuleConfig> {
+fn rules(specs: &[&str]) -> Vec<weir::NamedPolicy> {
     specs
         .iter()
         .map(|s| weir::simulate::from_spec(s).unwrap())

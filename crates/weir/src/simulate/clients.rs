@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 
 use super::report::{RuleReport, Series};
 use super::run::Run;
-use crate::config::RuleConfig;
+use crate::engine::NamedPolicy as RuleConfig;
 
 /// How a client waits after a denial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use super::clients::{Clients, Retry};
 use super::error::SimulateError;
 use super::replay::Traffic;
 use super::trace::Builder;
-use crate::config::RuleConfig;
+use crate::engine::NamedPolicy as RuleConfig;
 
 /// The most requests a fixed pattern may make (they are held in memory).
 const MAX_REQUESTS: u64 = 100_000_000;

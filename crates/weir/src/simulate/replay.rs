@@ -5,7 +5,7 @@ use super::progress::{LONG_REPLAY, Progress};
 use super::report::{Outcome, Series};
 use super::run::Run;
 use super::trace::Trace;
-use crate::config::RuleConfig;
+use crate::engine::NamedPolicy as RuleConfig;
 
 /// Buckets of time in the series kept for the plot.
 const BUCKETS: u64 = 200;

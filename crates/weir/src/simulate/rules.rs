@@ -6,25 +6,32 @@ use std::path::Path;
 use weir_core::{Algorithm, Policy};
 
 use super::error::SimulateError;
-use crate::config::{Config, Period, RuleConfig};
+use crate::config::{Config, Period};
+use crate::engine::NamedPolicy as RuleConfig;
 
 /// The rules of the configuration at `path` named in `names`, in that order, or every
 /// rule when `names` is empty.
 pub fn from_config(path: &Path, names: &[String]) -> Result<Vec<RuleConfig>, SimulateError> {
     let config = Config::load(path)?;
     if names.is_empty() {
-        return Ok(config.rules);
+        return Ok(config.engine.rules);
     }
     names
         .iter()
         .map(|name| {
             config
+                .engine
                 .rules
                 .iter()
                 .find(|rule| &rule.name == name)
                 .cloned()
                 .ok_or_else(|| {
-                    let known: Vec<&str> = config.rules.iter().map(|r| r.name.as_str()).collect();
+                    let known: Vec<&str> = config
+                        .engine
+                        .rules
+                        .iter()
+                        .map(|r| r.name.as_str())
+                        .collect();
                     SimulateError::Usage(format!(
                         "{}: no rule is named `{name}` (the rules: {})",
                         path.display(),
