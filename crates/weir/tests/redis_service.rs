@@ -1,6 +1,12 @@
 //! Two `weir serve` instances sharing one Redis (and one Redis Cluster): together they
 //! admit exactly the limit, for every algorithm, under concurrent clients.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::path::Path;

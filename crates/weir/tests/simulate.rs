@@ -2,6 +2,12 @@
 //! denied, retry waste, the worst trailing window), trace errors that name the line,
 //! and the binary end to end writing its SVG plot. No test sleeps: time is virtual.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
