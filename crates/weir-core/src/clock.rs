@@ -16,6 +16,14 @@ use std::time::Duration;
 pub trait Clock: Send + Sync + 'static {
     /// The current time in nanoseconds since the Unix epoch.
     fn now(&self) -> u64;
+
+    /// The wall clock's time in whole seconds since the Unix epoch, for comparing with
+    /// times other systems wrote (a token's `exp`): unlike [`Clock::now`], it follows
+    /// the wall clock when it is set (NTP after boot). By default, `now` in seconds,
+    /// which is what a clock that only moves when told to should answer.
+    fn wall_secs(&self) -> u64 {
+        self.now() / 1_000_000_000
+    }
 }
 
 /// A clock that only moves when told to: for tests and simulations.

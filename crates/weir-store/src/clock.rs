@@ -46,6 +46,15 @@ impl Clock for SystemClock {
         let elapsed = self.timer.delta_as_nanos(self.start, self.timer.raw());
         self.epoch_nanos_at_start.saturating_add(elapsed)
     }
+
+    /// Read from the wall clock each time: a token's expiry is another system's wall
+    /// time, and a process started before the clock was set must not judge tokens by
+    /// its start-up time for ever.
+    fn wall_secs(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs())
+    }
 }
 
 #[cfg(test)]

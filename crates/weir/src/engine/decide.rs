@@ -21,7 +21,7 @@ impl Engine {
     /// The verdict on a request: allowed (with the quotas to report, and a settlement
     /// for rules counted by outcome), denied, unavailable (the store cannot decide and
     /// the failure policy says 503), or refused (an identity cannot be read one way).
-    /// `routed` is what [`Engine::route`] found for the same facts.
+    /// `routed` is what [`Engine::read`] found for the same request.
     pub async fn decide<'e>(self: &'e Arc<Self>, routed: Routed, facts: &Facts<'_>) -> Verdict<'e> {
         let (applied, plan) = match self.apply(&routed, facts) {
             Ok(applied) => applied,
@@ -114,8 +114,9 @@ impl Engine {
         routed: &Routed,
         facts: &Facts<'_>,
     ) -> Result<(Vec<Applied<'e>>, Option<CallerPlan>), Refused> {
-        // Tokens are verified at the engine's time, not the system's.
-        let now_secs = self.clock.now() / 1_000_000_000;
+        // Tokens are verified at the engine's clock's wall time (a manual clock's in
+        // tests), not at a time the JWT library reads itself.
+        let now_secs = self.clock.wall_secs();
         let identities = Identities::new(&self.routing, facts, now_secs);
         let plan = self
             .routing

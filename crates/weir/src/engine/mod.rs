@@ -1,7 +1,7 @@
 //! The engine: every decision weir makes, whichever front door asked.
 //!
-//! A front door reads a request's [`Facts`] and asks [`Engine::decide`]; the engine
-//! finds the rules that apply (route, method, host, the caller's plan), works out each
+//! A front door reads a request's head with [`Engine::read`] and its facts, and asks
+//! [`Engine::decide`]; the engine finds the rules that apply (route, method, host, the caller's plan), works out each
 //! identity once, prices the request, and checks every enforcing rule on the store in
 //! one all-or-nothing step, rules counted by outcome included: their cost is
 //! *reserved* before the request goes on, and the [`Settlement`] that comes with the
@@ -219,11 +219,6 @@ impl Engine {
     /// Whether answers also carry the older `RateLimit-*` and `X-RateLimit-*` fields.
     pub fn legacy_headers(&self) -> bool {
         self.routing.legacy_headers
-    }
-
-    /// How request paths are read ([`crate::request::canonical_path`]'s options).
-    pub fn path_options(&self) -> PathOptions {
-        self.routing.paths
     }
 
     /// Keeps a settlement for `POST /v1/settle`, under a new id. One left unsettled

@@ -1,6 +1,6 @@
 //! What an engine is built from: its rules, how requests are routed to them, and the
-//! kind of store it decides on. `config` produces this after validating a file; code
-//! that embeds weir can produce it too. The engine never reads configuration itself.
+//! kind of store it decides on. `config` produces this after validating a file
+//! (`Config::parse`, whose `engine` it is); the engine never reads configuration itself.
 
 use weir_core::Policy;
 

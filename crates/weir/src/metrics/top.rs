@@ -51,15 +51,16 @@ impl SpaceSaving {
             });
             return;
         }
-        // A full sketch has entries (TRACKED of them).
-        let Some((least, _)) = self
+        #[expect(
+            clippy::expect_used,
+            reason = "here the sketch is full: it holds TRACKED entries, so it has a least"
+        )]
+        let (least, _) = self
             .counted
             .iter()
             .enumerate()
             .min_by_key(|(_, c)| c.denied)
-        else {
-            return;
-        };
+            .expect("a full sketch has entries");
         let replaced = &mut self.counted[least];
         self.index.remove(&replaced.identity);
         self.index.insert(identity.to_owned(), least);

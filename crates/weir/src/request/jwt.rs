@@ -5,12 +5,14 @@
 //! check is never trusted (the caller is anonymous).
 //!
 //! Clocks: both times are checked against the time the caller passes (the engine's
-//! clock, so that expiry can be tested on a manual clock; jsonwebtoken's own checks
-//! read the system time and are turned off). `exp` is checked exactly (a token is
-//! expired from its `exp` second on), `nbf` with [`NBF_LEEWAY`], as jsonwebtoken's
-//! default leeway: an issuer whose clock is a little ahead of weir's gives tokens that
-//! are not yet valid here for a few seconds, and refusing them would turn clock skew
-//! into failed requests. A time that is not a whole number of seconds is refused.
+//! clock's wall time, so that expiry can be tested on a manual clock; jsonwebtoken's
+//! own checks read the system time and are turned off), as jsonwebtoken checked them
+//! before: a token is valid through its `exp` second and expired after it; `nbf` is
+//! checked with [`NBF_LEEWAY`], as jsonwebtoken's default leeway: an issuer whose clock
+//! is a little ahead of weir's gives tokens that are not yet valid here for a few
+//! seconds, and refusing them would turn clock skew into failed requests. Times may be
+//! fractional (RFC 7519's NumericDate), and are rounded to the nearest second; a
+//! negative, non-numeric or absurd one invalidates the token.
 
 use std::fmt;
 
@@ -176,11 +178,11 @@ impl JwtVerifier {
 }
 
 impl Claims {
-    /// Whether the token is valid at `now_secs`: before its `exp` (exactly), and not
+    /// Whether the token is valid at `now_secs`: through its `exp` second, and not
     /// before its `nbf` less [`NBF_LEEWAY`] when it has one.
     fn valid_at(&self, now_secs: u64) -> bool {
-        let time = |name: &str| self.0.get(name).map(serde_json::Value::as_u64);
-        let unexpired = matches!(time("exp"), Some(Some(exp)) if now_secs < exp);
+        let time = |name: &str| self.0.get(name).map(numeric_date);
+        let unexpired = matches!(time("exp"), Some(Some(exp)) if now_secs <= exp);
         let started = match time("nbf") {
             None => true,
             Some(Some(nbf)) => nbf <= now_secs.saturating_add(NBF_LEEWAY),
@@ -188,6 +190,17 @@ impl Claims {
         };
         unexpired && started
     }
+}
+
+/// A NumericDate claim in whole seconds: a non-negative number (fractions rounded, as
+/// jsonwebtoken reads them), `None` for anything else.
+fn numeric_date(value: &serde_json::Value) -> Option<u64> {
+    if let Some(secs) = value.as_u64() {
+        return Some(secs);
+    }
+    let secs = value.as_f64()?.round();
+    // Below 2^64 exactly: `as` saturates, and a time that far off is no time at all.
+    (secs.is_finite() && (0.0..18_446_744_073_709_551_615.0).contains(&secs)).then_some(secs as u64)
 }
 
 /// The claims of a verified token.
@@ -261,16 +274,45 @@ mod tests {
             Some("ana".into()),
             "nbf within the leeway"
         );
-        assert_eq!(sub_at(&v, claims.clone(), NOW + 99), Some("ana".into()));
         assert_eq!(
             sub_at(&v, claims.clone(), NOW + 100),
+            Some("ana".into()),
+            "valid through its exp second"
+        );
+        assert_eq!(
+            sub_at(&v, claims.clone(), NOW + 101),
             None,
-            "expired from its exp second on"
+            "expired after it"
         );
         // Years from now on the system clock mean nothing to it.
         let far = json!({"exp": 4_102_444_800u64});
-        assert_eq!(sub_at(&v, far.clone(), 4_102_444_799), Some("ana".into()));
-        assert_eq!(sub_at(&v, far, 4_102_444_800), None);
+        assert_eq!(sub_at(&v, far.clone(), 4_102_444_800), Some("ana".into()));
+        assert_eq!(sub_at(&v, far, 4_102_444_801), None);
+    }
+
+    /// NumericDates may be fractional (what `Date.now() / 1000` writes): rounded to the
+    /// nearest second, as jsonwebtoken read them; negative or absurd ones invalidate.
+    #[test]
+    fn fractional_times_are_rounded() {
+        let v = verifier();
+        let at = NOW as f64;
+        assert_eq!(sub(&v, json!({"exp": at + 10.4})), Some("ana".into()));
+        assert_eq!(
+            sub_at(&v, json!({"exp": at + 10.4}), NOW + 10),
+            Some("ana".into())
+        );
+        assert_eq!(sub_at(&v, json!({"exp": at + 10.4}), NOW + 11), None);
+        assert_eq!(
+            sub_at(&v, json!({"exp": at + 10.6}), NOW + 11),
+            Some("ana".into())
+        );
+        assert_eq!(
+            sub(&v, json!({"exp": at + 600.0, "nbf": at + 30.5})),
+            Some("ana".into())
+        );
+        assert_eq!(sub(&v, json!({"exp": at + 600.0, "nbf": at + 90.5})), None);
+        assert_eq!(sub(&v, json!({"exp": -1.5})), None);
+        assert_eq!(sub(&v, json!({"exp": 1e300})), None);
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Service {
     pub metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
     store_config: StoreConfig,
+    /// The SHA-256 of the configuration serving now (a reload compares the file's).
+    config_sha256: String,
     clock: Arc<dyn Clock>,
 }
 
@@ -97,6 +99,7 @@ impl Service {
             engine: EngineHandle::from_arc(engine),
             store,
             store_config: config.store.clone(),
+            config_sha256: config.sha256.clone(),
             clock,
         }
     }

@@ -64,6 +64,7 @@ impl Service {
             Arc::clone(&self.metrics),
         ));
         self.metrics.serving_config(&config.sha256);
+        self.config_sha256 = config.sha256.clone();
         self.engine.replace(Arc::clone(&engine));
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
@@ -87,7 +88,9 @@ impl Service {
     /// with no platform code or watcher crate.
     pub async fn watch(mut self, path: PathBuf) {
         let fingerprint = |path: &Path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes));
-        let mut seen = fingerprint(&path);
+        // What serves now, not what the file holds by now: a file changed before this
+        // loop started is reloaded.
+        let mut seen = Some(self.config_sha256.clone());
         let mut hangups = hangups();
         let mut every = tokio::time::interval(WATCH_EVERY);
         loop {
@@ -101,7 +104,11 @@ impl Service {
                 }
             };
             match self.reload(&path).await {
-                Ok(()) => tracing::info!(cause, file = %path.display(), "configuration reloaded"),
+                Ok(()) => {
+                    // A SIGHUP after an edit does not reload the edit a second time.
+                    seen = Some(self.config_sha256.clone());
+                    tracing::info!(cause, file = %path.display(), "configuration reloaded");
+                }
                 Err(error) => {
                     tracing::error!(cause, %error, "new configuration refused; the old one keeps serving")
                 }
