@@ -108,13 +108,19 @@ async fn long_logs_decide_as_the_memory_store_on_every_path() {
                 cost: 1,
             },
         ];
-        let path = rng.below(8);
+        let path = rng.below(10);
         let mut seen = Vec::new();
         for store in stores {
             let decided = match path {
                 0 => store.refund_all(&check).await.map(|()| Vec::new()),
                 1 => store.preview_all(&check).await,
                 2 => store.check_all(&layered).await,
+                // One key twice in one call: the second sees what the first left.
+                3 => store.check_all(&[check[0], check[0]]).await,
+                4 => store
+                    .refund_all(&[check[0], check[0]])
+                    .await
+                    .map(|()| Vec::new()),
                 _ => store.check(user, policy, cost).await.map(|d| vec![d]),
             }
             .unwrap();

@@ -71,9 +71,15 @@ local function log_record(view, seq)
 end
 
 -- The first entry in [lo, hi) whose field (1: time, 2: cumulative cost) is above
--- `bound`, or hi if none (the fields grow with the sequence): up to LOG_CHUNK records
--- from lo in one read, then a binary search.
+-- `bound`, or hi if none (the fields grow with the sequence): the records from lo
+-- this call already holds, up to LOG_CHUNK more in one read, then a binary search.
 local function log_first(view, lo, hi, field, bound)
+  while lo < hi do
+    local r = view.recs[lo] or view.seen[lo]
+    if not r then break end
+    if r[field] > bound then return lo end
+    lo = lo + 1
+  end
   if lo >= hi then return hi end
   local n = math.min(LOG_CHUNK, hi - lo, view.mark - lo)
   if n > 1 then
@@ -93,6 +99,31 @@ local function log_first(view, lo, hi, field, bound)
     if (field == 1 and t or c) > bound then hi = mid else lo = mid + 1 end
   end
   return lo
+end
+
+-- The first entry in [lo, hi) whose cumulative cost is above `bound`, found from the
+-- newest: up to LOG_CHUNK records before hi in one read (where a refund ends), then a
+-- binary search.
+local function log_last(view, lo, hi, bound)
+  local from = math.max(lo, hi - LOG_CHUNK)
+  for seq = hi - 1, math.max(from, view.mark), -1 do
+    if view.recs[seq][2] <= bound then return seq + 1 end
+    hi = seq
+  end
+  local stored = math.min(hi, view.mark)
+  if stored - from > 1 then
+    local _, slot = divmod(stored - 1, view.cap)
+    from = math.max(from, stored - 1 - slot)
+    local offset = log_offset(view, from)
+    local data = redis.call('GETRANGE', view.key, offset, offset + (stored - from) * LOG_RECORD - 1)
+    for seq = stored - 1, from, -1 do
+      local t, c = struct.unpack('<dd', data, (seq - from) * LOG_RECORD + 1)
+      view.seen[seq] = { t, c }
+      if c <= bound then return seq + 1 end
+      hi = seq
+    end
+  end
+  return log_first(view, lo, hi, 2, bound)
 end
 
 -- The cumulative cost before entry `seq`.
@@ -202,10 +233,7 @@ local function sliding_log_refund(view, now, cost, ...)
       view.tail = view.head
     else
       -- The entry that keeps a part: the newest, unless the refund is larger than it.
-      local cut = view.tail - 1
-      if log_before(view, cut) >= target then
-        cut = log_first(view, view.head, cut, 2, target - 1)
-      end
+      local cut = log_last(view, view.head, view.tail, target - 1)
       view.tail = cut + 1
       log_newest(view, log_record(view, cut), target)
     end
