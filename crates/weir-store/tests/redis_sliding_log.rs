@@ -237,3 +237,40 @@ async fn a_full_log_of_the_largest_limit_under_concurrency_answers_every_check_a
         "a sliding-log check took {log_us:.1} us in Redis, a GCRA check {gcra_us:.1} us"
     );
 }
+
+#[tokio::test]
+async fn a_log_in_the_former_format_is_kept_in_the_new_one() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = connect(&server, clock.clone(), Duration::from_secs(5)).await;
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+    let policy = log(5, Duration::from_secs(60));
+    let key = Key {
+        rule: "login",
+        identity: "ana",
+    };
+    // What an earlier weir wrote after admitting 2 at START and 1 a second later.
+    let us = START / 1_000;
+    let former = format!("l:{us}:2,{}:1", us + 1_000_000);
+    server.cli(&["SET", "log:{ana}:login", &former, "PX", "60000"]);
+    memory.check(key, &policy, 2).await.unwrap();
+    clock.advance(Duration::from_secs(1));
+    memory.check(key, &policy, 1).await.unwrap();
+
+    // A peek reads it and writes nothing; then each check decides as the memory store.
+    clock.advance(Duration::from_secs(1));
+    let peek = redis.check(key, &policy, 0).await.unwrap();
+    assert_eq!(peek, memory.check(key, &policy, 0).await.unwrap());
+    assert_eq!(peek.remaining, 2);
+    assert_eq!(server.cli(&["GET", "log:{ana}:login"]).trim(), former);
+    for (gap, cost) in [(0, 2), (0, 1), (58, 1), (1, 3), (1, 1)] {
+        clock.advance(Duration::from_secs(gap));
+        assert_eq!(
+            decisions_in_micros(&redis.check(key, &policy, cost).await.unwrap()),
+            decisions_in_micros(&memory.check(key, &policy, cost).await.unwrap()),
+            "{gap} s later, cost {cost}"
+        );
+    }
+    let value = server.cli(&["GETRANGE", "log:{ana}:login", "0", "1"]);
+    assert_eq!(value.trim(), "L:", "kept in the new format");
+}

@@ -20,8 +20,10 @@
 -- from `mark` on) and those it read (`seen`, shared by the views one call derives).
 -- A check or refund derives a new view and never changes the one it got; `log_save`
 -- writes a view's changes: its new records and header, or the whole string for a new
--- layout. Sequences are from weir-core; the driver reads and writes through
--- `log_open` / `log_save` (see read_state / write_state).
+-- layout. The driver reads and writes through `log_open` / `log_save` (see read_state
+-- / write_state). Sequence numbers and running totals only grow while a key lives:
+-- at the most an accepted policy admits (10,000 a millisecond) they stay below 2^53
+-- for 28 years of traffic that never lets the log empty.
 
 local LOG_HEADER = 50
 local LOG_RECORD = 16
@@ -29,19 +31,34 @@ local LOG_RECORD = 16
 -- steady traffic, before a binary search takes over.
 local LOG_CHUNK = 16
 
--- The stored log of `key` as a view, or false for none (or another algorithm's state).
-local function log_open(key)
-  local header = redis.call('GETRANGE', key, 0, LOG_HEADER - 1)
-  if #header < LOG_HEADER or string.sub(header, 1, 2) ~= 'L:' then return false end
-  local cap, head, tail, base, ntime, ncum = struct.unpack('<dddddd', header, 3)
-  return { key = key, cap = cap, head = head, tail = tail, base = base, ntime = ntime,
-    ncum = ncum, mark = tail, recs = {}, seen = {}, fresh = false }
-end
-
 -- An empty log of capacity `cap`, laid out anew when saved (it reads nothing).
 local function log_new(cap)
   return { cap = cap, head = 0, tail = 0, base = 0, ntime = 0, ncum = 0,
     mark = 0, recs = {}, seen = {}, fresh = true }
+end
+
+-- A log that weir kept in its former format, "l:time:cost,time:cost..." (decoded
+-- whole on every check), read once and laid out anew when saved (in a ring of the
+-- policy's limit from its first admission), so an upgrade forgets nothing.
+local function log_former(key)
+  local view, seq, cum = log_new(1), 0, 0
+  for at, c in string.gmatch(redis.call('GET', key), '(%d+):(%d+)') do
+    cum = cum + tonumber(c)
+    view.recs[seq] = { tonumber(at), cum }
+    view.ntime, view.ncum, seq = tonumber(at), cum, seq + 1
+  end
+  view.tail, view.cap = seq, math.max(seq, 1)
+  return view
+end
+
+-- The stored log of `key` as a view, or false for none (or another algorithm's state).
+local function log_open(key)
+  local header = redis.call('GETRANGE', key, 0, LOG_HEADER - 1)
+  if string.sub(header, 1, 2) == 'l:' then return log_former(key) end
+  if #header < LOG_HEADER or string.sub(header, 1, 2) ~= 'L:' then return false end
+  local cap, head, tail, base, ntime, ncum = struct.unpack('<dddddd', header, 3)
+  return { key = key, cap = cap, head = head, tail = tail, base = base, ntime = ntime,
+    ncum = ncum, mark = tail, recs = {}, seen = {}, fresh = false }
 end
 
 -- A copy of `view` to change (its written records copied: a few at most).
@@ -141,15 +158,13 @@ local function log_newest(view, t, c)
   if seq < view.mark then view.mark = seq end
 end
 
--- Lays a derived view out anew in a ring of `cap` records (after a limit was raised
--- past its ring's size): the whole log read once.
+-- Lays a stored log's derived view out anew in a ring of `cap` records (after a limit
+-- was raised past its ring's size): the whole log read once.
 local function log_relayout(view, cap)
-  if not view.fresh then
-    local data = redis.call('GET', view.key)
-    for seq = view.head, math.min(view.mark, view.tail) - 1 do
-      local t, c = struct.unpack('<dd', data, log_offset(view, seq) + 1)
-      view.recs[seq] = { t, c }
-    end
+  local data = redis.call('GET', view.key)
+  for seq = view.head, math.min(view.mark, view.tail) - 1 do
+    local t, c = struct.unpack('<dd', data, log_offset(view, seq) + 1)
+    view.recs[seq] = { t, c }
   end
   view.cap, view.mark, view.fresh = cap, view.head, true
 end
@@ -206,7 +221,11 @@ local function sliding_log(view, now, cost, limit, _, period)
     if kept.tail > kept.head and kept.ntime == at then
       log_newest(kept, at, kept.ncum + cost)
     else
-      if kept.tail - kept.head >= kept.cap then log_relayout(kept, limit) end
+      if kept.fresh then
+        kept.cap = limit
+      elseif kept.tail - kept.head >= kept.cap then
+        log_relayout(kept, limit)
+      end
       kept.tail = kept.tail + 1
       log_newest(kept, at, kept.ncum + cost)
     end
