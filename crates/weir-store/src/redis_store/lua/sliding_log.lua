@@ -205,13 +205,18 @@ local function sliding_log(view, now, cost, limit, _, period)
   -- (waits still count from now).
   local at = now
   if not empty and view.ntime > at then at = view.ntime end
-  local live, before = 0, 0
+  -- The oldest live entry, the running total before it, and the live total.
+  local live, before, total = 0, 0, 0
   if not empty then
-    live = log_first(view, view.head, view.tail, 1, at - period)
-    before = log_before(view, live)
+    if view.ntime <= at - period then
+      -- Everything has expired (a long pause): nothing to search.
+      live, before = view.tail, view.ncum
+    else
+      live = log_first(view, view.head, view.tail, 1, at - period)
+      before = log_before(view, live)
+    end
+    total = view.ncum - before
   end
-  local total = 0
-  if not empty then total = view.ncum - before end
   local allowed = total + cost <= limit
   local kept = view
   if allowed and cost > 0 then
