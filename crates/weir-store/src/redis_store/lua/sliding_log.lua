@@ -27,21 +27,23 @@
 
 local LOG_HEADER = 50
 local LOG_RECORD = 16
--- Records read at once from the oldest live one: where expiry and waits end in
--- steady traffic, before a binary search takes over.
+-- Records read at once where a search usually ends in steady traffic (from the oldest
+-- live entry, where expiry and waits end; from the newest, where a refund ends),
+-- before a binary search takes over.
 local LOG_CHUNK = 16
 
--- An empty log of capacity `cap`, laid out anew when saved (it reads nothing).
-local function log_new(cap)
-  return { cap = cap, head = 0, tail = 0, base = 0, ntime = 0, ncum = 0,
+-- An empty log, laid out anew when saved (it reads nothing), in a ring of the
+-- policy's limit from its first admission.
+local function log_new()
+  return { cap = 0, head = 0, tail = 0, base = 0, ntime = 0, ncum = 0,
     mark = 0, recs = {}, seen = {}, fresh = true }
 end
 
 -- A log that weir kept in its former format, "l:time:cost,time:cost..." (decoded
--- whole on every check), read once and laid out anew when saved (in a ring of the
--- policy's limit from its first admission), so an upgrade forgets nothing.
+-- whole on every check), read once and laid out anew when saved, so an upgrade
+-- forgets nothing.
 local function log_former(key)
-  local view, seq, cum = log_new(1), 0, 0
+  local view, seq, cum = log_new(), 0, 0
   for at, c in string.gmatch(redis.call('GET', key), '(%d+):(%d+)') do
     cum = cum + tonumber(c)
     view.recs[seq] = { tonumber(at), cum }
@@ -220,17 +222,15 @@ local function sliding_log(view, now, cost, limit, _, period)
   local allowed = total + cost <= limit
   local kept = view
   if allowed and cost > 0 then
-    if not view then view = log_new(limit) end
+    if not view then view = log_new() end
     kept = log_derive(view)
     kept.head, kept.base = live, before
+    -- A new layout gets a ring of the limit (which holds every entry it can admit).
+    if kept.fresh then kept.cap = limit end
     if kept.tail > kept.head and kept.ntime == at then
       log_newest(kept, at, kept.ncum + cost)
     else
-      if kept.fresh then
-        kept.cap = limit
-      elseif kept.tail - kept.head >= kept.cap then
-        log_relayout(kept, limit)
-      end
+      if kept.tail - kept.head >= kept.cap then log_relayout(kept, limit) end
       kept.tail = kept.tail + 1
       log_newest(kept, at, kept.ncum + cost)
     end
