@@ -29,6 +29,27 @@ local function algorithm_named(name)
   return nil
 end
 
+-- The n-th argument (1 to 7) of check i.
+local function arg(argv, i, n)
+  return argv[2 + (i - 1) * 7 + n]
+end
+
+-- A key's state as check i's algorithm reads it: a sliding log's view (read a record
+-- at a time, see sliding_log.lua), every other state whole.
+local function read_state(argv, i, key)
+  if arg(argv, i, 1) == 'sliding_log' then return log_open(key) end
+  return redis.call('GET', key)
+end
+
+-- Writes a state to keep, with its expiry in milliseconds.
+local function write_state(key, kept, px)
+  if type(kept) == 'table' then
+    log_save(key, kept, px)
+  else
+    redis.call('SET', key, kept, 'PX', px)
+  end
+end
+
 -- The time in microseconds: `given`, or the server's TIME when it is "".
 local function clock(given)
   if given == '' then
@@ -58,11 +79,6 @@ local function decide(algorithm, state, now, cost, limit, capacity, period, L, P
     return false, remaining, reset, -1, 0, kept
   end
   return algorithm(state, now, cost, limit, capacity, period, L, P, queue)
-end
-
--- The n-th argument (1 to 7) of check i.
-local function arg(argv, i, n)
-  return argv[2 + (i - 1) * 7 + n]
 end
 
 -- Check i's algorithm, its refund, and its policy: limit, capacity, period, L, P, queue.
@@ -104,7 +120,7 @@ local function refund_all(keys, argv, now)
   local stored, current, reset = {}, {}, {}
   for i, key in ipairs(keys) do
     if stored[key] == nil then
-      stored[key] = redis.call('GET', key)
+      stored[key] = read_state(argv, i, key)
       current[key] = stored[key]
     end
     local _, refund, limit, capacity, period, L, P, queue = policy(argv, i)
@@ -117,7 +133,7 @@ local function refund_all(keys, argv, now)
   for i, key in ipairs(keys) do
     if last(keys, i) and current[key] ~= stored[key] then
       if current[key] then
-        redis.call('SET', key, current[key], 'PX', expiry_ms(reset[key], argv[1]))
+        write_state(key, current[key], expiry_ms(reset[key], argv[1]))
       else
         redis.call('DEL', key)
       end
@@ -130,14 +146,14 @@ end
 -- One key: the same rules as check_all, without the bookkeeping.
 local function check_one(key, argv, now, commit, refused)
   local cost = tonumber(arg(argv, 1, 2))
-  local state = redis.call('GET', key)
+  local state = read_state(argv, 1, key)
   local allowed, remaining, reset, retry, delay, kept = run(argv, 1, now, cost, state)
   if refused and allowed then
     allowed, remaining, reset, retry, delay = run(argv, 1, now, 0, state)
   elseif not commit then
     -- A preview writes nothing.
   elseif allowed and cost > 0 then
-    redis.call('SET', key, kept, 'PX', expiry_ms(reset, argv[1]))
+    write_state(key, kept, expiry_ms(reset, argv[1]))
   elseif state and not kept then
     redis.call('DEL', key)
   end
@@ -154,7 +170,7 @@ local function check_all(keys, argv, now, commit, refused)
   local all = true
   for i, key in ipairs(keys) do
     if stored[key] == nil then
-      stored[key] = redis.call('GET', key)
+      stored[key] = read_state(argv, i, key)
       current[key] = stored[key]
     end
     local cost = tonumber(arg(argv, i, 2))
@@ -181,7 +197,7 @@ local function check_all(keys, argv, now, commit, refused)
       end
       if final ~= stored[key] then
         if final then
-          redis.call('SET', key, final, 'PX', expiry_ms(d[3], argv[1]))
+          write_state(key, final, expiry_ms(d[3], argv[1]))
         else
           redis.call('DEL', key)
         end

@@ -14,7 +14,12 @@
 -- ends, as check() ends for one key.
 local function commit(key, state, given, cost, allowed, remaining, reset, retry, delay, kept)
   if allowed and cost > 0 then
-    redis.call('SET', key, kept, 'PX', expiry_ms(reset, given))
+    -- write_state written out: a Lua call here would cost every check (see fixed_counter).
+    if type(kept) == 'table' then
+      log_save(key, kept, expiry_ms(reset, given))
+    else
+      redis.call('SET', key, kept, 'PX', expiry_ms(reset, given))
+    end
   elseif state and not kept then
     redis.call('DEL', key)
   end
@@ -31,11 +36,13 @@ local function bucket(algorithm, queue)
   end
 end
 
-local function window(algorithm)
+-- `read`, when given, reads the key's state (log_open for a sliding log); else GET.
+local function window(algorithm, read)
   return function(keys, args)
     local given, key = args[1], keys[1]
     local now, cost, limit = clock(given), tonumber(args[2]), tonumber(args[3])
-    local state = redis.call('GET', key)
+    local state
+    if read then state = read(key) else state = redis.call('GET', key) end
     return commit(key, state, given, cost, decide(algorithm, state, now, cost, limit, limit,
       tonumber(args[4])))
   end
@@ -48,7 +55,7 @@ local function register(prefix)
   local entries = {
     { 'gcra', bucket(gcra, false) }, { 'leaky_bucket', bucket(gcra, true) },
     { 'token_bucket', bucket(token_bucket, false) }, { 'fixed_window', window(fixed_window) },
-    { 'sliding_window', window(sliding_window) }, { 'sliding_log', window(sliding_log) },
+    { 'sliding_window', window(sliding_window) }, { 'sliding_log', window(sliding_log, log_open) },
     { 'fixed_counter', window(fixed_counter) },
   }
   for i = 1, #entries do
