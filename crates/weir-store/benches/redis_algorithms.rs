@@ -22,6 +22,12 @@
 //! Also the Redis bytes of each full sliding-log key (`MEMORY USAGE`). redis-server is
 //! pinned to CPU 0 and this process to CPU 1 when the machine has two.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,6 +4,12 @@
 //! the largest limit, checked by many clients at once, answers every check and costs
 //! Redis about what another rule's check does.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
