@@ -1,6 +1,7 @@
 //! weir, the service: configuration, the engine, and the HTTP front doors.
 //!
-//! The binary (`weir serve`, `weir check-config`, `weir simulate`) is a thin layer over this library,
+//! The binary (`weir serve`, `weir check-config`, and `weir simulate` from the `weir-simulate`
+//! crate behind the default `simulate` feature) is a thin layer over this library,
 //! which tests use directly ([`api::router`] serves requests without a socket).
 
 #![deny(missing_docs)]
@@ -14,4 +15,3 @@ pub mod gateway;
 pub mod metrics;
 pub mod request;
 pub mod server;
-pub mod simulate;

@@ -13,9 +13,9 @@ use super::plot;
 use super::progress::Progress;
 use super::replay::{Traffic, simulate};
 use super::report::{Seconds, period};
-use super::rules;
+use super::rules::{self, LoadRules};
 use super::trace::Trace;
-use crate::config::Period;
+use weir_core::parse_period;
 
 /// Replay traffic against rate limit rules offline, on a virtual clock, with weir's
 /// own algorithms, and report what each rule would do.
@@ -103,9 +103,7 @@ pub struct SimulateArgs {
 
 /// A duration as configuration writes periods (`500ms`, `10s`, `1m`).
 fn duration(text: &str) -> Result<Duration, String> {
-    text.parse::<Period>()
-        .map(|p| p.0)
-        .map_err(|e| e.to_string())
+    parse_period(text).map_err(|e| e.to_string())
 }
 
 /// Refuses a pattern parameter the pattern does not read, rather than ignore it.
@@ -155,10 +153,11 @@ fn check_parameters(args: &SimulateArgs, pattern: Pattern) -> Result<(), Simulat
 }
 
 /// Runs `weir simulate`: prints the table on standard output and writes the plot.
-pub fn run(args: &SimulateArgs) -> Result<(), SimulateError> {
+/// `load` reads the rules of the `--config` file.
+pub fn run(args: &SimulateArgs, load: &LoadRules<'_>) -> Result<(), SimulateError> {
     let progress = Progress::on_terminal();
     let mut rules = match &args.config {
-        Some(path) => rules::from_config(path, &args.rules)?,
+        Some(path) => rules::pick(load(path).map_err(SimulateError::Rules)?, &args.rules, path)?,
         None => Vec::new(),
     };
     for spec in &args.rule_specs {

@@ -2,15 +2,14 @@
 
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
-
 /// Why a simulation could not run. Nothing is printed or written when one occurs.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimulateError {
-    /// The configuration file is invalid (the error names the file, line and field).
+    /// The rules file could not be read: the loader's error, which names the file (weir's
+    /// configuration errors name the line and field too).
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Rules(Box<dyn std::error::Error + Send + Sync>),
     /// A line of a trace or access log cannot be read.
     #[error("{}:{line}: {message}", file.display())]
     Trace {
