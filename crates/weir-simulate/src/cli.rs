@@ -33,7 +33,8 @@ use weir_core::parse_period;
 /// a trace, a key is one client); and the worst window, the most cost admitted to one
 /// key in any trailing period of the rule's length, counted exactly, as a multiple of
 /// the limit (an exact sliding_log never exceeds 1.00x; a fixed_window reaches 2.00x
-/// at a boundary). --plot draws admitted and denied over time per rule (SVG).
+/// at a boundary). --plot draws, per rule over the span of the traffic, that trailing
+/// count against the limit, and admitted and denied requests over time (SVG).
 ///
 /// Exit code 1, with the file and line, on input that cannot be read; 2 on a bad
 /// command line.
@@ -95,8 +96,8 @@ pub struct SimulateArgs {
     /// [default: 1]
     #[arg(long, requires = "pattern")]
     seed: Option<u64>,
-    /// Draw admitted and denied requests over time, a panel per rule, into this SVG
-    /// file.
+    /// Draw a panel per rule into this SVG file: the most admitted to one key in a
+    /// trailing period against the limit, and admitted and denied requests over time.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
 }

@@ -20,13 +20,14 @@ pub enum SimulateError {
         /// What is wrong with it.
         message: String,
     },
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    /// A file could not be read or written. The system's error is part of the message,
+    /// not a source below it, so that a chain of causes prints it once.
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The system's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The command asks for something that does not exist or cannot be done: an
     /// unknown rule or pattern, a malformed rule spec, a parameter out of range.

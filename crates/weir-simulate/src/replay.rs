@@ -41,7 +41,10 @@ pub fn simulate(rules: &[Rule], traffic: &Traffic, progress: &Progress) -> Outco
             let reports = rules
                 .iter()
                 .map(|rule| {
-                    let series = Series::new(start, end, BUCKETS);
+                    // The plot's buckets cover the requests, not the quiet before
+                    // them (a pattern starts at 0, a boundary burst at its end).
+                    let first = events.first().map_or(start, |e| e.at);
+                    let series = Series::new(first, end, BUCKETS);
                     let keys = trace.key_count();
                     let mut run = Run::new(&rule.name, rule.policy, keys, keys, series);
                     for batch in events.chunks(BATCH) {

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use weir_simulate::{Outcome, Params, Pattern, Progress, RuleReport, Trace, Traffic};
+use weir_simulate::{Outcome, Params, Pattern, Progress, RuleReport, Series, Trace, Traffic};
 
 const S: u64 = 1_000_000_000;
 
@@ -63,6 +63,40 @@ fn a_fixed_window_lets_twice_its_limit_through_at_a_boundary() {
     // At 60.0 s the previous window weighs in whole: 10 + 1 > 10.
     assert_eq!(numbers(sliding), (10, 10, 9, 10, 59_900_000_000));
     assert_eq!(outcome.rules[0].worst.as_ref().unwrap().key, "a");
+}
+
+#[test]
+fn the_plot_zooms_to_the_burst_and_counts_each_trailing_minute_against_the_limit() {
+    let outcome = run(
+        &["fixed_window:10/1m", "sliding_log:10/1m"],
+        &boundary_burst(),
+    );
+    let [fixed, log] = &outcome.rules[..] else {
+        panic!("two rules")
+    };
+    // The buckets cover the traffic, 59.9 s to 60 s in 200 buckets of 0.5 ms, not the
+    // quiet minute before it.
+    assert_eq!(
+        (fixed.series.start, fixed.series.width),
+        (59_900_000_000, 500_000)
+    );
+    // (when the bucket starts, the most admitted to one key in a minute ending there)
+    let trailing = |series: &Series| -> Vec<(u64, u64)> {
+        let at = |i: usize| series.start + i as u64 * series.width;
+        let counted = series.trailing.iter().enumerate().filter(|(_, n)| **n > 0);
+        counted.map(|(i, &n)| (at(i), n)).collect()
+    };
+    // The fixed window: the limit at 59.9 s, twice the limit at 60 s.
+    assert_eq!(
+        trailing(&fixed.series),
+        [(59_900_000_000, 10), (60_000_000_000, 20)]
+    );
+    // The exact log admits nothing at 60 s: its minute never holds more than the limit.
+    assert_eq!(trailing(&log.series), [(59_900_000_000, 10)]);
+    for report in [fixed, log] {
+        let most = report.series.trailing.iter().max().copied();
+        assert_eq!(most, report.worst.as_ref().map(|w| w.admitted));
+    }
 }
 
 #[test]

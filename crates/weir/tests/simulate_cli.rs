@@ -82,6 +82,32 @@ fn the_binary_prints_the_table_and_writes_an_svg_plot() {
     assert!(
         svg.contains("fixed_window:10/1m") && svg.contains("admitted") && svg.contains("denied")
     );
+    // The plot says what the table says, against the limit.
+    assert!(
+        svg.contains("worst window 2.00x the limit")
+            && svg.contains("most admitted to one key in 1m")
+            && svg.contains("limit (10/1m)"),
+        "{svg:.200}"
+    );
+}
+
+#[test]
+fn a_missing_trace_names_the_system_error_once() {
+    let out = weir()
+        .args([
+            "simulate",
+            "--rule-spec",
+            "gcra:1/1s",
+            "--trace",
+            "/nonexistent.csv",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "weir: /nonexistent.csv: No such file or directory (os error 2)\n"
+    );
 }
 
 #[test]
