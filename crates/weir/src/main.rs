@@ -14,8 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
-use weir::config::Config;
-use weir::server::ConnectionLimits;
+use weir::{Config, ConnectionLimits};
 
 /// weir: a rate limiter for real APIs.
 ///
@@ -99,7 +98,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { file } => Config::load(&file)
-            .map(|config| println!("{}: ok ({} rules)", file.display(), config.rules.len()))
+            .map(|config| {
+                println!(
+                    "{}: ok ({} rules)",
+                    file.display(),
+                    config.engine.rules.len()
+                )
+            })
             .map_err(anyhow::Error::from),
         Command::Serve {
             config,
@@ -132,10 +137,14 @@ fn main() -> ExitCode {
 fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
     let load = |path: &std::path::Path| {
         let config = Config::load(path)?;
-        let rules = config.rules.into_iter().map(|rule| weir_simulate::Rule {
-            name: rule.name,
-            policy: rule.policy,
-        });
+        let rules = config
+            .engine
+            .rules
+            .into_iter()
+            .map(|rule| weir_simulate::Rule {
+                name: rule.name,
+                policy: rule.policy,
+            });
         Ok(rules.collect())
     };
     Ok(weir_simulate::run(args, &load)?)
@@ -163,7 +172,7 @@ fn serve(
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
-        let service = weir::server::service(&config)
+        let service = weir::service(&config)
             .await
             .context("cannot open the store")?;
         let (stop, stopped) = tokio::sync::watch::channel(());
@@ -174,8 +183,8 @@ fn serve(
                 let _ = stopped.changed().await;
             }
         };
-        let api = weir::api::router(service.engine.clone());
-        let admin_router = weir::server::admin_router(&service);
+        let api = weir::api_router(service.engine.clone());
+        let admin_router = weir::admin_router(&service);
         let has_admin = service.admin.is_some();
         let gateway = service.gateway.clone();
         let metrics = Arc::clone(&service.metrics);
@@ -189,7 +198,7 @@ fn serve(
         });
         tokio::spawn(service.watch(config_path.to_path_buf()));
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        let listeners = weir::server::bind_shared(listen, threads)
+        let listeners = weir::bind_shared(listen, threads)
             .with_context(|| format!("cannot listen on {listen}"))?;
         announce(&format!(
             "weir listening on http://{}",
@@ -205,7 +214,7 @@ fn serve(
                     "weir admin listening on http://{}",
                     listener.local_addr()?
                 ));
-                Some(tokio::spawn(weir::server::serve(
+                Some(tokio::spawn(weir::serve(
                     listener,
                     admin_router,
                     limits,
@@ -214,16 +223,16 @@ fn serve(
             }
         };
         tracing::info!(
-            rules = config.rules.len(),
+            rules = config.engine.rules.len(),
             gateway = config.gateway.is_some(),
             threads,
             "serving"
         );
         let workers = match gateway {
             Some(gateway) => {
-                weir::server::serve_on_threads(listeners, gateway, limits, stopped_rx.clone())?
+                weir::serve_on_threads(listeners, gateway, limits, stopped_rx.clone())?
             }
-            None => weir::server::serve_on_threads(listeners, api, limits, stopped_rx.clone())?,
+            None => weir::serve_on_threads(listeners, api, limits, stopped_rx.clone())?,
         };
         shutdown_signal().await;
         let _ = stop.send(());

@@ -9,10 +9,10 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use weir::api::router;
-use weir::config::{Config, StoreConfig};
-use weir::engine::Engine;
-use weir::server::shared;
+use weir::Engine;
+use weir::EngineHandle;
+use weir::api_router as router;
+use weir::{Config, StoreConfig};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 
@@ -47,7 +47,7 @@ fn service(max_keys: Option<usize>) -> (Arc<ManualClock>, Router) {
     let store = Arc::new(MemoryStore::new(memory, clock.clone()));
     (
         clock.clone(),
-        router(shared(Engine::new(&config, store, clock))),
+        router(EngineHandle::new(Engine::new(&config.engine, store, clock))),
     )
 }
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use weir::config::{Config, Fallback, StoreConfig};
+use weir::{Config, Fallback, StoreConfig};
 use weir_core::{Algorithm, Policy};
 use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
@@ -17,10 +17,10 @@ fn loads_a_valid_config_with_defaults() {
         "rules:\n  - name: api\n    algorithm: token_bucket\n    limit: 100\n    period: 1m\n    burst: 20\n  - name: login.v2\n    algorithm: sliding_log\n    limit: 5\n    period: 15m\n",
     )
     .unwrap();
-    assert_eq!(config.rules.len(), 2);
-    assert_eq!(config.rules[0].name, "api");
+    assert_eq!(config.engine.rules.len(), 2);
+    assert_eq!(config.engine.rules[0].name, "api");
     assert_eq!(
-        config.rules[0].policy,
+        config.engine.rules[0].policy,
         Policy::new(
             Algorithm::TokenBucket,
             100,

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use weir::config::Config;
+use weir::Config;
 
 /// The error `text` is refused with, as `weir check-config` prints it.
 fn error_of(text: &str) -> String {

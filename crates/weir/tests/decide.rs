@@ -16,10 +16,10 @@ use common::login_app::App;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use weir::api::{SETTLE_WITHIN, router};
-use weir::config::Config;
-use weir::gateway::Gateway;
-use weir::server::{Handler, Service, Shared};
+use weir::Config;
+use weir::Gateway;
+use weir::{Handler, Service, Shared};
+use weir::{SETTLE_WITHIN, api_router as router};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 

@@ -17,12 +17,17 @@ use axum::routing::get;
 use common::Server;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::mpsc;
 
-async fn start_upstream() -> std::net::SocketAddr {
+/// An upstream whose `/slow` answers 2 s after it arrives; each arrival is announced on
+/// the returned channel, so that a test knows a request is in flight.
+async fn start_upstream() -> (std::net::SocketAddr, mpsc::UnboundedReceiver<()>) {
+    let (arrived, arrivals) = mpsc::unbounded_channel();
     let app = Router::new()
         .route(
             "/slow",
-            get(|| async {
+            get(move || async move {
+                let _ = arrived.send(());
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 "late"
             }),
@@ -31,7 +36,34 @@ async fn start_upstream() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
+    (addr, arrivals)
+}
+
+/// How many reloads with `result` the weir at `admin` has counted (`/metrics`).
+async fn reloads(admin: &str, result: &str) -> u64 {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
+    let request = axum::http::Request::get(format!("http://{admin}/metrics"))
+        .body(Body::empty())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let body = axum::body::to_bytes(Body::new(response.into_body()), 1 << 20)
+        .await
+        .unwrap();
+    let series = format!("weir_config_reloads_total{{result=\"{result}\"}} ");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|line| line.strip_prefix(&series)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the weir at `admin` has counted more than `before` reloads with
+/// `result`.
+async fn wait_for_reload(admin: &str, result: &str, before: u64, within: Duration) {
+    let deadline = Instant::now() + within;
+    while reloads(admin, result).await <= before {
+        assert!(Instant::now() < deadline, "no {result} reload was counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn write_config(path: &Path, upstream: std::net::SocketAddr, limit: u64) {
@@ -81,12 +113,13 @@ fn hangup(server: &Server) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_under_load_without_dropping_requests() {
-    let upstream = start_upstream().await;
+    let (upstream, _arrivals) = start_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
     write_config(&path, upstream, 100_000);
     let weir = Server::start(&path);
     let addr = weir.addr.clone();
+    let admin = weir.admin.clone().unwrap();
 
     // Steady load from 8 clients, each recording anything that is not a 200 or 429.
     let stop = Arc::new(AtomicBool::new(false));
@@ -119,9 +152,11 @@ async fn reloads_under_load_without_dropping_requests() {
     hangup(&weir);
     wait_for_policy(&addr, "\"api\";q=200000;w=60", Duration::from_secs(5)).await;
     // An invalid file is refused; the old configuration keeps serving.
+    let refused = reloads(&admin, "refused").await;
     std::fs::write(&path, "rules:\n  - name: api\n    limit: 0\n").unwrap();
     hangup(&weir);
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Once the refusal is counted, the reload has been tried and refused.
+    wait_for_reload(&admin, "refused", refused, Duration::from_secs(5)).await;
     assert_eq!(
         get_path(&addr, "/x").await.unwrap().1,
         "\"api\";q=200000;w=60"
@@ -145,14 +180,15 @@ async fn reloads_under_load_without_dropping_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_requests_in_flight_then_exits() {
-    let upstream = start_upstream().await;
+    let (upstream, mut arrivals) = start_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
     write_config(&path, upstream, 1_000);
     let mut weir = Server::start(&path);
     let addr = weir.addr.clone();
     let slow = tokio::spawn(async move { get_path(&addr, "/slow").await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // In flight once the upstream has it.
+    arrivals.recv().await.unwrap();
     let status = Command::new("kill")
         .args(["-TERM", &weir.child.id().to_string()])
         .status()

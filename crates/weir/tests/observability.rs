@@ -20,8 +20,8 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use common::login_app::App;
 use serde_json::Value;
-use weir::config::Config;
-use weir::server::{Handler, Service};
+use weir::Config;
+use weir::{Handler, Service};
 use weir_core::{Clock, ManualClock};
 use weir_store::{MemoryStore, MemoryStoreConfig};
 
@@ -58,7 +58,7 @@ impl Weir {
         ));
         let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
         assert!(service.admin.is_some(), "an admin section");
-        let admin = weir::server::admin_router(&service);
+        let admin = weir::admin_router(&service);
         Self {
             service,
             admin,
@@ -182,7 +182,7 @@ async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
     assert_eq!(status, 200);
     assert_eq!(
         headers[header::CONTENT_TYPE],
-        weir::metrics::CONTENT_TYPE,
+        weir::METRICS_CONTENT_TYPE,
         "Prometheus reads the type from the header"
     );
     assert!(
@@ -493,7 +493,7 @@ async fn the_admin_api_is_only_on_the_admin_listener_and_only_when_configured() 
     let config = Config::parse(&text, &dir.path().join("login.yaml")).unwrap();
     assert!(config.admin.is_none());
     let service = small_service(&config);
-    let admin_listener = weir::server::admin_router(&service);
+    let admin_listener = weir::admin_router(&service);
     let get = |uri: &str| {
         Request::get(uri)
             .header("host", "app.test")
@@ -533,7 +533,7 @@ async fn a_reload_rotates_the_admin_token_and_cannot_remove_the_admin_api() {
     std::fs::write(&path, login_config(app.addr, dir.path())).unwrap();
     let config = Config::load(&path).unwrap();
     let mut service = small_service(&config);
-    let admin = weir::server::admin_router(&service);
+    let admin = weir::admin_router(&service);
     let status = |token: &str| {
         let request = Request::get("/admin/api/rules")
             .header(header::AUTHORIZATION, format!("bearer {token}"))

@@ -13,9 +13,9 @@ use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
 use serde_json::Value;
-use weir::config::Config;
-use weir::gateway::Gateway;
-use weir::server::{Handler, Service, Shared};
+use weir::Config;
+use weir::Gateway;
+use weir::{Handler, Service, Shared};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 

@@ -15,9 +15,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request};
 use axum::response::Response;
 use common::login_app::App;
-use weir::config::Config;
-use weir::gateway::Gateway;
-use weir::server::{Handler, Service, Shared};
+use weir::Config;
+use weir::Gateway;
+use weir::{Handler, Service, Shared};
 use weir_core::{Clock, ManualClock};
 use weir_store::{
     MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store,

@@ -7,8 +7,8 @@ use axum::Router;
 use axum::body::Body;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use weir::config::Config;
-use weir::server::ConnectionLimits;
+use weir::Config;
+use weir::ConnectionLimits;
 use weir_testkit::RedisServer;
 
 async fn get(addr: std::net::SocketAddr, path: &str) -> u16 {
@@ -36,11 +36,25 @@ async fn burst(addr: std::net::SocketAddr, n: usize) {
     }
 }
 
-async fn settled_tasks() -> usize {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks()
+}
+
+/// The tasks alive once the count has stopped moving (the same for 10 looks in a row,
+/// 20 ms apart): what a burst left behind, not what it is still finishing.
+async fn settled_tasks() -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut last, mut same) = (alive_tasks(), 0);
+    while same < 10 {
+        assert!(Instant::now() < deadline, "the task count never settled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = alive_tasks();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    last
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,11 +74,11 @@ async fn store_faults_leak_no_tasks() {
         redis.url()
     );
     let config = Config::parse(&text, std::path::Path::new("tasks.yaml")).unwrap();
-    let service = weir::server::service(&config).await.unwrap();
+    let service = weir::service(&config).await.unwrap();
     let gateway = service.gateway.clone().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(weir::server::serve(
+    tokio::spawn(weir::serve(
         listener,
         gateway,
         ConnectionLimits::default(),

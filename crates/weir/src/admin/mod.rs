@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
@@ -24,11 +25,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
+use arc_swap::ArcSwap;
+
 use crate::config::AdminConfig;
-use crate::edge::Problem;
-use crate::edge::ratelimit::ceil_millis;
-use crate::engine::Engine;
-use crate::server::Shared;
+use crate::edge::{Problem, ceil_millis};
+use crate::engine::EngineHandle;
 
 /// The status page: one HTML file and its script, no build step, no external assets.
 const PAGE: &str = include_str!("page.html");
@@ -47,13 +48,13 @@ const MAX_RESET_BYTES: usize = 4096;
 
 #[derive(Clone)]
 struct Admin {
-    engine: Shared<Engine>,
-    config: Shared<AdminConfig>,
+    engine: EngineHandle,
+    config: Arc<ArcSwap<AdminConfig>>,
 }
 
 /// The admin routes, to merge into the admin listener's router. The token is read from
 /// `config` at each call: a reload that changes it takes effect at once.
-pub fn router(engine: Shared<Engine>, config: Shared<AdminConfig>) -> Router {
+pub fn router(engine: EngineHandle, config: Arc<ArcSwap<AdminConfig>>) -> Router {
     let page = || async {
         (
             [
@@ -169,7 +170,7 @@ async fn rules(State(admin): State<Admin>, headers: HeaderMap) -> Response {
     if let Some(refused) = authorize(&admin, &headers) {
         return refused;
     }
-    let engine = admin.engine.load_full();
+    let engine = admin.engine.current();
     let metrics = engine.metrics().metrics();
     let rates = metrics.rates();
     let now = metrics.now();
@@ -216,7 +217,7 @@ async fn key(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
         let query = query(&uri, KEY_PARAMETERS).map_err(IntoResponse::into_response)?;
         let rule = required(&query, "rule").map_err(IntoResponse::into_response)?;
         let key = required(&query, "key").map_err(IntoResponse::into_response)?;
-        let engine = admin.engine.load_full();
+        let engine = admin.engine.current();
         match engine.inspect(rule, key).await {
             Ok(Some(state)) => Ok(Json(KeyView {
                 rule: rule.to_owned(),
@@ -230,7 +231,10 @@ async fn key(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
             })
             .into_response()),
             Ok(None) => Err(Problem::unknown_rule(rule).into_response()),
-            Err(error) => Err(Problem::store_unavailable(error.to_string()).into_response()),
+            Err(error) => {
+                tracing::warn!(%error, "admin: the store could not answer");
+                Err(Problem::store_unavailable().into_response())
+            }
         }
     };
     answer.await.unwrap_or_else(|refused| refused)
@@ -262,7 +266,7 @@ async fn reset(
         if request.key.is_empty() {
             return Err(Problem::invalid_request("`key` must not be empty").into_response());
         }
-        let engine = admin.engine.load_full();
+        let engine = admin.engine.current();
         match engine.reset_key(&request.rule, &request.key).await {
             Ok(true) => {
                 tracing::info!(
@@ -277,7 +281,10 @@ async fn reset(
                 .into_response())
             }
             Ok(false) => Err(Problem::unknown_rule(&request.rule).into_response()),
-            Err(error) => Err(Problem::store_unavailable(error.to_string()).into_response()),
+            Err(error) => {
+                tracing::warn!(%error, "admin: the store could not answer");
+                Err(Problem::store_unavailable().into_response())
+            }
         }
     };
     answer.await.unwrap_or_else(|refused| refused)
@@ -302,7 +309,7 @@ async fn top(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
         };
         let minutes = number("minutes", 5, 5)?;
         let n = number("n", 20, 64)?;
-        let engine = admin.engine.load_full();
+        let engine = admin.engine.current();
         if engine.rule(rule).is_none() {
             return Err(Problem::unknown_rule(rule));
         }

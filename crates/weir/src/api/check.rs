@@ -13,11 +13,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use weir_core::Decision;
 
-use crate::config::RuleConfig;
-use crate::edge::Problem;
-use crate::edge::ratelimit::{self, Quota, ceil_millis};
-use crate::engine::Engine;
-use crate::server::Shared;
+use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit};
+use crate::engine::{Engine, EngineHandle, NamedPolicy};
 
 /// The largest request body read, in bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -38,9 +35,9 @@ fn one() -> u64 {
     1
 }
 
-pub(super) async fn check(State(engine): State<Shared<Engine>>, body: Body) -> Response {
+pub(super) async fn check(State(engine): State<EngineHandle>, body: Body) -> Response {
     // The engine as configured now; a reload while this request runs does not affect it.
-    let engine = engine.load_full();
+    let engine = engine.current();
     // Awaits in this one function, the rest in plain ones: a nested future is copied
     // whole when it is made, on every request.
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
@@ -54,13 +51,13 @@ pub(super) async fn check(State(engine): State<Shared<Engine>>, body: Body) -> R
         Ok(decision) => answer(rule, &decision),
         Err(error) => {
             tracing::warn!(rule = %rule.name, %error, "the store could not decide");
-            Problem::store_unavailable(error.to_string()).into_response()
+            Problem::store_unavailable().into_response()
         }
     }
 }
 
 /// The check asked for, and its rule.
-fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e RuleConfig, CheckRequest), Problem> {
+fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e NamedPolicy, CheckRequest), Problem> {
     let request: CheckRequest = serde_json::from_slice(bytes)
         .map_err(|e| Problem::invalid_request(format!("invalid check request: {e}")))?;
     if request.key.is_empty() {
@@ -79,7 +76,7 @@ fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e RuleConfig, CheckRe
 }
 
 /// The decision as JSON, with the RateLimit fields.
-fn answer(rule: &RuleConfig, decision: &Decision) -> Response {
+fn answer(rule: &NamedPolicy, decision: &Decision) -> Response {
     let status = if decision.allowed {
         StatusCode::OK
     } else {
@@ -96,7 +93,7 @@ fn answer(rule: &RuleConfig, decision: &Decision) -> Response {
         policy: &rule.policy,
         decision,
     };
-    ratelimit::insert(response.headers_mut(), &[quota]);
+    insert_ratelimit(response.headers_mut(), &[quota]);
     response
 }
 

@@ -21,13 +21,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, he
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::edge::{self, Problem, ratelimit::ceil_millis};
-use crate::engine::{Engine, Facts, RuleDecision, SettlementId, Verdict};
-use crate::gateway::client_ip::canonical_ip;
-use crate::request::{
-    canonical_host, canonical_method, canonical_path_and_query, check_routing_headers,
-};
-use crate::server::Shared;
+use crate::edge::{self, Problem, ceil_millis};
+use crate::engine::{Engine, EngineHandle, RuleDecision, SettlementId, Verdict};
+use crate::request::canonical_ip;
 
 /// The largest `/v1/decide` request read, in bytes (the facts, a body included).
 pub const MAX_DECIDE_BYTES: usize = 256 * 1024;
@@ -75,8 +71,8 @@ struct DecideResponse<'a> {
     headers: BTreeMap<String, String>,
 }
 
-pub(super) async fn decide(State(engine): State<Shared<Engine>>, body: Body) -> Response {
-    let engine = engine.load_full();
+pub(super) async fn decide(State(engine): State<EngineHandle>, body: Body) -> Response {
+    let engine = engine.current();
     match read(body).await {
         Ok(request) => answer(&engine, request).await,
         Err(problem) => problem.into_response(),
@@ -92,27 +88,13 @@ async fn read(body: Body) -> Result<DecideRequest, Problem> {
 }
 
 async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
-    let method = match Method::from_bytes(request.method.as_bytes()) {
-        Ok(method) => canonical_method(&method),
-        Err(_) => {
-            return Problem::invalid_request("`method` is not an HTTP method").into_response();
-        }
-    };
-    let canonical = match canonical_path_and_query(&request.path, engine.path_options()) {
-        Ok(canonical) => canonical,
-        Err(error) => return Problem::invalid_request(format!("`path`: {error}")).into_response(),
-    };
-    let (path, query) = match canonical.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (canonical.as_ref(), None),
+    let Ok(method) = Method::from_bytes(request.method.as_bytes()) else {
+        return Problem::invalid_request("`method` is not an HTTP method").into_response();
     };
     let mut headers = match header_map(&request.headers) {
         Ok(headers) => headers,
         Err(problem) => return problem.into_response(),
     };
-    if let Err(detail) = check_routing_headers(&headers, &method) {
-        return Problem::invalid_request(detail).into_response();
-    }
     if let Some(host) = &request.host {
         match HeaderValue::try_from(host.as_str()) {
             Ok(host) => {
@@ -121,70 +103,58 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
             Err(_) => return Problem::invalid_request("`host` is not a host").into_response(),
         }
     }
-    let host = match canonical_host(&headers, &Uri::default()) {
-        Ok(host) => host,
-        Err(error) => return Problem::invalid_request(format!("`host`: {error}")).into_response(),
-    };
-    let routed = match engine.route(&method, host.as_deref(), path) {
-        Ok(routed) => routed,
+    // Read as the gateway reads the request it receives.
+    let (head, routed) = match engine.read(&method, &Uri::default(), &request.path, &headers) {
+        Ok(read) => read,
         Err(refused) => return edge::refused(&refused),
     };
-    let facts = Facts {
-        method: &method,
-        path,
-        query,
-        host: host.as_deref(),
-        headers: &headers,
-        client_ip: canonical_ip(request.client_ip),
-        // The caller is a service trusted with the admin listener: what it reports
-        // (a plan header set by its authentication layer) is believed.
-        trusted_peer: true,
-        body: request.body.as_deref().map(str::as_bytes),
-    };
+    let body = request.body.as_deref().map(str::as_bytes);
+    // The caller is a service trusted with the admin listener: what it reports (a plan
+    // header set by its authentication layer) is believed.
+    let facts = head.facts(&headers, canonical_ip(request.client_ip), true, body);
     let legacy = engine.legacy_headers();
-    match engine.decide(routed, &facts).await {
-        Verdict::Allowed(allowed) => {
-            let settlement = allowed
-                .settlement
-                .map(|s| engine.park(s, SETTLE_WITHIN).to_string());
-            let mut fields = HeaderMap::new();
-            edge::add_quota_headers(&mut fields, &allowed.quotas, legacy);
-            respond(
-                StatusCode::OK,
-                fields,
-                DecideResponse {
-                    allowed: true,
-                    quotas: quotas(&allowed.quotas),
-                    violated: Vec::new(),
-                    retry_after_ms: None,
-                    shadow_denied: allowed.shadow_denied,
-                    settlement,
-                    headers: BTreeMap::new(),
-                },
-            )
-        }
-        Verdict::Denied(denied) => {
-            let mut fields = HeaderMap::new();
-            edge::add_quota_headers(&mut fields, &denied.quotas, legacy);
-            respond(
-                StatusCode::TOO_MANY_REQUESTS,
-                fields,
-                DecideResponse {
-                    allowed: false,
-                    quotas: quotas(&denied.quotas),
-                    violated: denied.violated().collect(),
-                    retry_after_ms: denied.retry_after().map(ceil_millis),
-                    shadow_denied: Vec::new(),
-                    settlement: None,
-                    headers: BTreeMap::new(),
-                },
-            )
-        }
-        Verdict::Refused(refused) => edge::refused(&refused),
-        Verdict::Unavailable(unavailable) => {
-            Problem::store_unavailable(unavailable.detail).into_response()
-        }
+    let verdict = engine.decide(routed, &facts).await;
+    // A denial is answered as JSON here (what the service tells its client is its
+    // own); refusals and 503s as every door answers them.
+    if let Verdict::Denied(denied) = &verdict {
+        let mut fields = HeaderMap::new();
+        edge::add_quota_headers(&mut fields, &denied.quotas, legacy);
+        return respond(
+            StatusCode::TOO_MANY_REQUESTS,
+            fields,
+            DecideResponse {
+                allowed: false,
+                quotas: quotas(&denied.quotas),
+                violated: denied.violated().collect(),
+                retry_after_ms: denied.retry_after().map(ceil_millis),
+                shadow_denied: Vec::new(),
+                settlement: None,
+                headers: BTreeMap::new(),
+            },
+        );
     }
+    let allowed = match edge::answer(verdict, legacy) {
+        Ok(allowed) => allowed,
+        Err(answer) => return answer,
+    };
+    let settlement = allowed
+        .settlement
+        .map(|s| engine.park(s, SETTLE_WITHIN).to_string());
+    let mut fields = HeaderMap::new();
+    edge::add_quota_headers(&mut fields, &allowed.quotas, legacy);
+    respond(
+        StatusCode::OK,
+        fields,
+        DecideResponse {
+            allowed: true,
+            quotas: quotas(&allowed.quotas),
+            violated: Vec::new(),
+            retry_after_ms: None,
+            shadow_denied: allowed.shadow_denied,
+            settlement,
+            headers: BTreeMap::new(),
+        },
+    )
 }
 
 /// The verdict as JSON, its header fields both on the answer and listed in the body.
@@ -237,8 +207,8 @@ struct SettleRequest {
     status: u16,
 }
 
-pub(super) async fn settle(State(engine): State<Shared<Engine>>, body: Body) -> Response {
-    let engine = engine.load_full();
+pub(super) async fn settle(State(engine): State<EngineHandle>, body: Body) -> Response {
+    let engine = engine.current();
     let request: SettleRequest = match axum::body::to_bytes(body, 1024).await {
         Err(_) => return Problem::body_too_large(1024).into_response(),
         Ok(bytes) => match serde_json::from_slice(&bytes) {

@@ -15,13 +15,12 @@ use axum::routing::{get, post};
 pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
 pub use self::decide::{MAX_DECIDE_BYTES, SETTLE_WITHIN};
 use crate::edge::Problem;
-use crate::engine::Engine;
-use crate::server::Shared;
+use crate::engine::EngineHandle;
 
 /// The service: `POST /v1/check` (one rule), `POST /v1/decide` and `POST /v1/settle`
 /// (a request's facts, decided as the gateway would), `GET /healthz`, `GET /readyz`,
 /// `GET /metrics` (Prometheus), and problem+json for anything else.
-pub fn router(engine: Shared<Engine>) -> Router {
+pub fn router(engine: EngineHandle) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
         .route("/v1/decide", post(decide::decide))
@@ -35,8 +34,8 @@ pub fn router(engine: Shared<Engine>) -> Router {
 }
 
 /// `GET /metrics`: every metric in the OpenMetrics text format.
-async fn metrics(State(engine): State<Shared<Engine>>) -> Response {
-    let text = engine.load().metrics().metrics().encode();
+async fn metrics(State(engine): State<EngineHandle>) -> Response {
+    let text = engine.current().metrics().metrics().encode();
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
 
@@ -44,13 +43,10 @@ async fn metrics(State(engine): State<Shared<Engine>>) -> Response {
 /// each rule's failure policy, but its limits are not shared right now). For Redis,
 /// what the store's health loop last saw and the circuit breaker's state: right within
 /// about a second with or without traffic (see `weir_store::StoreHealth`).
-async fn ready(State(engine): State<Shared<Engine>>) -> Response {
-    if engine.load().store().is_ready() {
+async fn ready(State(engine): State<EngineHandle>) -> Response {
+    if engine.current().store().is_ready() {
         "ready\n".into_response()
     } else {
-        Problem::store_unavailable(
-            "degraded: the store is unreachable; rules follow their failure policy",
-        )
-        .into_response()
+        Problem::not_ready().into_response()
     }
 }

@@ -7,9 +7,8 @@ use serde_saphyr::{Location, Spanned};
 use super::ConfigError;
 use super::error::Errors;
 use super::file::{NormalizeName, OneOrMany, RawIdentity, RawJwt};
-use crate::engine::CLIENT_IP;
-use crate::engine::identity::{IdentitySource, Normalize, Source};
-use crate::gateway::jwt::{JwtKey, JwtVerifier};
+use crate::engine::{CLIENT_IP, IdentitySource, Normalize, Source};
+use crate::request::{JwtKey, JwtVerifier};
 
 pub(super) fn identity(
     name: &str,

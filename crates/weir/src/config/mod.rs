@@ -1,4 +1,6 @@
-//! The configuration: read from YAML, validated once, into types that cannot be invalid.
+//! The configuration: read from YAML, validated once, into types that cannot be invalid:
+//! the engine's [`EngineSpec`], the gateway's [`GatewayConfig`], the admin API's
+//! [`AdminConfig`] and the store's [`StoreConfig`].
 //!
 //! Everything is checked at load: unknown fields, algorithms and periods, limits and
 //! bursts out of range, duplicate or malformed rule names. An error names the file, the
@@ -22,14 +24,14 @@ use std::path::Path;
 use serde_saphyr::Location;
 use weir_core::{Algorithm, Policy, PolicyError};
 
-use crate::engine::Routing;
-use crate::gateway::GatewayConfig;
+use crate::engine::{EngineSpec, NamedPolicy};
 
 pub use self::admin::AdminConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
 pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
+pub use self::upstream::{GatewayConfig, Upstream};
 
 /// The longest rule name: names appear in keys and in response headers.
 pub const MAX_RULE_NAME: usize = 64;
@@ -39,25 +41,15 @@ pub const MAX_RULE_NAME: usize = 64;
 pub struct Config {
     /// Where limit state is kept.
     pub store: StoreConfig,
-    /// The rules, in file order, with unique names.
-    pub rules: Vec<RuleConfig>,
-    /// How requests are decided: identities, plans, and the rules with a `match`.
-    pub routing: Routing,
+    /// What the engine is built from: the rules, in file order with unique names, and
+    /// how requests are routed to them.
+    pub engine: EngineSpec,
     /// The gateway, when an `upstream` is configured.
     pub gateway: Option<GatewayConfig>,
     /// The admin API, when an `admin` section is configured.
     pub admin: Option<AdminConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
-}
-
-/// A named limit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleConfig {
-    /// The rule's name: 1 to 64 characters of `A-Z a-z 0-9 _ . -`.
-    pub name: String,
-    /// Its policy.
-    pub policy: Policy,
 }
 
 impl Config {
@@ -101,18 +93,22 @@ impl Config {
         let gateway = upstream::gateway(&raw, &errors, client_ip)?;
         let admin = admin::admin(raw.admin.as_ref(), &errors)?;
         Ok(Config {
+            engine: EngineSpec {
+                rules,
+                routing,
+                store: store.kind(),
+            },
             store,
-            rules,
-            routing,
             gateway,
             admin,
-            sha256: hex_sha256(text.as_bytes()),
+            sha256: sha256_hex(text.as_bytes()),
         })
     }
 }
 
-/// The SHA-256 of `bytes`, in lower-case hex.
-fn hex_sha256(bytes: &[u8]) -> String {
+/// The SHA-256 of `bytes`, in lower-case hex: how a configuration file is named in
+/// metrics, and how a reload sees that it changed.
+pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
         .iter()
@@ -120,7 +116,7 @@ fn hex_sha256(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<RuleConfig>, ConfigError> {
+fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
     for (i, rule) in raw.iter().enumerate() {
@@ -164,7 +160,7 @@ fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<RuleConfig>
             weir_store::check_redis_policy(&policy)
                 .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;
         }
-        rules.push(RuleConfig { name, policy });
+        rules.push(NamedPolicy { name, policy });
     }
     if rules.is_empty() {
         return Err(

@@ -10,8 +10,7 @@ use super::ConfigError;
 use super::error::Errors;
 use super::file::RawPlans;
 use super::identities::header_name;
-use crate::engine::identity::{IdentitySource, Source};
-use crate::engine::plan::{KeyPlan, PlanSource, Plans};
+use crate::engine::{IdentitySource, KeyPlan, PlanSource, Plans, Source};
 
 /// The plans file: `keys:` mapping a key to a plan, or to `{plan, limit}`.
 #[derive(Deserialize)]

@@ -16,10 +16,10 @@ use super::file::{
 use super::identities::identity;
 use super::plans::plans;
 use super::{ConfigError, Fallback};
-use crate::engine::identity::IdentitySource;
-use crate::engine::plan::{PlanSource, Plans};
-use crate::engine::route::{PathMatch, RouteMatch, rule_host};
-use crate::engine::{CLIENT_IP, Failure, Lockout, Routing, Rule};
+use crate::engine::{
+    CLIENT_IP, Failure, IdentitySource, Lockout, PathMatch, PlanSource, Plans, RouteMatch, Routing,
+    Rule, rule_host,
+};
 use crate::request::{EscapedSlashes, PathOptions};
 
 /// What the engine needs to decide requests: identities, plans and the rules with a

@@ -7,7 +7,8 @@ use serde_saphyr::{Location, Spanned};
 use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
 use super::ConfigError;
-use super::file::{ClockName, RawStore, StoreKind};
+use super::file::{ClockName, RawStore, StoreKind as RawStoreKind};
+use crate::engine::StoreKind;
 
 /// The key prefix when none is configured.
 pub const DEFAULT_KEY_PREFIX: &str = "weir";
@@ -26,10 +27,10 @@ pub enum StoreConfig {
 
 impl StoreConfig {
     /// The store's kind as metrics name it: `memory` or `redis`.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> StoreKind {
         match self {
-            StoreConfig::Memory(_) => "memory",
-            StoreConfig::Redis(..) => "redis",
+            StoreConfig::Memory(_) => StoreKind::Memory,
+            StoreConfig::Redis(..) => StoreKind::Redis,
         }
     }
 }
@@ -49,11 +50,11 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
             .at(at)
             .field(format!("store.{field}"))
     };
-    let kind = raw.kind.as_ref().map_or(StoreKind::Memory, |k| k.value);
+    let kind = raw.kind.as_ref().map_or(RawStoreKind::Memory, |k| k.value);
     let kind_name = match kind {
-        StoreKind::Memory => "memory",
-        StoreKind::Redis => "redis",
-        StoreKind::RedisCluster => "redis_cluster",
+        RawStoreKind::Memory => "memory",
+        RawStoreKind::Redis => "redis",
+        RawStoreKind::RedisCluster => "redis_cluster",
     };
     // Fields that belong to another type of store are errors, not silently ignored.
     let foreign = |at: Option<Location>, field: &str, owner: &str| match at {
@@ -65,7 +66,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
         None => Ok(()),
     };
     match kind {
-        StoreKind::Memory => {
+        RawStoreKind::Memory => {
             foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
             foreign(
                 raw.nodes.as_ref().map(|s| s.referenced),
@@ -100,7 +101,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
             }
             Ok(StoreConfig::Memory(config))
         }
-        StoreKind::Redis | StoreKind::RedisCluster => {
+        RawStoreKind::Redis | RawStoreKind::RedisCluster => {
             foreign(
                 raw.max_keys.as_ref().map(|s| s.referenced),
                 "max_keys",
@@ -110,7 +111,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 .kind
                 .as_ref()
                 .map_or(Location::UNKNOWN, |k| k.referenced);
-            let target = if kind == StoreKind::Redis {
+            let target = if kind == RawStoreKind::Redis {
                 foreign(
                     raw.nodes.as_ref().map(|s| s.referenced),
                     "nodes",

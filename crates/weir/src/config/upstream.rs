@@ -10,8 +10,34 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::error::Errors;
 use super::file::{ForwardedHeaderName, RawConfig};
-use crate::gateway::client_ip::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
-use crate::gateway::{GatewayConfig, Upstream};
+use crate::request::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
+
+/// Where allowed requests go.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// `http://host:port` of the upstream.
+    pub base: Uri,
+    /// The longest a connection to the upstream may take to open.
+    pub connect_timeout: Duration,
+    /// The longest the upstream may take to start answering.
+    pub timeout: Duration,
+    /// The largest request body read when a rule identifies callers by a body field.
+    pub max_body_bytes: usize,
+    /// The most body bytes held at once across all requests being read (each counts
+    /// for its `Content-Length`, or `max_body_bytes` without one); past it, `503`.
+    pub max_buffered_bytes: usize,
+    /// The longest a client may take to send such a body (else `408`).
+    pub body_timeout: Duration,
+}
+
+/// What the gateway needs besides the engine: where to forward, and whom to believe.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Where allowed requests go.
+    pub upstream: Upstream,
+    /// Whom to believe about the client's address, and what to tell the upstream.
+    pub client_ip: ClientIpConfig,
+}
 
 /// Defaults of the `upstream` section.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,28 +1,52 @@
 //! The HTTP edge every front door shares: problems as `application/problem+json`, the
-//! RateLimit header fields, and the engine's verdicts as answers (the 429 with
-//! `Retry-After`, the RateLimit fields on every decided answer).
+//! RateLimit header fields, and the engine's verdicts as answers. A verdict becomes an
+//! answer here and nowhere else ([`answer`]), so the gateway, `/v1/decide` and the
+//! doors to come answer one request alike.
 
 mod problem;
-pub mod ratelimit;
+mod ratelimit;
 
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
 pub use self::problem::Problem;
-use self::ratelimit::{Quota, ceil_secs};
-use crate::engine::{Denied, Refused, RuleDecision};
+use self::ratelimit::insert_legacy;
+pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
+use crate::engine::{Allowed, Denied, RuleDecision, Verdict};
+use crate::request::Refused;
+
+/// The answer weir sends itself for a verdict that stops the request (429 with
+/// `Retry-After` and the RateLimit fields, the refusal's 400, 415 or 421, or 503), or
+/// the allowed verdict back, for the door to go on with.
+pub fn answer(verdict: Verdict<'_>, legacy: bool) -> Result<Allowed<'_>, Response> {
+    match verdict {
+        Verdict::Allowed(allowed) => Ok(allowed),
+        Verdict::Denied(denied) => Err(too_many(&denied, legacy)),
+        Verdict::Refused(refused) => Err(self::refused(&refused)),
+        Verdict::Unavailable => Err(Problem::store_unavailable().into_response()),
+    }
+}
 
 /// Adds the RateLimit fields of `quotas` (and the older fields when `legacy`).
 pub fn add_quota_headers(headers: &mut HeaderMap, quotas: &[RuleDecision<'_>], legacy: bool) {
-    let list: Vec<Quota<'_>> = quotas.iter().map(RuleDecision::quota).collect();
-    ratelimit::insert(headers, &list);
+    let list: Vec<Quota<'_>> = quotas.iter().map(quota).collect();
+    insert_ratelimit(headers, &list);
     if legacy {
-        ratelimit::insert_legacy(headers, &list);
+        insert_legacy(headers, &list);
+    }
+}
+
+/// A rule's decision as its part in the RateLimit header fields.
+fn quota<'a>(decision: &'a RuleDecision<'_>) -> Quota<'a> {
+    Quota {
+        name: decision.name,
+        policy: &decision.policy,
+        decision: &decision.decision,
     }
 }
 
 /// The 429 answer: problem+json naming the violated rules, `Retry-After`, RateLimit.
-pub fn too_many(denied: &Denied<'_>, legacy: bool) -> Response {
+fn too_many(denied: &Denied<'_>, legacy: bool) -> Response {
     let violated = denied.violated().map(str::to_owned).collect();
     let retry = denied.retry_after().map(ceil_secs);
     let mut response = Problem::rate_limited(violated, retry).into_response();

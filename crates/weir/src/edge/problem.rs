@@ -4,7 +4,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::engine::Refusal;
+use crate::request::Refusal;
 
 /// A problem to report to the client: a status, a stable type and a human detail.
 #[derive(Debug, Clone)]
@@ -179,8 +179,20 @@ impl Problem {
     }
 
     /// The limiter could not decide: its store failed (503). Not the client's fault,
-    /// and never reported as a denial.
-    pub fn store_unavailable(detail: impl Into<String>) -> Self {
+    /// and never reported as a denial. The detail is fixed: what failed is in weir's
+    /// log and metrics, never in a public answer (a store's own error text can name
+    /// hosts, keys or versions).
+    pub fn store_unavailable() -> Self {
+        Self::unavailable("the rate limit store cannot decide right now; try again shortly")
+    }
+
+    /// `/readyz` while the store is unreachable (503): weir still serves, under each
+    /// rule's failure policy, but its limits are not shared right now.
+    pub fn not_ready() -> Self {
+        Self::unavailable("degraded: the store is unreachable; rules follow their failure policy")
+    }
+
+    fn unavailable(detail: &'static str) -> Self {
         Self {
             retry_after_secs: Some(1),
             ..Self::new(

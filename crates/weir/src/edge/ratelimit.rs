@@ -14,9 +14,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use weir_core::{Decision, Policy};
 
 /// `RateLimit-Policy`.
-pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`.
-pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// Whole seconds, rounded up.
 pub fn ceil_secs(duration: Duration) -> u64 {
@@ -45,7 +45,7 @@ pub struct Quota<'a> {
 /// Adds `RateLimit-Policy` and `RateLimit` for `quotas` (after any items the headers
 /// already hold, e.g. an upstream's own), and `Retry-After` (the longest retry of the
 /// denying quotas) when every denying quota has a retry time.
-pub fn insert(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
+pub fn insert_ratelimit(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
     // Room for a typical item each, so that the pieces never grow the strings.
     let mut policy = String::with_capacity(ITEM_BYTES * quotas.len());
     let mut state = String::with_capacity(ITEM_BYTES * quotas.len());
@@ -95,7 +95,7 @@ fn push_item(list: &mut String, name: &str, parameters: [(&str, u64); 2]) {
 
 /// Sets a list field to its existing items (all non-empty lines, joined) followed by
 /// `items`: an upstream's RateLimit items, or the earlier hops of `X-Forwarded-For`.
-pub(crate) fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
+fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
     // Most answers have no such field yet: one lookup finds that and inserts.
     let mut earlier = match headers.entry(name) {
         Entry::Vacant(vacant) => {

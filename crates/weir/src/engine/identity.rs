@@ -3,11 +3,7 @@
 
 use axum::http::HeaderName;
 
-use super::Refused;
-use super::facts::Facts;
-use crate::gateway::client_ip::ip_key;
-use crate::gateway::jwt::JwtVerifier;
-use crate::request::{body_field, normalize_email};
+use crate::request::{Facts, JwtVerifier, Refused, body_field, ip_key, normalize_email};
 
 /// The longest identity accepted; a request with a longer one is refused, which keeps
 /// keys bounded.
@@ -65,7 +61,12 @@ impl IdentitySource {
     /// The caller's identity: `None` when the request does not carry it (or carries a
     /// token that fails verification: the caller is anonymous), an error when it
     /// carries it in a way that cannot be read one way (the request is refused).
-    pub fn identify(&self, facts: Facts<'_>, ipv6_prefix: u8) -> Result<Option<Identity>, Refused> {
+    pub fn identify(
+        &self,
+        facts: Facts<'_>,
+        ipv6_prefix: u8,
+        now_secs: u64,
+    ) -> Result<Option<Identity>, Refused> {
         let raw = match &self.source {
             Source::Header(name) => {
                 // `X_Api_Key` reaches CGI and WSGI apps as `X-Api-Key` does.
@@ -92,7 +93,7 @@ impl IdentitySource {
                     })?
                     .to_owned()
             }
-            Source::Jwt(verifier) => match verifier.claim(facts.headers) {
+            Source::Jwt(verifier) => match verifier.claim(facts.headers, now_secs) {
                 Some(claim) => claim,
                 None => return Ok(None),
             },
@@ -166,7 +167,7 @@ mod tests {
         body: &[u8],
     ) -> Result<Option<String>, u16> {
         source
-            .identify(facts(headers, body), 64)
+            .identify(facts(headers, body), 64, 0)
             .map(|i| i.map(|i| i.value))
             .map_err(|r| r.status())
     }

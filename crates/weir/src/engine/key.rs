@@ -7,10 +7,9 @@ use std::fmt::Write;
 
 use sha2::{Digest, Sha256};
 
-use super::facts::Facts;
 use super::identity::Identity;
-use super::{CLIENT_IP, Refused, Routing};
-use crate::gateway::client_ip::ip_key;
+use super::{CLIENT_IP, Routing};
+use crate::request::{Facts, Refused, ip_key};
 
 /// The identities of one request, each worked out at most once (a JWT is verified
 /// once however many rules key on it). The first identity that cannot be read one way
@@ -18,6 +17,8 @@ use crate::gateway::client_ip::ip_key;
 pub(super) struct Identities<'s, 'f> {
     routing: &'s Routing,
     facts: &'f Facts<'f>,
+    /// The time tokens are verified at, in seconds since the Unix epoch.
+    now_secs: u64,
     known: RefCell<Vec<(&'s str, Option<Identity>)>>,
     refused: RefCell<Option<Refused>>,
 }
@@ -35,10 +36,11 @@ pub(super) struct CallerKey {
 const MAX_KEY_BYTES: usize = 128;
 
 impl<'s, 'f> Identities<'s, 'f> {
-    pub(super) fn new(routing: &'s Routing, facts: &'f Facts<'f>) -> Self {
+    pub(super) fn new(routing: &'s Routing, facts: &'f Facts<'f>, now_secs: u64) -> Self {
         Self {
             routing,
             facts,
+            now_secs,
             known: RefCell::new(Vec::new()),
             refused: RefCell::new(None),
         }
@@ -61,7 +63,7 @@ impl<'s, 'f> Identities<'s, 'f> {
             return value.clone();
         }
         let (name, source) = self.routing.identities.get_key_value(name)?;
-        let value = match source.identify(*self.facts, self.routing.ipv6_prefix) {
+        let value = match source.identify(*self.facts, self.routing.ipv6_prefix, self.now_secs) {
             Ok(value) => value,
             Err(refused) => {
                 self.refused.borrow_mut().get_or_insert(refused);

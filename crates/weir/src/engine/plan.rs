@@ -5,8 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use axum::http::HeaderName;
 
-use super::facts::Facts;
-use crate::gateway::jwt::JwtVerifier;
+use crate::request::{Facts, JwtVerifier};
 
 /// The plan of a caller whose identity could not be found.
 pub const ANONYMOUS: &str = "anonymous";
@@ -67,6 +66,7 @@ impl Plans {
     pub fn plan_of(
         &self,
         facts: Facts<'_>,
+        now_secs: u64,
         identity_of: impl Fn(&str) -> Option<String>,
     ) -> CallerPlan {
         let named = |name: String| CallerPlan { name, limit: None };
@@ -80,12 +80,14 @@ impl Plans {
         };
         match &self.source {
             // One verification for both claims.
-            PlanSource::JwtClaim { verifier, claim } => match verifier.verified(facts.headers) {
-                Some(claims) if claims.get(verifier.identity_claim()).is_some() => {
-                    known(claims.get(claim).unwrap_or_else(|| self.default.clone()))
+            PlanSource::JwtClaim { verifier, claim } => {
+                match verifier.verified(facts.headers, now_secs) {
+                    Some(claims) if claims.get(verifier.identity_claim()).is_some() => {
+                        known(claims.get(claim).unwrap_or_else(|| self.default.clone()))
+                    }
+                    _ => named(ANONYMOUS.into()),
                 }
-                _ => named(ANONYMOUS.into()),
-            },
+            }
             // Believed only from a trusted proxy (the authentication layer that sets
             // it), and only once: a client's own header is ignored.
             PlanSource::Header(header) => {

@@ -127,7 +127,7 @@ pub fn rule_host(host: &str) -> Result<String, String> {
     let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
-        return Ok(crate::gateway::client_ip::canonical_ip(ip).to_string());
+        return Ok(crate::request::canonical_ip(ip).to_string());
     }
     let label = |l: &str| {
         !l.is_empty()

@@ -3,10 +3,9 @@
 use std::time::Duration;
 
 use weir_core::{Decision, Policy};
-use weir_store::StoreError;
 
 use super::Settlement;
-use crate::edge::ratelimit::Quota;
+use crate::request::Refused;
 
 /// The engine's answer for one request.
 #[derive(Debug)]
@@ -17,70 +16,14 @@ pub enum Verdict<'e> {
     /// consumed.
     Denied(Denied<'e>),
     /// The store could not decide and a rule that applies fails closed (or the store is
-    /// full, or refused the check): answer 503. Nothing was consumed.
-    Unavailable(Unavailable),
+    /// full, or refused the check): answer 503. Nothing was consumed. What failed is
+    /// logged and counted by the engine (the store metrics' `kind` label); it is no
+    /// business of the caller's.
+    Unavailable,
     /// The request cannot be read one way (an identity sent twice, a body field that
     /// is ambiguous or unreadable, a host no rule knows): refuse it. Nothing was
     /// consumed.
     Refused(Refused),
-}
-
-/// A request the engine will not decide on, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    /// What kind of request it is.
-    pub reason: Refusal,
-    /// What to tell the client.
-    pub detail: String,
-}
-
-/// Why a request is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// It cannot be read one way (400).
-    Unreadable,
-    /// Its body is one weir does not read, on a route keyed by one of its fields (415).
-    UnsupportedBody,
-    /// It names a host no rule names (421).
-    UnknownHost,
-}
-
-impl Refused {
-    /// 400: the request cannot be read one way.
-    pub fn bad_request(detail: impl Into<String>) -> Self {
-        Self {
-            reason: Refusal::Unreadable,
-            detail: detail.into(),
-        }
-    }
-
-    /// 415: a body weir cannot read, on a route keyed by one of its fields.
-    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
-        Self {
-            reason: Refusal::UnsupportedBody,
-            detail: detail.into(),
-        }
-    }
-
-    /// 421: a host none of the rules name.
-    pub(super) fn misdirected(host: &str) -> Self {
-        Self {
-            reason: Refusal::UnknownHost,
-            detail: format!(
-                "no rule here names the host `{}`; send the host the API is served under",
-                host.escape_debug()
-            ),
-        }
-    }
-
-    /// The HTTP status that answers it.
-    pub fn status(&self) -> u16 {
-        match self.reason {
-            Refusal::Unreadable => 400,
-            Refusal::UnsupportedBody => 415,
-            Refusal::UnknownHost => 421,
-        }
-    }
 }
 
 /// One enforcing rule's decision for the request.
@@ -92,17 +35,6 @@ pub struct RuleDecision<'e> {
     pub policy: Policy,
     /// What it decided.
     pub decision: Decision,
-}
-
-impl RuleDecision<'_> {
-    /// Its part in the RateLimit header fields.
-    pub fn quota(&self) -> Quota<'_> {
-        Quota {
-            name: self.name,
-            policy: &self.policy,
-            decision: &self.decision,
-        }
-    }
 }
 
 /// A request that may go on.
@@ -158,20 +90,5 @@ impl<'e> Denied<'e> {
             .try_fold(Duration::ZERO, |longest, q| {
                 q.decision.retry_after.map(|r| longest.max(r))
             })
-    }
-}
-
-/// Why the engine could not decide.
-#[derive(Debug, Clone)]
-pub struct Unavailable {
-    /// For the problem's detail: what failed.
-    pub detail: String,
-}
-
-impl Unavailable {
-    pub(super) fn from_error(error: &StoreError) -> Self {
-        Self {
-            detail: error.to_string(),
-        }
     }
 }

@@ -8,10 +8,11 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::Upstream;
-use super::client_ip::{ClientAddress, ForwardedHeader};
+use super::forwarding::write_forwarding;
 use super::pool::UpstreamPool;
+use crate::config::Upstream;
 use crate::edge::Problem;
+use crate::request::{ClientAddress, ForwardedHeader};
 
 /// Headers that describe one connection (or how the message is framed on it), not the
 /// message: never forwarded.
@@ -86,7 +87,7 @@ pub(super) async fn forward(
         parts.headers.insert(header::HOST, host);
     }
     strip_hop_by_hop(&mut parts.headers);
-    client.write_forwarding(&mut parts.headers, header);
+    write_forwarding(client, &mut parts.headers, header);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
         Err(_) => Err(Problem::gateway_timeout(format!(

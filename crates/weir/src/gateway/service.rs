@@ -1,7 +1,6 @@
 //! One request through the gateway: read its facts, ask the engine, answer 429 or 503
 //! or forward, then settle with the upstream's status.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,14 +13,12 @@ use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::GatewayConfig;
 use super::pool::UpstreamPool;
 use super::proxy::forward;
+use crate::config::GatewayConfig;
 use crate::edge::{self, Problem};
-use crate::engine::{Engine, Facts, Refusal, Verdict};
-use crate::request::{
-    canonical_host, canonical_method, canonical_path_and_query, check_routing_headers,
-};
+use crate::engine::Engine;
+use crate::request::Refusal;
 
 /// The header that reports shadow rules that would have denied the request.
 pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
@@ -109,22 +106,18 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         let (config, engine) = (&gateway.config, &gateway.engine);
         let (mut parts, body) = request.into_parts();
         let client = config.client_ip.read(peer.ip(), &parts.headers);
-        let host = match canonical_host(&parts.headers, &parts.uri) {
-            Ok(host) => host,
-            Err(error) => break 'answer unreadable(engine, error.to_string()),
+        // A handle on the target as sent (cheap: shared bytes), so that the request's own
+        // can be replaced by the canonical one.
+        let sent = parts.uri.clone();
+        let target = sent.path_and_query().map_or("/", |p| p.as_str());
+        let (head, routed) = match engine.read(&parts.method, &sent, target, &parts.headers) {
+            Ok(read) => read,
+            Err(refused) => break 'answer (edge::refused(&refused), None),
         };
-        parts.method = canonical_method(&parts.method);
-        if let Err(detail) = check_routing_headers(&parts.headers, &parts.method) {
-            break 'answer unreadable(engine, detail);
-        }
-        // Most paths are canonical already: only another spelling replaces the target.
-        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let respelled = match canonical_path_and_query(target, engine.path_options()) {
-            Ok(Cow::Borrowed(_)) => None,
-            Ok(Cow::Owned(canonical)) => Some(canonical),
-            Err(error) => break 'answer unreadable(engine, error.to_string()),
-        };
-        if let Some(canonical) = respelled {
+        // Forwarded as decided: the canonical method and target (most targets are
+        // canonical already: only another spelling replaces it).
+        parts.method = head.method.clone();
+        if let Some(canonical) = head.respelled() {
             match canonical.parse() {
                 Ok(uri) => parts.uri = uri,
                 Err(_) => {
@@ -134,22 +127,12 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         }
         // An absolute-form target without Host names the host in the target: the app gets
         // it as Host, as decided (not the upstream's own name).
-        if let Some(host) = &host
+        if let Some(host) = &head.host
             && !parts.headers.contains_key(header::HOST)
             && let Ok(value) = HeaderValue::try_from(host.as_str())
         {
             parts.headers.insert(header::HOST, value);
         }
-        // An authority-form target (CONNECT) has no path: it is read as `/`, as before.
-        let path = match parts.uri.path() {
-            "" => "/",
-            path => path,
-        };
-        let query = parts.uri.query();
-        let routed = match engine.route(&parts.method, host.as_deref(), path) {
-            Ok(routed) => routed,
-            Err(refused) => break 'answer (edge::refused(&refused), None),
-        };
         let route = routed.first();
         let header = config.client_ip.header;
         if routed.is_empty() {
@@ -187,28 +170,16 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         } else {
             (body, None)
         };
-        let facts = Facts {
-            method: &parts.method,
-            path,
-            query,
-            host: host.as_deref(),
-            headers: &parts.headers,
-            client_ip: client.ip,
-            trusted_peer: client.peer_trusted,
-            body: bytes.as_deref(),
-        };
-        let allowed = match engine.decide(routed, &facts).await {
-            Verdict::Allowed(allowed) => allowed,
-            Verdict::Denied(denied) => {
-                break 'answer (edge::too_many(&denied, engine.legacy_headers()), route);
-            }
-            Verdict::Refused(refused) => break 'answer (edge::refused(&refused), route),
-            Verdict::Unavailable(unavailable) => {
-                break 'answer (
-                    Problem::store_unavailable(unavailable.detail).into_response(),
-                    route,
-                );
-            }
+        let facts = head.facts(
+            &parts.headers,
+            client.ip,
+            client.peer_trusted,
+            bytes.as_deref(),
+        );
+        let verdict = engine.decide(routed, &facts).await;
+        let allowed = match edge::answer(verdict, engine.legacy_headers()) {
+            Ok(allowed) => allowed,
+            Err(answer) => break 'answer (answer, route),
         };
         let pool = gateway.pool();
         let started = Instant::now();

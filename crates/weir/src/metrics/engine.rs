@@ -13,7 +13,7 @@ use super::families::{
 };
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
-use crate::engine::Refusal;
+use crate::request::Refusal;
 
 /// What became of one rule's decision for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

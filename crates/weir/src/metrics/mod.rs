@@ -24,14 +24,11 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
-pub use self::engine::{
-    EngineMetrics, GatewayRequest, NONE, Outcome, RuleShape, StoreOp, StoreTimer,
-};
+pub use self::engine::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
 use self::families::{ConfigLabels, Families, StoreLabels};
 pub use self::live::{RuleLive, RuleTotals};
 pub use self::rates::Rates;
 use self::rates::Samples;
-pub use self::top::Counted;
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).

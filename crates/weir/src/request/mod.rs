@@ -1,28 +1,42 @@
 //! Reading a request the way the app behind the gateway will: one canonical reading of
-//! its path, host, body fields and identity texts, or a refusal.
+//! its path, host, client address, token, body fields and identity texts, or a refusal.
 //!
 //! weir decides on one reading of a request, and what it forwards is what it decided
 //! on. Where two readings are possible (a path the app may decode differently, a field
 //! sent twice, a host that disagrees with the request target), these functions return
-//! a typed error rather than pick one: the gateway answers it with a 400 (or 415)
-//! problem, and never falls back to a weaker key.
+//! a typed error rather than pick one: the door answers it with a 400 (or 415)
+//! problem, and never falls back to a weaker key. [`read_head`] is the one reading of
+//! a request's method, target and host that every door receiving HTTP shares.
 //!
-//! Every function here is pure: no I/O, no clock, no configuration beyond its
-//! arguments.
+//! Every function here is pure: no I/O, no clock reads (a token's expiry is checked
+//! against the time it is given), no configuration beyond its arguments.
 
 mod address;
-pub mod body;
-pub mod headers;
-pub mod host;
-pub mod identity_text;
-pub mod path;
+mod body;
+mod client_ip;
+mod facts;
+mod head;
+mod headers;
+mod host;
+mod identity_text;
+mod jwt;
+mod path;
+mod refused;
 
 pub use self::address::push_ip;
-pub use self::body::{BodyError, body_field};
-pub use self::headers::{canonical_method, check_routing_headers};
-pub use self::host::{HostError, canonical_host};
-pub use self::identity_text::{IdentityTextError, normalize_email, normalize_identity};
-pub use self::path::{
-    EscapedSlashes, PathError, PathMatchOptions, PathOptions, canonical_path,
-    canonical_path_and_query, match_form,
+pub use self::body::body_field;
+pub use self::client_ip::{
+    ClientAddress, ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_ip, canonical_net,
+    client_ip, ip_key,
 };
+pub use self::facts::Facts;
+pub use self::head::{Head, read_head};
+pub use self::headers::{canonical_method, check_routing_headers};
+pub use self::host::canonical_host;
+pub use self::identity_text::normalize_email;
+pub use self::jwt::{JwtKey, JwtVerifier};
+pub use self::path::{
+    EscapedSlashes, PathMatchOptions, PathOptions, canonical_path, canonical_path_and_query,
+    match_form,
+};
+pub use self::refused::{Refusal, Refused};

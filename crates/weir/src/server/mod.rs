@@ -17,7 +17,7 @@ pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
 pub use self::workers::serve_on_threads;
 use crate::config::{AdminConfig, Config, StoreConfig};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineHandle};
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
 
@@ -35,8 +35,8 @@ pub fn shared<T>(value: T) -> Shared<T> {
 
 /// What `weir serve` runs: the engine (decision API) and, with an upstream, the gateway.
 pub struct Service {
-    /// The engine behind the decision API.
-    pub engine: Shared<Engine>,
+    /// The engine behind every door.
+    pub engine: EngineHandle,
     /// The gateway, when the configuration has an `upstream`.
     pub gateway: Option<Shared<Gateway>>,
     /// The admin API's settings, when configured: a reload may change the token, not
@@ -77,12 +77,12 @@ impl Service {
         metrics.serving_config(&config.sha256);
         let ready = Arc::clone(&store);
         metrics.watch_store(StoreWatch {
-            kind: config.store.kind(),
+            kind: config.store.kind().label(),
             up: Box::new(move || ready.is_ready()),
             breaker_open: None,
         });
         let engine = Arc::new(Engine::with_metrics(
-            config,
+            &config.engine,
             store.clone(),
             clock.clone(),
             Arc::clone(&metrics),
@@ -94,7 +94,7 @@ impl Service {
                 .gateway
                 .clone()
                 .map(|g| shared(Gateway::new(g, Arc::clone(&engine)))),
-            engine: Arc::new(ArcSwap::new(engine)),
+            engine: EngineHandle::from_arc(engine),
             store,
             store_config: config.store.clone(),
             clock,
@@ -136,7 +136,7 @@ pub(crate) async fn store(
                 Arc::new(Breaker::new(store, BreakerConfig::default()).following(health.clone()));
             let closed = Arc::clone(&breaker);
             let watch = StoreWatch {
-                kind: config.kind(),
+                kind: config.kind().label(),
                 up: Box::new(move || health.is_up()),
                 breaker_open: Some(Box::new(move || !closed.is_closed())),
             };
@@ -155,7 +155,7 @@ pub(crate) async fn store(
                 }
             });
             let watch = StoreWatch {
-                kind: config.kind(),
+                kind: config.kind().label(),
                 up: Box::new(|| true),
                 breaker_open: None,
             };

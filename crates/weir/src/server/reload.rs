@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use weir_store::StoreError;
 
 use super::{Service, store};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, sha256_hex};
 use crate::engine::Engine;
 use crate::gateway::Gateway;
 
@@ -58,13 +58,13 @@ impl Service {
             self.store_config = config.store.clone();
         }
         let engine = Arc::new(Engine::with_metrics(
-            &config,
+            &config.engine,
             self.store.clone(),
             self.clock.clone(),
             Arc::clone(&self.metrics),
         ));
         self.metrics.serving_config(&config.sha256);
-        self.engine.store(Arc::clone(&engine));
+        self.engine.replace(Arc::clone(&engine));
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
             shared.store(Arc::new(admin));
@@ -75,14 +75,18 @@ impl Service {
         Ok(())
     }
 
-    /// Reloads on SIGHUP and whenever the file changes (checked every second), until
-    /// the process ends. A refused configuration is logged; the old one keeps serving.
+    /// Reloads on SIGHUP and whenever the file changes, until the process ends. A
+    /// refused configuration is logged; the old one keeps serving.
+    ///
+    /// A change is a change of the file's SHA-256 (what `weir_config_loaded` names),
+    /// looked at every second: a rewrite of the same size within the file system's
+    /// time resolution is still seen, and a touch that changes nothing reloads nothing.
+    /// It polls rather than asking the kernel (inotify): reading a small file once a
+    /// second costs nothing, and polling sees every way a file is replaced (an
+    /// editor's rename, a Kubernetes ConfigMap's symlink swap, a network file system)
+    /// with no platform code or watcher crate.
     pub async fn watch(mut self, path: PathBuf) {
-        let fingerprint = |path: &Path| {
-            std::fs::metadata(path)
-                .ok()
-                .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
-        };
+        let fingerprint = |path: &Path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes));
         let mut seen = fingerprint(&path);
         let mut hangups = hangups();
         let mut every = tokio::time::interval(WATCH_EVERY);

@@ -4,10 +4,13 @@
 //! an issuer (a token without the claim is then refused too). A token that fails any
 //! check is never trusted (the caller is anonymous).
 //!
-//! Clocks: `exp` is checked exactly (a token is expired from its `exp` second on), `nbf`
-//! with [`NBF_LEEWAY`], as jsonwebtoken's default leeway: an issuer whose clock is a
-//! little ahead of weir's gives tokens that are not yet valid here for a few seconds,
-//! and refusing them would turn clock skew into failed requests.
+//! Clocks: both times are checked against the time the caller passes (the engine's
+//! clock, so that expiry can be tested on a manual clock; jsonwebtoken's own checks
+//! read the system time and are turned off). `exp` is checked exactly (a token is
+//! expired from its `exp` second on), `nbf` with [`NBF_LEEWAY`], as jsonwebtoken's
+//! default leeway: an issuer whose clock is a little ahead of weir's gives tokens that
+//! are not yet valid here for a few seconds, and refusing them would turn clock skew
+//! into failed requests. A time that is not a whole number of seconds is refused.
 
 use std::fmt;
 
@@ -122,16 +125,18 @@ impl JwtVerifier {
         self
     }
 
-    /// The claim of a valid token in the request, as a string; `None` when there is no
-    /// token, or it is forged, expired, or lacks the claim.
-    pub fn claim(&self, headers: &HeaderMap) -> Option<String> {
-        self.verified(headers)
+    /// The claim of a valid token in the request, as a string, at `now_secs` (seconds
+    /// since the Unix epoch); `None` when there is no token, or it is forged, expired,
+    /// or lacks the claim.
+    pub fn claim(&self, headers: &HeaderMap, now_secs: u64) -> Option<String> {
+        self.verified(headers, now_secs)
             .and_then(|claims| claims.get(&self.claim))
     }
 
-    /// The claims of a valid token in the request (verified once, read as often as
-    /// needed); `None` when there is no token, or it is forged or expired.
-    pub fn verified(&self, headers: &HeaderMap) -> Option<Claims> {
+    /// The claims of a valid token in the request at `now_secs` (verified once, read as
+    /// often as needed); `None` when there is no token, or it is forged, expired or not
+    /// valid yet.
+    pub fn verified(&self, headers: &HeaderMap, now_secs: u64) -> Option<Claims> {
         let value = headers.get(&self.header)?.to_str().ok()?.trim();
         let token = value
             .strip_prefix("Bearer ")
@@ -143,12 +148,10 @@ impl JwtVerifier {
             *algorithm == header.alg && (kid.is_none() || *kid == header.kid)
         })?;
         let mut validation = Validation::new(*algorithm);
-        // One leeway serves both `exp` and `nbf` in jsonwebtoken; taking it back from
-        // `exp` (`exp - L < now - L`) keeps expiry exact while `nbf > now + L` allows
-        // the skew.
-        validation.leeway = NBF_LEEWAY;
-        validation.reject_tokens_expiring_in_less_than = NBF_LEEWAY;
-        validation.validate_nbf = true;
+        // The times are checked below, against `now_secs`: jsonwebtoken would read the
+        // system clock.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         let mut required = vec!["exp"];
         if self.audience.is_empty() {
             validation.validate_aud = false;
@@ -162,12 +165,28 @@ impl JwtVerifier {
         }
         validation.set_required_spec_claims(&required);
         let data = jsonwebtoken::decode::<serde_json::Value>(token, key, &validation).ok()?;
-        Some(Claims(data.claims))
+        let claims = Claims(data.claims);
+        claims.valid_at(now_secs).then_some(claims)
     }
 
     /// The claim this verifier identifies callers by.
     pub fn identity_claim(&self) -> &str {
         &self.claim
+    }
+}
+
+impl Claims {
+    /// Whether the token is valid at `now_secs`: before its `exp` (exactly), and not
+    /// before its `nbf` less [`NBF_LEEWAY`] when it has one.
+    fn valid_at(&self, now_secs: u64) -> bool {
+        let time = |name: &str| self.0.get(name).map(serde_json::Value::as_u64);
+        let unexpired = matches!(time("exp"), Some(Some(exp)) if now_secs < exp);
+        let started = match time("nbf") {
+            None => true,
+            Some(Some(nbf)) => nbf <= now_secs.saturating_add(NBF_LEEWAY),
+            Some(None) => false,
+        };
+        unexpired && started
     }
 }
 
@@ -194,11 +213,11 @@ mod tests {
 
     const SECRET: &str = "a-long-random-secret";
 
+    /// The time the verifier is given (2026-12-01): tokens are made around it.
+    const NOW: u64 = 1_796_083_200;
+
     fn now() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64
+        NOW as i64
     }
 
     fn verifier() -> JwtVerifier {
@@ -211,7 +230,12 @@ mod tests {
     }
 
     /// The `sub` the verifier reads from a token with these claims (plus `sub`).
-    fn sub(verifier: &JwtVerifier, mut claims: Value) -> Option<String> {
+    fn sub(verifier: &JwtVerifier, claims: Value) -> Option<String> {
+        sub_at(verifier, claims, NOW)
+    }
+
+    /// The same, read at `now_secs`.
+    fn sub_at(verifier: &JwtVerifier, mut claims: Value, now_secs: u64) -> Option<String> {
         claims["sub"] = json!("ana");
         let token = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
@@ -221,7 +245,32 @@ mod tests {
         .unwrap();
         let mut headers = HeaderMap::new();
         headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-        verifier.claim(&headers)
+        verifier.claim(&headers, now_secs)
+    }
+
+    /// The times are read against the clock the verifier is given, not the system's:
+    /// one token is valid, then expired, as that clock moves.
+    #[test]
+    fn times_follow_the_clock_given() {
+        let v = verifier();
+        let claims = json!({"exp": NOW + 10, "nbf": NOW + 100});
+        assert_eq!(sub_at(&v, claims.clone(), NOW), None, "not valid yet");
+        let claims = json!({"exp": NOW + 100, "nbf": NOW + 30});
+        assert_eq!(
+            sub_at(&v, claims.clone(), NOW),
+            Some("ana".into()),
+            "nbf within the leeway"
+        );
+        assert_eq!(sub_at(&v, claims.clone(), NOW + 99), Some("ana".into()));
+        assert_eq!(
+            sub_at(&v, claims.clone(), NOW + 100),
+            None,
+            "expired from its exp second on"
+        );
+        // Years from now on the system clock mean nothing to it.
+        let far = json!({"exp": 4_102_444_800u64});
+        assert_eq!(sub_at(&v, far.clone(), 4_102_444_799), Some("ana".into()));
+        assert_eq!(sub_at(&v, far, 4_102_444_800), None);
     }
 
     #[test]

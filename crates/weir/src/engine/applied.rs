@@ -1,0 +1,32 @@
+//! One rule applied to one request: the unit the engine's steps (reserve, fail over,
+//! shadow, count) pass between them.
+
+use weir_core::Policy;
+use weir_store::{Check, Key};
+
+use super::Rule;
+
+/// One rule applied to one request: whose key, under which policy, at what cost.
+#[derive(Debug)]
+pub(super) struct Applied<'e> {
+    pub(super) index: usize,
+    pub(super) rule: &'e Rule,
+    pub(super) identity: String,
+    /// Whether the identities were written exactly as keyed (else no reset).
+    pub(super) exact: bool,
+    pub(super) policy: Policy,
+    pub(super) cost: u64,
+}
+
+impl Applied<'_> {
+    pub(super) fn check(&self) -> Check<'_> {
+        Check {
+            key: Key {
+                rule: &self.rule.name,
+                identity: &self.identity,
+            },
+            policy: &self.policy,
+            cost: self.cost,
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The decision API's one-rule question: `cost` units for one key under one rule.
+
+use weir_core::Decision;
+use weir_store::{Key, StoreError};
+
+use super::{Engine, NamedPolicy, key};
+use crate::metrics::{Outcome, StoreOp};
+
+impl Engine {
+    /// Checks `cost` units for `identity` under the named `rule`: the decision API's
+    /// one-rule question, asked of the shared store.
+    ///
+    /// State is kept per (rule, identity); rule names cannot contain `:`, so no
+    /// identity can reach another rule's state.
+    pub async fn check(
+        &self,
+        rule: &NamedPolicy,
+        identity: &str,
+        cost: u64,
+    ) -> Result<Decision, StoreError> {
+        // Kept as the gateway keeps keys (a long one by its hash), so that the admin API
+        // finds the same key whichever door counted it.
+        let stored = key::stored_form(identity);
+        let identity = stored.as_ref();
+        let key = Key {
+            rule: &rule.name,
+            identity,
+        };
+        let timer = self.metrics.store_timer(StoreOp::Check, false);
+        let decided = self.store.check(key, &rule.policy, cost).await;
+        timer.finish(decided.as_ref().err());
+        // A cost-0 check only reads: not a decision.
+        if let (Some(&series), true) = (self.named.get(&rule.name), cost > 0) {
+            let outcome = match &decided {
+                Ok(d) if d.allowed => Outcome::Allowed,
+                Ok(_) => {
+                    self.log_denial(&rule.name, identity, None, None, "denied");
+                    Outcome::Denied
+                }
+                Err(_) => Outcome::Unavailable,
+            };
+            let now = self.clock.now();
+            self.metrics
+                .decided(series, None, outcome, identity, decided.as_ref().ok(), now);
+        }
+        decided
+    }
+}

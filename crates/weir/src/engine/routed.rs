@@ -1,0 +1,76 @@
+//! Which rules apply to a request, found from its request line alone (before its body
+//! is read, which only some rules need).
+
+use axum::http::{HeaderMap, Method, Uri};
+
+use super::Engine;
+use crate::request::{Head, Refused, read_head};
+
+/// The rules whose route matches a request, found from its request line alone (before
+/// its body is read, which only some rules need).
+#[derive(Debug, Default)]
+pub struct Routed {
+    pub(super) rules: Vec<usize>,
+    reads_body: bool,
+}
+
+impl Routed {
+    /// Whether no rule applies: the request goes on unlimited.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The index of the first rule that applies (the request's route, in metrics).
+    pub fn first(&self) -> Option<usize> {
+        self.rules.first().copied()
+    }
+
+    /// Whether a rule that applies keys on a field of the body.
+    pub fn reads_body(&self) -> bool {
+        self.reads_body
+    }
+}
+
+impl Engine {
+    /// Reads a request's head one way ([`read_head`], with this engine's path
+    /// options) and finds the rules that apply to it: the first step of every door
+    /// that receives HTTP. A refusal is counted before it is returned.
+    pub fn read<'a>(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        target: &'a str,
+        headers: &HeaderMap,
+    ) -> Result<(Head<'a>, Routed), Refused> {
+        let head = read_head(method, uri, target, headers, self.routing.paths)
+            .map_err(|refused| self.refused(refused))?;
+        let routed = self.route(&head.method, head.host.as_deref(), head.path())?;
+        Ok((head, routed))
+    }
+
+    /// The rules whose route matches a request with this method, host and path (both
+    /// canonical). When rules name hosts, a request naming none of them (an IP
+    /// literal, another name) is refused with a 421, and one without a host with a
+    /// 400, unless `requests.unknown_hosts` is `forward`: the app may serve it as one
+    /// of the named hosts.
+    fn route(&self, method: &Method, host: Option<&str>, path: &str) -> Result<Routed, Refused> {
+        if !self.routing.forward_unknown_hosts && !self.named_hosts.is_empty() {
+            let Some(host) = host else {
+                return Err(self.refused(Refused::bad_request(
+                    "this request names no host (Host), and the rules here depend on it",
+                )));
+            };
+            if !self.named_hosts.iter().any(|named| named == host) {
+                return Err(self.refused(Refused::misdirected(host)));
+            }
+        }
+        let mut routed = Routed::default();
+        for (i, rule) in self.routing.rules.iter().enumerate() {
+            if rule.route.matches(method, host, path) {
+                routed.rules.push(i);
+                routed.reads_body |= self.reads_body[i];
+            }
+        }
+        Ok(routed)
+    }
+}

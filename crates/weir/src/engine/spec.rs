@@ -1,0 +1,54 @@
+//! What an engine is built from: its rules, how requests are routed to them, and the
+//! kind of store it decides on. `config` produces this after validating a file; code
+//! that embeds weir can produce it too. The engine never reads configuration itself.
+
+use weir_core::Policy;
+
+use super::Routing;
+
+/// Everything an [`Engine`](super::Engine) needs besides its store and clock.
+#[derive(Debug, Clone)]
+pub struct EngineSpec {
+    /// Every rule, in file order, with unique names (`/v1/check` asks them by name).
+    pub rules: Vec<NamedPolicy>,
+    /// How requests are decided: identities, plans, and the rules with a `match`.
+    pub routing: Routing,
+    /// The kind of store the engine decides on.
+    pub store: StoreKind,
+}
+
+/// A named limit: a rule's name and its policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedPolicy {
+    /// The rule's name: 1 to 64 characters of `A-Z a-z 0-9 _ . -` (it appears in store
+    /// keys and in header fields, which need no escaping for these).
+    pub name: String,
+    /// Its policy.
+    pub policy: Policy,
+}
+
+/// The kind of store an engine decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// This process's memory: it never becomes unreachable.
+    Memory,
+    /// Redis, shared by every instance: when it cannot decide, fail-open rules are
+    /// decided on a local fallback store.
+    Redis,
+}
+
+impl StoreKind {
+    /// Its name in metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+        }
+    }
+
+    /// Whether the store is shared, and so may fail: then the engine keeps a local
+    /// fallback.
+    pub fn is_shared(self) -> bool {
+        self == StoreKind::Redis
+    }
+}

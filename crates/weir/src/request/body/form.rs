@@ -1,0 +1,90 @@
+//! Forms (`application/x-www-form-urlencoded`) and the query string: a field read once,
+//! whichever separator or decoding an app uses.
+
+use percent_encoding::percent_decode;
+
+use super::BodyError;
+use super::fields::FieldName;
+
+pub(super) fn query_has(query: &str, field: &FieldName<'_>) -> Result<bool, BodyError> {
+    for pair in query.split(['&', ';']) {
+        let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+        if !name.is_empty() && field.in_form(&decode_lossy(name))?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// `+` as a space, percent-escapes decoded, invalid escapes and bytes kept/replaced.
+fn decode_lossy(text: &str) -> String {
+    let spaced = text.replace('+', " ");
+    percent_decode(spaced.as_bytes())
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// `+` as a space, percent-escapes decoded; `None` for a broken escape or non-UTF-8.
+fn decode_strict(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b'%'
+            && !(bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+        {
+            return None;
+        }
+    }
+    let spaced = text.replace('+', " ");
+    percent_decode(spaced.as_bytes())
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
+}
+
+pub(super) fn form_field(body: &[u8], field: &FieldName<'_>) -> Result<Option<String>, BodyError> {
+    let text =
+        std::str::from_utf8(body).map_err(|_| BodyError::InvalidForm("the body is not UTF-8"))?;
+    // Apps that decode JSON whatever the Content-Type (Go's json.Decoder, Flask's
+    // get_json(force=True)) would read such a body as JSON, and find another field.
+    if text.trim_start().starts_with(['{', '[']) {
+        return Err(BodyError::InvalidForm(
+            "a form body must not start like JSON (`{` or `[`): apps that decode JSON whatever the type would read it differently",
+        ));
+    }
+    let ambiguous = |why| BodyError::AmbiguousField {
+        field: field.text.to_owned(),
+        why,
+    };
+    // The field as read with `&` alone between pairs, and with `;` too.
+    let read = |separators: &[char]| -> Result<Option<&str>, BodyError> {
+        field.unicode_names.set(0);
+        let mut found = None;
+        for pair in text.split(separators).filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match field.in_form(&decode_lossy(name))? {
+                None => {}
+                Some(true) => return Err(ambiguous("a bracketed name is read as a list")),
+                Some(false) if found.is_some() => {
+                    return Err(ambiguous("it appears more than once"));
+                }
+                Some(false) => found = Some(value),
+            }
+        }
+        Ok(found)
+    };
+    let with_ampersands = read(&['&'])?;
+    let with_semicolons = read(&['&', ';'])?;
+    if with_ampersands != with_semicolons {
+        return Err(ambiguous(
+            "`;` is read as a separator by some frameworks; send it as %3B",
+        ));
+    }
+    with_ampersands
+        .map(|value| {
+            decode_strict(value).ok_or(BodyError::InvalidForm(
+                "the field's value has a broken percent-escape or is not UTF-8",
+            ))
+        })
+        .transpose()
+}

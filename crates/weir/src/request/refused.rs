@@ -1,0 +1,61 @@
+//! A request weir will not decide on, and why: it cannot be read one way, its body is
+//! one weir does not read, or it names a host no rule names. Every door answers it the
+//! same way (400, 415, 421); nothing is consumed for it.
+
+/// A request the engine will not decide on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// What kind of request it is.
+    pub reason: Refusal,
+    /// What to tell the client.
+    pub detail: String,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// It cannot be read one way (400).
+    Unreadable,
+    /// Its body is one weir does not read, on a route keyed by one of its fields (415).
+    UnsupportedBody,
+    /// It names a host no rule names (421).
+    UnknownHost,
+}
+
+impl Refused {
+    /// 400: the request cannot be read one way.
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self {
+            reason: Refusal::Unreadable,
+            detail: detail.into(),
+        }
+    }
+
+    /// 415: a body weir cannot read, on a route keyed by one of its fields.
+    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
+        Self {
+            reason: Refusal::UnsupportedBody,
+            detail: detail.into(),
+        }
+    }
+
+    /// 421: a host none of the rules name.
+    pub fn misdirected(host: &str) -> Self {
+        Self {
+            reason: Refusal::UnknownHost,
+            detail: format!(
+                "no rule here names the host `{}`; send the host the API is served under",
+                host.escape_debug()
+            ),
+        }
+    }
+
+    /// The HTTP status that answers it.
+    pub fn status(&self) -> u16 {
+        match self.reason {
+            Refusal::Unreadable => 400,
+            Refusal::UnsupportedBody => 415,
+            Refusal::UnknownHost => 421,
+        }
+    }
+}
