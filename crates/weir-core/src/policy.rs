@@ -136,7 +136,24 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Builds a policy, checking every bound (see [`PolicyError`]).
+    /// Builds a policy, checking every bound (see [`PolicyError`]): a policy that
+    /// exists is valid, so nothing downstream checks again.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::{Algorithm, Policy, PolicyError};
+    ///
+    /// // 100 a minute, bursts of up to 20.
+    /// let api = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(60), Some(20))?;
+    /// assert_eq!((api.limit(), api.capacity()), (100, 20));
+    ///
+    /// // What cannot be enforced cannot be built.
+    /// let none = Policy::new(Algorithm::Gcra, 0, Duration::from_secs(60), None);
+    /// assert!(matches!(none, Err(PolicyError::LimitOutOfRange { limit: 0, .. })));
+    /// let burst = Policy::new(Algorithm::FixedWindow, 10, Duration::from_secs(1), Some(5));
+    /// assert_eq!(burst, Err(PolicyError::BurstNotApplicable(Algorithm::FixedWindow)));
+    /// # Ok::<(), PolicyError>(())
+    /// ```
     pub fn new(
         algorithm: Algorithm,
         limit: u64,

@@ -1,6 +1,12 @@
 //! The design article's examples (`shared/seed`), and the behaviours every algorithm
 //! shares, with explicit instants.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::time::Duration;
 
 use weir_core::{Algorithm, Decision, Policy, State, check};

@@ -1,6 +1,12 @@
 //! Property tests over random request sequences: the guarantees each algorithm makes,
 //! checked on what it actually admitted.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::time::Duration;
 
 use proptest::prelude::*;

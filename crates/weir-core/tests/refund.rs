@@ -1,5 +1,11 @@
 //! Refunds: giving back what a check consumed, per algorithm, with explicit instants.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::time::Duration;
 
 use weir_core::{Algorithm, Decision, Policy, State, check, refund};

@@ -2,6 +2,12 @@
 //! the same decisions and the same states, including clocks stepping backwards, peeks,
 //! refunds in between, costs that never fit and arrival times near the end of time.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::time::Duration;
 
 use proptest::prelude::*;

@@ -53,6 +53,10 @@ impl Trace {
     /// # Panics
     ///
     /// When a timestamp is past the year 2554 (nanoseconds overflow `u64`).
+    #[expect(
+        clippy::expect_used,
+        reason = "documented: a constructor for tests and code"
+    )]
     pub fn from_requests<'a>(requests: impl IntoIterator<Item = (u64, &'a str, u64)>) -> Self {
         let mut builder = Builder::default();
         for (ms, key, cost) in requests {
@@ -154,6 +158,10 @@ impl Builder {
         if let Some(&id) = self.index.get(key) {
             return id;
         }
+        #[expect(
+            clippy::expect_used,
+            reason = "a trace is loaded whole, about 16 bytes a request: 2^32 keys would not fit"
+        )]
         let id = u32::try_from(self.trace.keys.len()).expect("fewer than 2^32 keys");
         self.trace.keys.push(key.into());
         self.index.insert(key.into(), id);

@@ -3,6 +3,12 @@
 //! No test sleeps: time is virtual. The `weir` binary end to end (its SVG plot, a
 //! configuration's rules) is tested in `crates/weir/tests/simulate_cli.rs`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::path::Path;
 use std::time::Duration;
 

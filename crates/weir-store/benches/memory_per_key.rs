@@ -7,6 +7,12 @@
 //! allocated before the measurement, so only what each limiter keeps is counted
 //! (including its own copy of every key).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::num::NonZeroU32;
 use std::sync::Arc;

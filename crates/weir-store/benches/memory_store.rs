@@ -26,6 +26,12 @@
 //! weir_token_bucket>` runs one limiter and `WEIR_BENCH_CHECKS=<n>` sets the checks per
 //! measurement; `WEIR_BENCH_ROUNDS=<n>` sets the rounds (5).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Barrier};

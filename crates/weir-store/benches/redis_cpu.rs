@@ -29,6 +29,12 @@
 //! instructions of the whole server (what its CPU time follows) and of the commands'
 //! execution (`call()`, what `usec` times), once per workload.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -8,6 +8,12 @@
 //! of keys, with names of the same length, each holding one integer with an expiry
 //! (`SET name 1796032800000000 PX 3600000`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -10,6 +10,12 @@
 //! 3. The same store paced at half of (2)'s rate, from 32 tasks (enough to carry that
 //!    rate without queueing in the client): latency percentiles at half load.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -52,6 +52,36 @@ pub trait Store: Send + Sync + 'static {
     /// consumed from every key only if every check allows it. When any check denies,
     /// nothing is consumed, and the checks that would have passed report their
     /// unchanged state. Decisions come back in the order of `checks`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use weir_core::{Algorithm, ManualClock, Policy};
+    /// use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store};
+    ///
+    /// let store = MemoryStore::new(MemoryStoreConfig::default(), Arc::new(ManualClock::new(0)));
+    /// let second = Policy::new(Algorithm::FixedWindow, 5, Duration::from_secs(1), None)?;
+    /// let hour = Policy::new(Algorithm::FixedWindow, 2, Duration::from_secs(3600), None)?;
+    /// // A caller's per-second and per-hour limits, decided together.
+    /// let checks = |cost| {
+    ///     [
+    ///         Check { key: Key { rule: "per-second", identity: "ana" }, policy: &second, cost },
+    ///         Check { key: Key { rule: "per-hour", identity: "ana" }, policy: &hour, cost },
+    ///     ]
+    /// };
+    /// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    /// runtime.block_on(async {
+    ///     let both = store.check_all(&checks(2)).await?;
+    ///     assert!(both.iter().all(|d| d.allowed));
+    ///     // The hour is spent: the next unit is denied by it, and the second's window,
+    ///     // which would have allowed it, gives nothing up.
+    ///     let denied = store.check_all(&checks(1)).await?;
+    ///     assert_eq!((denied[0].allowed, denied[1].allowed), (true, false));
+    ///     assert_eq!(denied[0].remaining, 3, "nothing consumed from the second's window");
+    ///     Ok::<_, weir_store::StoreError>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>>;
 
     /// What [`Store::check_all`] would decide now, changing nothing: for limits that

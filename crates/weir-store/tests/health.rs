@@ -3,6 +3,12 @@
 //! within a second, the breaker that follows it opens and closes with it, and the first
 //! check after the return is shared and succeeds. Also a replica promoted by failover.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,11 @@
 //! The memory store: exact under concurrency, all-or-nothing layers, bounded, expiring.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -3,6 +3,12 @@
 //! admitting and the denying path, beside batches and refunds under the write lock; and
 //! deciding as `weir_core` does while a key's policy changes under it.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;

@@ -1,6 +1,12 @@
 //! The Redis store against real `redis-server` processes (and a local 3-master
 //! cluster): the same decisions as the memory store, expiry, script reloads, failures.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

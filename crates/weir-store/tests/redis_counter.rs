@@ -5,6 +5,12 @@
 //! unit stays counted, as in envoy, so from then on they can only deny more, never
 //! admit more.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

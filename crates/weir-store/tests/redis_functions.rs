@@ -2,6 +2,12 @@
 //! 7), and the script by `EVALSHA` (a Redis without Functions); a library lost between
 //! checks is loaded again without failing one.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

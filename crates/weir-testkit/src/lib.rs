@@ -7,6 +7,11 @@
 //! `redis-server` or `redis-cli` fails the test loudly, saying how to install it (or to
 //! run `scripts/test`, which does); nothing is skipped silently.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
 #![deny(missing_docs)]
 
 mod conformance;

@@ -1,6 +1,12 @@
 //! Abusive clients: slow headers (slowloris), oversized headers, a body that never
 //! finishes; each gets a bounded, clear answer and nothing else is affected.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::io::{Read, Write};

@@ -1,5 +1,11 @@
 //! The decision API, through the router (no socket), with a manual clock.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

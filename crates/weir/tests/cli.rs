@@ -1,6 +1,12 @@
 //! The `weir` binary, run for real: `check-config` exit codes and messages, and `serve`
 //! on a loopback port, answering and stopping on SIGTERM.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

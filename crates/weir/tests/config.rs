@@ -1,5 +1,11 @@
 //! `Config`: what loads, and errors that name the file, line and field.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::path::Path;
 use std::time::Duration;
 

@@ -2,6 +2,12 @@
 //! request's facts, shared counts with the gateway itself, settlements that are used
 //! once and expire into counted attempts, and bad input answered with a 400.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -2,6 +2,12 @@
 //! restarted, Redis frozen with SIGSTOP and thawed, with a fail-open and a fail-closed
 //! rule side by side behind the gateway.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::sync::Arc;

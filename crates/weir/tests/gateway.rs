@@ -2,6 +2,12 @@
 //! binary in front of it, and a client, all on loopback. The shipped examples are run
 //! as they are, with only their upstream address replaced.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::net::SocketAddr;

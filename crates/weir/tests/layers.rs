@@ -3,6 +3,12 @@
 //! `crate::<module>` a module names, and fails on any step up or sideways, so a door
 //! can always be built on the engine alone.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -3,6 +3,12 @@
 //! serving; requests in flight are not dropped), and stopping on SIGTERM after the
 //! requests in flight.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::path::Path;

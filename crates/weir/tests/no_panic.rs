@@ -1,6 +1,12 @@
 //! Bad input never panics: the configuration loader, forwarding headers, identities,
 //! and the decision API's body, on arbitrary input.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;

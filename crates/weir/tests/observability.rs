@@ -6,6 +6,12 @@
 //! The in-process tests run `examples/login.yaml` in front of a login app on a manual
 //! clock; the page and the logs come from the real binary.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::collections::HashMap;

@@ -3,6 +3,12 @@
 //! the app acts on them, forwarded as decided, or refused. The gateway runs in
 //! process in front of an upstream that echoes what it received.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::net::SocketAddr;

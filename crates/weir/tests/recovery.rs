@@ -9,6 +9,12 @@
 //! `cargo test -p weir --test recovery -- --nocapture` prints the figures recorded in
 //! RELIABILITY.md.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};

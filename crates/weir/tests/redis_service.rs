@@ -1,6 +1,12 @@
 //! Two `weir serve` instances sharing one Redis (and one Redis Cluster): together they
 //! admit exactly the limit, for every algorithm, under concurrent clients.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::path::Path;
@@ -133,5 +139,58 @@ fn a_dead_redis_is_a_503_within_the_timeout_never_a_denial() {
             "{:?}",
             started.elapsed()
         );
+    }
+}
+
+/// A store failure is answered alike at every door, with a fixed detail: the Redis
+/// client's own error (addresses, versions, "Connection refused") stays in weir's log
+/// and metrics, never in a public answer.
+#[test]
+fn a_store_failure_tells_callers_nothing_of_the_store() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    algorithm: gcra\n    limit: 10\n    period: 1m\n    failure: closed\n",
+            redis.url()
+        ),
+    )
+    .unwrap();
+    let weir = Server::start(&path);
+    let check = r#"{"rule": "api", "key": "k"}"#;
+    let decide = r#"{"method": "GET", "path": "/books", "client_ip": "192.0.2.1"}"#;
+    assert_eq!(
+        weir.request("POST", "/v1/check", check).0,
+        "HTTP/1.1 200 OK"
+    );
+    assert_eq!(
+        weir.request("POST", "/v1/decide", decide).0,
+        "HTTP/1.1 200 OK"
+    );
+    redis.kill();
+    for (door, body) in [("/v1/check", check), ("/v1/decide", decide)] {
+        for _ in 0..3 {
+            let (status, reply) = weir.request("POST", door, body);
+            assert_eq!(
+                status, "HTTP/1.1 503 Service Unavailable",
+                "{door}: {reply}"
+            );
+            let problem: serde_json::Value = serde_json::from_str(&reply).unwrap();
+            assert_eq!(problem["type"], "/problems/store-unavailable", "{door}");
+            assert_eq!(
+                problem["detail"],
+                "the rate limit store cannot decide right now; try again shortly",
+                "{door}: {reply}"
+            );
+            let port = redis.url().rsplit(':').next().unwrap().to_owned();
+            for leak in ["redis", "refused", "timed out", "127.0.0.1", port.as_str()] {
+                assert!(
+                    !reply.to_lowercase().contains(leak),
+                    "{door} says {leak:?}: {reply}"
+                );
+            }
+        }
     }
 }

@@ -4,6 +4,12 @@
 //! of a real (slow) login app. Time is a manual clock (Redis with `clock: local`), so
 //! lockouts are passed by moving it, never by sleeping.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::net::{IpAddr, SocketAddr};

@@ -1,6 +1,12 @@
 //! No tasks leak through store faults: the gateway in process, on the test's runtime,
 //! counted with Tokio's runtime metrics before and after Redis dies and comes back.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::time::{Duration, Instant};
 
 use axum::Router;

@@ -39,6 +39,24 @@ use crate::{Algorithm, Decision, Policy};
 ///   stepping backwards never grants anything (waits are still counted from `now`);
 /// - the state comes out `None` exactly when it is full again (`reset_after` is zero),
 ///   so a store can drop the key.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::{Algorithm, Policy, check};
+///
+/// // Two a second, as GCRA spaces them: a burst of two, then one every 500 ms.
+/// let policy = Policy::new(Algorithm::Gcra, 2, Duration::from_secs(1), None)?;
+/// let mut state = None; // a key never seen: full
+/// let now = 1_796_083_200_000_000_000; // nanoseconds since the Unix epoch
+/// assert!(check(&policy, &mut state, now, 1).allowed);
+/// assert!(check(&policy, &mut state, now, 1).allowed);
+/// let denied = check(&policy, &mut state, now, 1);
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after, Some(Duration::from_millis(500)));
+/// // Time is handed in: 500 ms later, one unit is back.
+/// assert!(check(&policy, &mut state, now + 500_000_000, 1).allowed);
+/// # Ok::<(), weir_core::PolicyError>(())
+/// ```
 pub fn check(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) -> Decision {
     let fits_ever = cost <= policy.capacity();
     let cost = if fits_ever { cost } else { 0 };

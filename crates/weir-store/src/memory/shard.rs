@@ -40,8 +40,9 @@ impl Shard {
         {
             Some(i) => &mut self.rules[i],
             None => {
+                let i = self.rules.len();
                 self.rules.push(Tables::new(rule));
-                self.rules.last_mut().expect("just pushed")
+                &mut self.rules[i]
             }
         }
     }

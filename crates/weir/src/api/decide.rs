@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, he
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::edge::{self, Problem, ceil_millis};
+use crate::edge::{self, Answer, Problem, ceil_millis};
 use crate::engine::{Engine, EngineHandle, RuleDecision, SettlementId, Verdict};
 use crate::request::canonical_ip;
 
@@ -134,8 +134,8 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
         );
     }
     let allowed = match edge::answer(verdict, legacy) {
-        Ok(allowed) => allowed,
-        Err(answer) => return answer,
+        Answer::Proceed(allowed) => allowed,
+        Answer::Stop(answer) => return answer,
     };
     let settlement = allowed
         .settlement

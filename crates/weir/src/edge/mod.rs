@@ -15,15 +15,25 @@ pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
 use crate::engine::{Allowed, Denied, RuleDecision, Verdict};
 use crate::request::Refused;
 
-/// The answer weir sends itself for a verdict that stops the request (429 with
-/// `Retry-After` and the RateLimit fields, the refusal's 400, 415 or 421, or 503), or
-/// the allowed verdict back, for the door to go on with.
-pub fn answer(verdict: Verdict<'_>, legacy: bool) -> Result<Allowed<'_>, Response> {
+/// What a door does with a verdict.
+#[derive(Debug)]
+pub enum Answer<'e> {
+    /// Go on (forward the request, or tell the caller it may): the quotas to report and
+    /// the settlement to make.
+    Proceed(Allowed<'e>),
+    /// Send weir's own answer instead.
+    Stop(Response),
+}
+
+/// What a door does with `verdict`: go on when it allows, else send weir's own answer
+/// (429 with `Retry-After` and the RateLimit fields, the refusal's 400, 415 or 421, or
+/// 503 with a fixed detail). `legacy` adds the older RateLimit fields.
+pub fn answer(verdict: Verdict<'_>, legacy: bool) -> Answer<'_> {
     match verdict {
-        Verdict::Allowed(allowed) => Ok(allowed),
-        Verdict::Denied(denied) => Err(too_many(&denied, legacy)),
-        Verdict::Refused(refused) => Err(self::refused(&refused)),
-        Verdict::Unavailable => Err(Problem::store_unavailable().into_response()),
+        Verdict::Allowed(allowed) => Answer::Proceed(allowed),
+        Verdict::Denied(denied) => Answer::Stop(too_many(&denied, legacy)),
+        Verdict::Refused(refused) => Answer::Stop(self::refused(&refused)),
+        Verdict::Unavailable => Answer::Stop(Problem::store_unavailable().into_response()),
     }
 }
 

@@ -40,6 +40,10 @@ impl std::fmt::Debug for DenialLog {
 }
 
 impl DenialLog {
+    #[expect(
+        clippy::expect_used,
+        reason = "a constant policy within every bound: Policy::new cannot refuse it"
+    )]
     pub(super) fn new(clock: Arc<dyn Clock>) -> Self {
         let config = MemoryStoreConfig {
             max_keys: REMEMBERED,

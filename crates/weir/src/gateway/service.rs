@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use super::pool::UpstreamPool;
 use super::proxy::forward;
 use crate::config::GatewayConfig;
-use crate::edge::{self, Problem};
+use crate::edge::{self, Answer, Problem};
 use crate::engine::Engine;
 use crate::request::Refusal;
 
@@ -178,8 +178,8 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         );
         let verdict = engine.decide(routed, &facts).await;
         let allowed = match edge::answer(verdict, engine.legacy_headers()) {
-            Ok(allowed) => allowed,
-            Err(answer) => break 'answer (answer, route),
+            Answer::Proceed(allowed) => allowed,
+            Answer::Stop(answer) => break 'answer (answer, route),
         };
         let pool = gateway.pool();
         let started = Instant::now();

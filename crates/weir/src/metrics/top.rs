@@ -51,12 +51,15 @@ impl SpaceSaving {
             });
             return;
         }
-        let (least, _) = self
+        // A full sketch has entries (TRACKED of them).
+        let Some((least, _)) = self
             .counted
             .iter()
             .enumerate()
             .min_by_key(|(_, c)| c.denied)
-            .expect("a full sketch has entries");
+        else {
+            return;
+        };
         let replaced = &mut self.counted[least];
         self.index.remove(&replaced.identity);
         self.index.insert(identity.to_owned(), least);
