@@ -3,6 +3,12 @@
 //! reported on the line where the problem is, in words about weir's configuration, not
 //! where the parser noticed it or in the parser's own words.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::path::Path;
 
 use weir::Config;

@@ -1,6 +1,12 @@
 //! A long key is kept as `#` and its SHA-256; a caller who sends that text itself as a
 //! key must get a budget of its own, on the memory store and on a real Redis.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::path::Path;

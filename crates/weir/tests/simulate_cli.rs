@@ -2,6 +2,12 @@
 //! SVG plot, reads a weir configuration's rules, and refuses bad input with exit code 1
 //! (the simulator itself is tested in `crates/weir-simulate/tests/simulate.rs`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 use std::path::Path;
 use std::process::Command;
 
