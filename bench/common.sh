@@ -1,10 +1,11 @@
-# Shared by the bench/ scripts (sourced, not run): builds weir, makes a temporary
+# Shared by the bench/ scripts (sourced, not run): builds weir with the `dist` profile
+# (fat LTO, one codegen unit: target/dist/weir, what we ship), makes a temporary
 # directory, and stops every process started through `pids` on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 # bench/ab.sh brings its own binaries.
-[[ -n ${no_build:-} ]] || cargo build --release -q -p weir
+[[ -n ${no_build:-} ]] || cargo build --profile dist -q -p weir
 dir=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
@@ -19,7 +20,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # sets weir_pid and url (the main listener). Not in a subshell, so that the pid is kept.
 serve_weir() {
   rm -f "$dir/out"
-  "${2:-./target/release/weir}" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$1" > "$dir/out" 2>/dev/null &
+  "${2:-./target/dist/weir}" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --config "$1" > "$dir/out" 2>/dev/null &
   weir_pid=$!
   pids+=("$weir_pid")
   until grep -q "weir listening" "$dir/out" 2>/dev/null; do sleep 0.05; done

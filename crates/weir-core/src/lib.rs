@@ -16,12 +16,14 @@
 mod algorithm;
 mod clock;
 mod decision;
+mod period;
 mod policy;
 mod state;
 
 pub use algorithm::{check, check_word, refund};
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
+pub use period::{PeriodError, parse_period};
 pub use policy::{
     Algorithm, MAX_LIMIT, MAX_PERIOD, MAX_SLIDING_LOG_LIMIT, MIN_PERIOD, Policy, PolicyError,
 };

@@ -99,7 +99,7 @@ impl fmt::Display for PolicyError {
         match self {
             PolicyError::LimitOutOfRange { limit, max } => {
                 write!(f, "limit must be between 1 and {max}, got {limit}")?;
-                if *max == MAX_SLIDING_LOG_LIMIT {
+                if *max == MAX_SLIDING_LOG_LIMIT && *limit > *max {
                     f.write_str(" (sliding_log keeps a timestamp per request; use sliding_window for large limits)")?;
                 }
                 Ok(())
@@ -256,6 +256,26 @@ mod tests {
         );
         assert!(Policy::new(Algorithm::Gcra, MAX_LIMIT + 1, minute, None).is_err());
         assert!(Policy::new(Algorithm::SlidingLog, 10_001, minute, None).is_err());
+    }
+
+    #[test]
+    fn only_a_sliding_log_limit_too_large_is_told_to_use_sliding_window() {
+        let minute = Duration::from_secs(60);
+        let message = |limit| {
+            Policy::new(Algorithm::SlidingLog, limit, minute, None)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            message(10_001),
+            "limit must be between 1 and 10000, got 10001 (sliding_log keeps a timestamp per request; use sliding_window for large limits)"
+        );
+        assert_eq!(message(0), "limit must be between 1 and 10000, got 0");
+    }
+
+    #[test]
+    fn rejects_out_of_range_periods_and_bursts() {
+        let minute = Duration::from_secs(60);
         assert_eq!(
             Policy::new(Algorithm::Gcra, 1, Duration::ZERO, None),
             Err(PolicyError::PeriodOutOfRange(Duration::ZERO))

@@ -317,3 +317,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// A peek (cost 0) is always allowed; its `remaining` says what a request would get:
+    /// one of cost 1 at the same instant is admitted exactly when the peek's `remaining`
+    /// is at least 1 (the README tells `/v1/check` callers to read it so).
+    #[test]
+    fn a_peeks_remaining_says_whether_a_request_of_one_would_pass(
+        (policy, steps) in policy_and_steps(&Algorithm::ALL),
+    ) {
+        let mut state: Option<State> = None;
+        let mut now = START;
+        for step in &steps {
+            now += step.gap;
+            let peek = check(&policy, &mut state, now, 0);
+            prop_assert!(peek.allowed);
+            let mut trial = state.clone();
+            let one = check(&policy, &mut trial, now, 1);
+            prop_assert_eq!(one.allowed, peek.remaining >= 1, "{:?} at {}", peek, now);
+            check(&policy, &mut state, now, step.cost);
+        }
+    }
+}

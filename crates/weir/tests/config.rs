@@ -98,7 +98,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "rules:\n  - name: api\n    algorithm: gcra\n    limit: -5\n    period: 1m\n",
-            "weir.yaml:4:12: rules[0].limit: invalid u64",
+            "weir.yaml:4:12: rules[0].limit: limit must be a whole number from 1 to 1000000000 (to 10000 for sliding_log), got `-5`",
         ),
         (
             "store:\n  type: memory\n  max_keys: 0\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",

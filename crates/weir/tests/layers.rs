@@ -26,7 +26,6 @@ const LAYERS: &[(&str, u8)] = &[
     ("gateway", 5),
     ("api", 5),
     ("admin", 5),
-    ("simulate", 5),
     ("server", 6),
 ];
 

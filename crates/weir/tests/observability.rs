@@ -736,6 +736,61 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
     );
     assert_eq!(fields["client"], "127.0.0.1");
     assert_eq!(fields["plan"], "(none)");
+    // The fifth failure locked the caller out: the line says who.
+    let locked: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "caller locked out")
+        .collect();
+    assert_eq!(locked.len(), 1, "{text}");
+    let fields = &locked[0]["fields"];
+    assert_eq!(fields["rule"], "login-account-ip");
+    assert_eq!(
+        fields["identity"],
+        "email=ana@example.com&client_ip=127.0.0.1"
+    );
+    assert_eq!(fields["lockout"], 1);
+}
+
+#[test]
+fn a_check_denial_is_logged_with_its_rule_and_key_and_no_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("weir.yaml");
+    std::fs::write(
+        &config,
+        "rules:\n  - name: once\n    algorithm: fixed_window\n    limit: 1\n    period: 1h\n",
+    )
+    .unwrap();
+    let log = dir.path().join("weir.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let server = common::Server::start_with(&config, &["--log-format", "json"], file.into());
+    let body = r#"{"rule": "once", "key": "user-42"}"#;
+    assert_eq!(
+        server.request("POST", "/v1/check", body).0,
+        "HTTP/1.1 200 OK"
+    );
+    assert_eq!(
+        server.request("POST", "/v1/check", body).0,
+        "HTTP/1.1 429 Too Many Requests"
+    );
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let denials: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["fields"]["message"] == "denied")
+        .collect();
+    assert_eq!(denials.len(), 1, "{text}");
+    let fields = &denials[0]["fields"];
+    assert_eq!(
+        (&fields["rule"], &fields["identity"], &fields["plan"]),
+        (
+            &serde_json::json!("once"),
+            &serde_json::json!("user-42"),
+            &serde_json::json!("(none)")
+        )
+    );
+    // The address that sent a check is the app's, not its caller's: not logged.
+    assert_eq!(fields.get("client"), None, "{text}");
 }
 
 /// The metric names an expression uses (`weir_...`).

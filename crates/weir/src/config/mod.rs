@@ -16,18 +16,19 @@ mod plans;
 mod rules;
 mod store;
 mod upstream;
+mod yaml;
 
 use std::collections::HashSet;
 use std::path::Path;
 
-use serde_saphyr::{Location, Options};
+use serde_saphyr::Location;
 use weir_core::{Algorithm, Policy, PolicyError};
 
 use crate::engine::{EngineSpec, NamedPolicy};
 
 pub use self::admin::AdminConfig;
 pub use self::error::ConfigError;
-use self::file::{RawConfig, RawRule};
+use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
 pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
 pub use self::upstream::{GatewayConfig, Upstream};
@@ -61,7 +62,7 @@ impl Config {
 
     /// Validates configuration text; `source` names it in errors.
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
-        let mut raw = read_yaml(text, source)?;
+        let mut raw = yaml::read_yaml(text, source)?;
         let store = store::store(std::mem::take(&mut raw.store), source)?;
         let on_redis = matches!(store, StoreConfig::Redis(..));
         let rules = rules(&raw.rules, source, on_redis)?;
@@ -113,47 +114,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// Deserializes the YAML, keeping the path of the field that failed.
-fn read_yaml(text: &str, file: &Path) -> Result<RawConfig, ConfigError> {
-    let mut options = Options::default();
-    options.with_snippet = false;
-    let mut failed_path = None;
-    serde_saphyr::with_deserializer_from_str_with_options(text, options, |deserializer| {
-        serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            failed_path = Some(e.path().to_string());
-            e.into_inner()
-        })
-    })
-    .map_err(|e| {
-        let e = e.without_snippet();
-        let mut error = ConfigError::new(file, message_of(e))
-            .field(field_path(failed_path.unwrap_or_default()));
-        if let Some(location) = e.location() {
-            error = error.at(location);
-        }
-        error
-    })
-}
-
-/// The parser's message without the position it prefixes (kept apart in the error).
-fn message_of(error: &serde_saphyr::Error) -> String {
-    let text = error.to_string();
-    let text = text.strip_prefix("error: ").unwrap_or(&text);
-    let text = match text.split_once(": ") {
-        Some((position, rest)) if position.starts_with("line ") => rest,
-        _ => text,
-    };
-    let text = text.rfind(" at line ").map_or(text, |end| &text[..end]);
-    text.to_owned()
-}
-
-/// The path of a field as written in the file (without the `value` of a `Spanned`).
-fn field_path(path: String) -> String {
-    path.strip_suffix(".value")
-        .map(str::to_owned)
-        .unwrap_or(path)
 }
 
 fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy>, ConfigError> {

@@ -108,26 +108,40 @@ impl<'s, 'f> Identities<'s, 'f> {
     }
 }
 
-/// A key as the store holds it: a long one as `#` and its SHA-256.
+/// A key as the store holds it: a long one as `#` and its SHA-256 (see
+/// [`stored_form`]).
 pub(super) fn stored(key: String) -> String {
     match stored_form(&key) {
         Cow::Borrowed(_) => key,
-        Cow::Owned(hashed) => hashed,
+        Cow::Owned(changed) => changed,
     }
 }
 
-/// [`stored`] for a borrowed key: borrowed back unless it is long.
+/// [`stored`] for a borrowed key: borrowed back unless it is long or starts with `#`.
+///
+/// A key longer than [`MAX_KEY_BYTES`] is kept as `#` and its SHA-256 in hex. Any
+/// string can be a literal key (`/v1/check` takes any JSON string, a header or JWT
+/// claim any value), so a literal key starting with `#` is kept with one more `#` in
+/// front: the second character then tells the forms apart (a hex digit only after a
+/// hash, `#` only after a literal), and no caller can name a long key's budget by
+/// sending its hash.
 pub(super) fn stored_form(key: &str) -> Cow<'_, str> {
-    if key.len() <= MAX_KEY_BYTES {
-        return Cow::Borrowed(key);
+    if key.len() > MAX_KEY_BYTES {
+        let mut hashed = String::with_capacity(65);
+        hashed.push(HASHED);
+        for byte in Sha256::digest(key.as_bytes()) {
+            let _ = write!(hashed, "{byte:02x}");
+        }
+        return Cow::Owned(hashed);
     }
-    let mut hashed = String::with_capacity(65);
-    hashed.push('#');
-    for byte in Sha256::digest(key.as_bytes()) {
-        let _ = write!(hashed, "{byte:02x}");
+    if key.starts_with(HASHED) {
+        return Cow::Owned(format!("{HASHED}{key}"));
     }
-    Cow::Owned(hashed)
+    Cow::Borrowed(key)
 }
+
+/// What a stored key starts with when it is a hash.
+const HASHED: char = '#';
 
 /// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
 /// so that different lists of identities never make the same key.
@@ -152,7 +166,7 @@ fn push_tagged(key: &mut String, name: &str, value: &str) {
 mod tests {
     use proptest::prelude::*;
 
-    use super::push_tagged;
+    use super::{push_tagged, stored_form};
 
     fn key_of(identities: &[(&str, String)]) -> String {
         let mut key = String::new();
@@ -166,6 +180,32 @@ mod tests {
     fn values_are_escaped() {
         let key = key_of(&[("user", "a&b%c".into()), ("client_ip", "::1".into())]);
         assert_eq!(key, "user=a%26b%25c&client_ip=::1");
+    }
+
+    #[test]
+    fn a_long_keys_hash_sent_as_a_key_is_another_key() {
+        let long = "k".repeat(200);
+        let hashed = stored_form(&long).into_owned();
+        assert_eq!((hashed.len(), &hashed[..1]), (65, "#"));
+        assert_ne!(stored_form(&hashed), hashed.as_str());
+        assert_eq!(stored_form("#abc"), "##abc");
+        assert_eq!(stored_form("user-42"), "user-42");
+    }
+
+    proptest! {
+        /// Different keys are stored differently, long or short, `#` or not.
+        #[test]
+        fn stored_keys_are_distinct(
+            a in "#{0,3}[a-f0-9#]{0,4}",
+            b in "#{0,3}[a-f0-9#]{0,4}",
+            long in 0..3usize,
+        ) {
+            // Either may be long (hashed), either may be a hash written literally.
+            let long_key = "x".repeat(129) + &a;
+            let a = match long { 0 => long_key.clone(), _ => a };
+            let b = match long { 2 => stored_form(&long_key).into_owned(), _ => b };
+            prop_assert_eq!(a == b, stored_form(&a) == stored_form(&b));
+        }
     }
 
     proptest! {

@@ -191,7 +191,13 @@ async fn begin_lockout(store: &dyn Store, r: &Reserved, rule: &Rule, lockout: &L
         cost: 1,
     };
     match store.check_all(std::slice::from_ref(&lock)).await {
-        Ok(_) => tracing::info!(rule = %rule.name, lockout = n, ?wait, "caller locked out"),
+        Ok(_) => tracing::info!(
+            rule = %rule.name,
+            identity = %r.identity.escape_debug(),
+            lockout = n,
+            ?wait,
+            "caller locked out"
+        ),
         Err(error) => tracing::warn!(%error, "a lockout could not be started"),
     }
 }

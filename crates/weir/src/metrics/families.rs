@@ -187,7 +187,7 @@ impl Families {
         );
         registry.register(
             "gateway_requests",
-            "Gateway answers by route (the first rule whose match applies; none) and status class",
+            "Gateway answers by route (the first rule whose match applies, before plans; none) and status class",
             f.gateway_requests.clone(),
         );
         registry.register_with_unit(

@@ -189,9 +189,9 @@ fn read_lines(
     progress: &Progress,
     mut parse: impl FnMut(u64, &str) -> Result<Option<(u64, &str, u64)>, String>,
 ) -> Result<Trace, SimulateError> {
-    let io_error = |source| SimulateError::Io {
+    let io_error = |error| SimulateError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::open(path).map_err(io_error)?;
     let size = file.metadata().map_err(io_error)?.len();

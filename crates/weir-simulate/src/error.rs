@@ -2,15 +2,14 @@
 
 use std::path::PathBuf;
 
-use crate::config::ConfigError;
-
 /// Why a simulation could not run. Nothing is printed or written when one occurs.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SimulateError {
-    /// The configuration file is invalid (the error names the file, line and field).
+    /// The rules file could not be read: the loader's error, which names the file (weir's
+    /// configuration errors name the line and field too).
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Rules(Box<dyn std::error::Error + Send + Sync>),
     /// A line of a trace or access log cannot be read.
     #[error("{}:{line}: {message}", file.display())]
     Trace {
@@ -21,13 +20,14 @@ pub enum SimulateError {
         /// What is wrong with it.
         message: String,
     },
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    /// A file could not be read or written. The system's error is part of the message,
+    /// not a source below it, so that a chain of causes prints it once.
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The system's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The command asks for something that does not exist or cannot be done: an
     /// unknown rule or pattern, a malformed rule spec, a parameter out of range.

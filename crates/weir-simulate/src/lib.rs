@@ -1,4 +1,5 @@
-//! `weir simulate`: offline what-if. Replays a trace, an access log or a named traffic
+//! `weir simulate`: offline what-if, a library the `weir` binary embeds behind its
+//! default `simulate` feature (so a service built without it carries no plotting). Replays a trace, an access log or a named traffic
 //! pattern against rules, with weir's own algorithms on a virtual clock, and reports
 //! what each rule admitted, denied, let through in its worst trailing period, and how
 //! many retries were wasted.
@@ -8,6 +9,12 @@
 //! be. The stages, one file each: the rules (`rules`), the traffic (`trace`,
 //! `access_log`, `pattern`, `clients`), the replay (`replay`, `run`), and what comes
 //! out (`report`, `plot`); `cli` is the command.
+//!
+//! It depends on `weir-core` only, never on the `weir` service: rules come as
+//! [`Rule`]s, from inline specs or from a rules file read by the [`LoadRules`] the
+//! embedding program hands to [`run`].
+
+#![deny(missing_docs)]
 
 mod access_log;
 mod cli;
@@ -30,5 +37,5 @@ pub use plot::write_svg;
 pub use progress::Progress;
 pub use replay::{Traffic, simulate};
 pub use report::{Outcome, RuleReport, Series, Worst};
-pub use rules::{from_config, from_spec};
+pub use rules::{LoadRules, Rule, from_spec};
 pub use trace::{OutOfOrder, Trace};

@@ -1,37 +1,46 @@
-//! The rules to simulate: from a weir configuration (so the policies are exactly those
-//! `weir serve` enforces) or written inline as `ALGORITHM:LIMIT/PERIOD[:BURST]`.
+//! The rules to simulate: read from a rules file by the caller's loader (`weir
+//! simulate --config` hands in weir's own configuration reader, so the policies are
+//! exactly those `weir serve` enforces) or written inline as
+//! `ALGORITHM:LIMIT/PERIOD[:BURST]`.
 
 use std::path::Path;
 
-use weir_core::{Algorithm, Policy};
+use weir_core::{Algorithm, Policy, parse_period};
 
 use super::error::SimulateError;
-use crate::config::{Config, Period};
-use crate::engine::NamedPolicy as RuleConfig;
 
-/// The rules of the configuration at `path` named in `names`, in that order, or every
-/// rule when `names` is empty.
-pub fn from_config(path: &Path, names: &[String]) -> Result<Vec<RuleConfig>, SimulateError> {
-    let config = Config::load(path)?;
+/// A named policy to replay traffic against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The name in the table and the plot: a configured rule's name, or the spec text.
+    pub name: String,
+    /// Its policy.
+    pub policy: Policy,
+}
+
+/// Reads the rules of a rules file: given by the program that embeds the command, which
+/// knows the file's format. Its error is shown as it is, so it names the file.
+pub type LoadRules<'a> =
+    dyn Fn(&Path) -> Result<Vec<Rule>, Box<dyn std::error::Error + Send + Sync>> + 'a;
+
+/// The rules of `all` (read from `path`) named in `names`, in that order, or every rule
+/// when `names` is empty.
+pub(super) fn pick(
+    all: Vec<Rule>,
+    names: &[String],
+    path: &Path,
+) -> Result<Vec<Rule>, SimulateError> {
     if names.is_empty() {
-        return Ok(config.engine.rules);
+        return Ok(all);
     }
     names
         .iter()
         .map(|name| {
-            config
-                .engine
-                .rules
-                .iter()
+            all.iter()
                 .find(|rule| &rule.name == name)
                 .cloned()
                 .ok_or_else(|| {
-                    let known: Vec<&str> = config
-                        .engine
-                        .rules
-                        .iter()
-                        .map(|r| r.name.as_str())
-                        .collect();
+                    let known: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
                     SimulateError::Usage(format!(
                         "{}: no rule is named `{name}` (the rules: {})",
                         path.display(),
@@ -44,7 +53,7 @@ pub fn from_config(path: &Path, names: &[String]) -> Result<Vec<RuleConfig>, Sim
 
 /// A rule written `ALGORITHM:LIMIT/PERIOD[:BURST]` (`sliding_window:100/1m`,
 /// `token_bucket:100/1m:20`), named by that text.
-pub fn from_spec(spec: &str) -> Result<RuleConfig, SimulateError> {
+pub fn from_spec(spec: &str) -> Result<Rule, SimulateError> {
     let fail = |message: String| {
         SimulateError::Usage(format!(
             "invalid rule spec `{spec}`: {message} (expected ALGORITHM:LIMIT/PERIOD[:BURST], e.g. sliding_window:100/1m)"
@@ -74,7 +83,7 @@ pub fn from_spec(spec: &str) -> Result<RuleConfig, SimulateError> {
     let limit = limit
         .parse::<u64>()
         .map_err(|_| fail(format!("limit `{limit}` is not a whole number")))?;
-    let Period(period) = period.parse::<Period>().map_err(|e| fail(e.to_string()))?;
+    let period = parse_period(period).map_err(|e| fail(e.to_string()))?;
     let burst = burst
         .map(|b| {
             b.parse::<u64>()
@@ -82,7 +91,7 @@ pub fn from_spec(spec: &str) -> Result<RuleConfig, SimulateError> {
         })
         .transpose()?;
     let policy = Policy::new(algorithm, limit, period, burst).map_err(|e| fail(e.to_string()))?;
-    Ok(RuleConfig {
+    Ok(Rule {
         name: spec.to_owned(),
         policy,
     })

@@ -3,9 +3,9 @@
 use super::clients::Clients;
 use super::progress::{LONG_REPLAY, Progress};
 use super::report::{Outcome, Series};
+use super::rules::Rule;
 use super::run::Run;
 use super::trace::Trace;
-use crate::engine::NamedPolicy as RuleConfig;
 
 /// Buckets of time in the series kept for the plot.
 const BUCKETS: u64 = 200;
@@ -31,7 +31,7 @@ impl From<Trace> for Traffic {
 
 /// Runs `traffic` against each rule with weir's algorithms, each rule on its own
 /// (its own states, starting full), on the traffic's virtual clock.
-pub fn simulate(rules: &[RuleConfig], traffic: &Traffic, progress: &Progress) -> Outcome {
+pub fn simulate(rules: &[Rule], traffic: &Traffic, progress: &Progress) -> Outcome {
     match traffic {
         Traffic::Trace(trace) => {
             let events = trace.events();
@@ -41,7 +41,10 @@ pub fn simulate(rules: &[RuleConfig], traffic: &Traffic, progress: &Progress) ->
             let reports = rules
                 .iter()
                 .map(|rule| {
-                    let series = Series::new(start, end, BUCKETS);
+                    // The plot's buckets cover the requests, not the quiet before
+                    // them (a pattern starts at 0, a boundary burst at its end).
+                    let first = events.first().map_or(start, |e| e.at);
+                    let series = Series::new(first, end, BUCKETS);
                     let keys = trace.key_count();
                     let mut run = Run::new(&rule.name, rule.policy, keys, keys, series);
                     for batch in events.chunks(BATCH) {

@@ -16,7 +16,9 @@ pub struct Worst {
     pub key: String,
 }
 
-/// Requests admitted and denied per bucket of time, for the plot.
+/// Requests admitted and denied per bucket of time, and what the worst window counts,
+/// for the plot. The buckets cover the traffic itself, from its first request to its
+/// last, so a burst at the end of a long quiet stretch fills the plot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Series {
     /// Where the first bucket starts (ns).
@@ -27,6 +29,11 @@ pub struct Series {
     pub admitted: Vec<u64>,
     /// Requests denied per bucket.
     pub denied: Vec<u64>,
+    /// Per bucket, the most cost admitted to one key in one trailing period (of the
+    /// rule's length) ending at an admission in the bucket; 0 where nothing was
+    /// admitted. Its largest value is the table's worst window: this is what the plot
+    /// draws against the limit.
+    pub trailing: Vec<u64>,
 }
 
 impl Series {
@@ -39,17 +46,28 @@ impl Series {
             width,
             admitted: vec![0; len],
             denied: vec![0; len],
+            trailing: vec![0; len],
         }
     }
 
-    pub(super) fn count(&mut self, at: u64, allowed: bool) {
+    fn bucket(&self, at: u64) -> usize {
         let last = self.admitted.len() - 1;
-        let bucket = (((at.saturating_sub(self.start)) / self.width) as usize).min(last);
+        (((at.saturating_sub(self.start)) / self.width) as usize).min(last)
+    }
+
+    pub(super) fn count(&mut self, at: u64, allowed: bool) {
+        let bucket = self.bucket(at);
         if allowed {
             self.admitted[bucket] += 1;
         } else {
             self.denied[bucket] += 1;
         }
+    }
+
+    /// An admission at `at` left `in_window` admitted to its key in the trailing period.
+    pub(super) fn trailing(&mut self, at: u64, in_window: u64) {
+        let bucket = self.bucket(at);
+        self.trailing[bucket] = self.trailing[bucket].max(in_window);
     }
 }
 

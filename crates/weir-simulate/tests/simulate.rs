@@ -1,6 +1,7 @@
 //! `weir simulate` against cases computed by hand: the numbers of the table (admitted,
-//! denied, retry waste, the worst trailing window), trace errors that name the line,
-//! and the binary end to end writing its SVG plot. No test sleeps: time is virtual.
+//! denied, retry waste, the worst trailing window) and trace errors that name the line.
+//! No test sleeps: time is virtual. The `weir` binary end to end (its SVG plot, a
+//! configuration's rules) is tested in `crates/weir/tests/simulate_cli.rs`.
 
 #![allow(
     clippy::unwrap_used,
@@ -9,48 +10,21 @@
 )]
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use weir::simulate::{Outcome, Params, Pattern, Progress, RuleReport, Trace, Traffic};
+use weir_simulate::{Outcome, Params, Pattern, Progress, RuleReport, Series, Trace, Traffic};
 
 const S: u64 = 1_000_000_000;
 
-/// The `weir` binary under test.
-fn weir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-}
-
-/// Runs `command`, which must succeed; returns its standard output.
-fn stdout_of(command: &mut Command) -> String {
-    let out = command.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The fields of the table row of rule `name` in `stdout`.
-fn row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
-    stdout
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no row for {name} in {stdout}"))
-        .split_whitespace()
-        .collect()
-}
-
-fn rules(specs: &[&str]) -> Vec<weir::NamedPolicy> {
+fn rules(specs: &[&str]) -> Vec<weir_simulate::Rule> {
     specs
         .iter()
-        .map(|s| weir::simulate::from_spec(s).unwrap())
+        .map(|s| weir_simulate::from_spec(s).unwrap())
         .collect()
 }
 
 fn run(specs: &[&str], traffic: &Traffic) -> Outcome {
-    weir::simulate::simulate(&rules(specs), traffic, &Progress::hidden())
+    weir_simulate::simulate(&rules(specs), traffic, &Progress::hidden())
 }
 
 /// (admitted, denied, retry waste, worst window's cost, when it ended in ns).
@@ -95,6 +69,40 @@ fn a_fixed_window_lets_twice_its_limit_through_at_a_boundary() {
     // At 60.0 s the previous window weighs in whole: 10 + 1 > 10.
     assert_eq!(numbers(sliding), (10, 10, 9, 10, 59_900_000_000));
     assert_eq!(outcome.rules[0].worst.as_ref().unwrap().key, "a");
+}
+
+#[test]
+fn the_plot_zooms_to_the_burst_and_counts_each_trailing_minute_against_the_limit() {
+    let outcome = run(
+        &["fixed_window:10/1m", "sliding_log:10/1m"],
+        &boundary_burst(),
+    );
+    let [fixed, log] = &outcome.rules[..] else {
+        panic!("two rules")
+    };
+    // The buckets cover the traffic, 59.9 s to 60 s in 200 buckets of 0.5 ms, not the
+    // quiet minute before it.
+    assert_eq!(
+        (fixed.series.start, fixed.series.width),
+        (59_900_000_000, 500_000)
+    );
+    // (when the bucket starts, the most admitted to one key in a minute ending there)
+    let trailing = |series: &Series| -> Vec<(u64, u64)> {
+        let at = |i: usize| series.start + i as u64 * series.width;
+        let counted = series.trailing.iter().enumerate().filter(|(_, n)| **n > 0);
+        counted.map(|(i, &n)| (at(i), n)).collect()
+    };
+    // The fixed window: the limit at 59.9 s, twice the limit at 60 s.
+    assert_eq!(
+        trailing(&fixed.series),
+        [(59_900_000_000, 10), (60_000_000_000, 20)]
+    );
+    // The exact log admits nothing at 60 s: its minute never holds more than the limit.
+    assert_eq!(trailing(&log.series), [(59_900_000_000, 10)]);
+    for report in [fixed, log] {
+        let most = report.series.trailing.iter().max().copied();
+        assert_eq!(most, report.worst.as_ref().map(|w| w.admitted));
+    }
 }
 
 #[test]
@@ -281,131 +289,4 @@ fn access_logs_are_keyed_by_client_address() {
     // 10.0.0.1 sends 3 within one minute (one of them a second earlier): 2 admitted;
     // 10.0.0.2 sends 1.
     assert_eq!((outcome.rules[0].admitted, outcome.rules[0].denied), (3, 1));
-}
-
-#[test]
-fn the_binary_prints_the_table_and_writes_an_svg_plot() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut csv = String::from("timestamp_ms,key,cost\n");
-    for _ in 0..10 {
-        csv.push_str("59900,a,1\n");
-    }
-    for _ in 0..10 {
-        csv.push_str("60000,a\n");
-    }
-    let trace = write(dir.path(), "trace.csv", &csv);
-    let plot = dir.path().join("out.svg");
-    let stdout = stdout_of(
-        weir()
-            .args([
-                "simulate",
-                "--rule-spec",
-                "fixed_window:10/1m",
-                "--rule-spec",
-                "sliding_log:10/1m",
-                "--trace",
-            ])
-            .arg(&trace)
-            .arg("--plot")
-            .arg(&plot),
-    );
-    assert!(stdout.contains("20 requests, 1 key"), "{stdout}");
-    let numbers = |name: &str| row(&stdout, name)[3..].join(" ");
-    // attempts, admitted, denied, retry waste, worst window, where it ends, key.
-    assert_eq!(
-        numbers("fixed_window:10/1m"),
-        "20 20 0 0 20 (2.00x) +0.100s, a"
-    );
-    assert_eq!(
-        numbers("sliding_log:10/1m"),
-        "20 10 10 9 10 (1.00x) +0.000s, a"
-    );
-    let svg = std::fs::read_to_string(&plot).unwrap();
-    assert!(
-        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
-        "{svg:.200}"
-    );
-    assert!(
-        svg.contains("fixed_window:10/1m") && svg.contains("admitted") && svg.contains("denied")
-    );
-}
-
-#[test]
-fn the_binary_simulates_a_configs_rules_on_a_pattern() {
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/basic.yaml");
-    let stdout = stdout_of(weir().args(["simulate", "--config"]).arg(&config).args([
-        "--rule",
-        "search",
-        "--rule",
-        "search-smooth",
-        "--pattern",
-        "boundary-burst",
-    ]));
-    // 60 a minute each: 60 requests at 59.9 s and 60 at 60 s.
-    assert!(stdout.contains("120 requests"), "{stdout}");
-    let admitted = |name: &str| row(&stdout, name)[4].to_owned();
-    assert_eq!(admitted("search"), "120");
-    assert_eq!(admitted("search-smooth"), "60");
-}
-
-#[test]
-fn the_binary_refuses_bad_input_with_exit_code_1() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = write(dir.path(), "trace.csv", "1000,a\n2000,b,many\n");
-    for (args, message) in [
-        (
-            vec![
-                "--rule-spec",
-                "gcra:1/1s",
-                "--trace",
-                trace.to_str().unwrap(),
-            ],
-            ":2: cost `many`",
-        ),
-        (
-            vec!["--rule-spec", "gcra:1/1m/2", "--pattern", "steady"],
-            "invalid rule spec",
-        ),
-        (vec!["--pattern", "steady"], "no rules"),
-        (
-            vec![
-                "--rule-spec",
-                "gcra:1/1s",
-                "--pattern",
-                "bot",
-                "--plot",
-                "x.png",
-            ],
-            "PNG plots are not supported",
-        ),
-        (
-            vec![
-                "--rule-spec",
-                "gcra:1/1s",
-                "--pattern",
-                "steady",
-                "--gap",
-                "1s",
-            ],
-            "--gap does not apply",
-        ),
-        (
-            vec!["--rule-spec", "gcra:1/1s", "--trace", "/nonexistent.csv"],
-            "/nonexistent.csv: ",
-        ),
-    ] {
-        let out = weir().arg("simulate").args(&args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(
-            stderr.starts_with("weir: ") && stderr.contains(message),
-            "{args:?}: {stderr}"
-        );
-    }
-    // Unknown pattern: clap's own error, exit code 2.
-    let out = weir()
-        .args(["simulate", "--rule-spec", "gcra:1/1s", "--pattern", "flood"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
 }

@@ -90,6 +90,7 @@ impl Run {
                 _ => entry.window.push_back((now, cost)),
             }
             entry.in_window += cost;
+            report.series.trailing(now, entry.in_window);
             if self.worst.is_none_or(|(most, ..)| entry.in_window > most) {
                 self.worst = Some((entry.in_window, now, key));
             }

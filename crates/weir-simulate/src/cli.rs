@@ -13,9 +13,9 @@ use super::plot;
 use super::progress::Progress;
 use super::replay::{Traffic, simulate};
 use super::report::{Seconds, period};
-use super::rules;
+use super::rules::{self, LoadRules};
 use super::trace::Trace;
-use crate::config::Period;
+use weir_core::parse_period;
 
 /// Replay traffic against rate limit rules offline, on a virtual clock, with weir's
 /// own algorithms, and report what each rule would do.
@@ -33,7 +33,8 @@ use crate::config::Period;
 /// a trace, a key is one client); and the worst window, the most cost admitted to one
 /// key in any trailing period of the rule's length, counted exactly, as a multiple of
 /// the limit (an exact sliding_log never exceeds 1.00x; a fixed_window reaches 2.00x
-/// at a boundary). --plot draws admitted and denied over time per rule (SVG).
+/// at a boundary). --plot draws, per rule over the span of the traffic, that trailing
+/// count against the limit, and admitted and denied requests over time (SVG).
 ///
 /// Exit code 1, with the file and line, on input that cannot be read; 2 on a bad
 /// command line.
@@ -95,17 +96,15 @@ pub struct SimulateArgs {
     /// [default: 1]
     #[arg(long, requires = "pattern")]
     seed: Option<u64>,
-    /// Draw admitted and denied requests over time, a panel per rule, into this SVG
-    /// file.
+    /// Draw a panel per rule into this SVG file: the most admitted to one key in a
+    /// trailing period against the limit, and admitted and denied requests over time.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
 }
 
 /// A duration as configuration writes periods (`500ms`, `10s`, `1m`).
 fn duration(text: &str) -> Result<Duration, String> {
-    text.parse::<Period>()
-        .map(|p| p.0)
-        .map_err(|e| e.to_string())
+    parse_period(text).map_err(|e| e.to_string())
 }
 
 /// Refuses a pattern parameter the pattern does not read, rather than ignore it.
@@ -155,10 +154,11 @@ fn check_parameters(args: &SimulateArgs, pattern: Pattern) -> Result<(), Simulat
 }
 
 /// Runs `weir simulate`: prints the table on standard output and writes the plot.
-pub fn run(args: &SimulateArgs) -> Result<(), SimulateError> {
+/// `load` reads the rules of the `--config` file.
+pub fn run(args: &SimulateArgs, load: &LoadRules<'_>) -> Result<(), SimulateError> {
     let progress = Progress::on_terminal();
     let mut rules = match &args.config {
-        Some(path) => rules::from_config(path, &args.rules)?,
+        Some(path) => rules::pick(load(path).map_err(SimulateError::Rules)?, &args.rules, path)?,
         None => Vec::new(),
     };
     for spec in &args.rule_specs {

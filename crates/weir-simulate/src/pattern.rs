@@ -9,8 +9,8 @@ use std::time::Duration;
 use super::clients::{Clients, Retry};
 use super::error::SimulateError;
 use super::replay::Traffic;
+use super::rules::Rule;
 use super::trace::Builder;
-use crate::engine::NamedPolicy as RuleConfig;
 
 /// The most requests a fixed pattern may make (they are held in memory).
 const MAX_REQUESTS: u64 = 100_000_000;
@@ -79,7 +79,7 @@ impl Default for Params {
 impl Pattern {
     /// The traffic of this pattern with `params`, for `rules` (which set the boundary
     /// burst's defaults).
-    pub fn traffic(self, params: &Params, rules: &[RuleConfig]) -> Result<Traffic, SimulateError> {
+    pub fn traffic(self, params: &Params, rules: &[Rule]) -> Result<Traffic, SimulateError> {
         let usage = |m: &str| Err(SimulateError::Usage(m.to_owned()));
         if params.clients == 0 {
             return usage("--clients must be at least 1");

@@ -11,8 +11,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::report::{RuleReport, Series};
+use super::rules::Rule;
 use super::run::Run;
-use crate::engine::NamedPolicy as RuleConfig;
 
 /// How a client waits after a denial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl Clients {
     }
 
     /// Plays the clients against `rule`.
-    pub(super) fn run(&self, rule: &RuleConfig, series: Series) -> RuleReport {
+    pub(super) fn run(&self, rule: &Rule, series: Series) -> RuleReport {
         let clients = self.clients as usize;
         let mut run = Run::new(&rule.name, rule.policy, 1, clients, series);
         let mut rng = SplitMix(self.seed);

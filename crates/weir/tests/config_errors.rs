@@ -1,0 +1,187 @@
+//! Golden tests of configuration errors: the text of a file in, the exact line
+//! `weir check-config` prints out (`file:line:col: field: message`). Syntax errors are
+//! reported on the line where the problem is, in words about weir's configuration, not
+//! where the parser noticed it or in the parser's own words.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+use std::path::Path;
+
+use weir::Config;
+
+/// The error `text` is refused with, as `weir check-config` prints it.
+fn error_of(text: &str) -> String {
+    match Config::parse(text, Path::new("weir.yaml")) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(error) => error.to_string(),
+    }
+}
+
+/// Each case: the file (lines joined), then the error expected.
+fn check(cases: &[(&[&str], &str)]) {
+    for (lines, expected) in cases {
+        let text = lines.join("\n") + "\n";
+        assert_eq!(error_of(&text), *expected, "for:\n{text}");
+    }
+}
+
+#[test]
+fn a_misindented_field_is_reported_on_its_own_line() {
+    check(&[
+        (
+            &[
+                "rules:",
+                "  - name: api",
+                "    algorithm: gcra",
+                "   limit: 10",
+                "    period: 1m",
+            ],
+            "weir.yaml:4:4: rules[0]: this line is indented by 3 spaces, the line above by 4: the fields of one rule or section line up under each other",
+        ),
+        (
+            &[
+                "rules:",
+                "  - name: api",
+                "    algorithm: gcra",
+                "     limit: 10",
+                "    period: 1m",
+            ],
+            "weir.yaml:4:6: rules[0].algorithm: this line is indented by 5 spaces, the line above by 4: the fields of one rule or section line up under each other",
+        ),
+    ]);
+}
+
+#[test]
+fn a_tab_is_reported_where_it_is() {
+    check(&[(
+        &[
+            "rules:",
+            "  - name: api",
+            "\talgorithm: gcra",
+            "    limit: 10",
+            "    period: 1m",
+        ],
+        "weir.yaml:3:1: rules[0]: a tab indents this line: YAML indents with spaces only",
+    )]);
+}
+
+#[test]
+fn an_unclosed_bracket_or_quote_is_reported_where_it_opens() {
+    check(&[
+        (
+            &[
+                "rules:",
+                "  - name: api",
+                "    algorithm: gcra",
+                "    limit: [10",
+                "    period: 1m",
+            ],
+            "weir.yaml:4:12: rules[0].limit: this `[` is never closed: a list or mapping opened with `[` ends with `]` (on this line or a later one)",
+        ),
+        (
+            &[
+                "rules:",
+                "  - {name: api, algorithm: gcra, limit: 10, period: 1m",
+            ],
+            "weir.yaml:2:5: rules: this `{` is never closed: a list or mapping opened with `{` ends with `}` (on this line or a later one)",
+        ),
+        (
+            &[
+                "store:",
+                "  type: redis",
+                "  url: \"redis://127.0.0.1:6379",
+                "rules: []",
+            ],
+            "weir.yaml:3:8: store: this quote is never closed: a quoted value ends with the same quote it starts with",
+        ),
+    ]);
+}
+
+#[test]
+fn a_field_given_twice_names_both_lines() {
+    check(&[(
+        &[
+            "rules:",
+            "  - name: api",
+            "    algorithm: gcra",
+            "    limit: 10",
+            "    limit: 20",
+            "    period: 1m",
+        ],
+        "weir.yaml:5:5: rules[0].limit: `limit` is given twice (first on line 4): give each field once",
+    )]);
+}
+
+#[test]
+fn numbers_that_are_not_whole_say_what_the_field_takes() {
+    let rule = |limit: &str| {
+        [
+            "rules:".to_owned(),
+            "  - name: api".to_owned(),
+            "    algorithm: gcra".to_owned(),
+            format!("    limit: {limit}"),
+            "    period: 1m".to_owned(),
+        ]
+        .join("\n")
+    };
+    for written in ["-5", "ten", "1.5", "99999999999999999999999"] {
+        assert_eq!(
+            error_of(&rule(written)),
+            format!(
+                "weir.yaml:4:12: rules[0].limit: limit must be a whole number from 1 to 1000000000 (to 10000 for sliding_log), got `{written}`"
+            )
+        );
+    }
+    check(&[(
+        &[
+            "rules:",
+            "  - name: api",
+            "    algorithm: gcra",
+            "    limit: 10",
+            "    period: 1m",
+            "    burst: -1 # a comment",
+        ],
+        "weir.yaml:6:12: rules[0].burst: burst must be a whole number from 1 to 1000000000, got `-1`",
+    )]);
+}
+
+#[test]
+fn a_value_of_the_wrong_shape_says_what_belongs_there() {
+    check(&[
+        (
+            &["rules:"],
+            "weir.yaml:1:6: rules: expected a list here (lines starting `- `, or `[a, b]`)",
+        ),
+        (
+            &["store: memory", "rules: []"],
+            "weir.yaml:1:8: store: expected fields here (`name: value` lines, or `{name: value}`)",
+        ),
+        (
+            &[
+                "rules:",
+                "  - name: [api]",
+                "    algorithm: gcra",
+                "    limit: 10",
+                "    period: 1m",
+            ],
+            "weir.yaml:2:11: rules[0].name: expected a single value here, not a list or fields",
+        ),
+    ]);
+    assert_eq!(
+        error_of(""),
+        "weir.yaml:1:1: the file ends before any configuration: it needs at least `rules:`"
+    );
+}
+
+#[test]
+fn a_value_refused_before_a_syntax_error_is_reported_first() {
+    // The unknown field on line 2 was read whole before the unclosed quote on line 3.
+    check(&[(
+        &["store:", "  redis:", "    url: \"redis://x", "rules: []"],
+        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances",
+    )]);
+}

@@ -1,0 +1,197 @@
+//! The `weir simulate` command end to end: the real binary prints the table, writes its
+//! SVG plot, reads a weir configuration's rules, and refuses bad input with exit code 1
+//! (the simulator itself is tested in `crates/weir-simulate/tests/simulate.rs`).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+use std::path::Path;
+use std::process::Command;
+
+/// The `weir` binary under test.
+fn weir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+}
+
+/// Runs `command`, which must succeed; returns its standard output.
+fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The fields of the table row of rule `name` in `stdout`.
+fn row<'a>(stdout: &'a str, name: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row for {name} in {stdout}"))
+        .split_whitespace()
+        .collect()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_binary_prints_the_table_and_writes_an_svg_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("timestamp_ms,key,cost\n");
+    for _ in 0..10 {
+        csv.push_str("59900,a,1\n");
+    }
+    for _ in 0..10 {
+        csv.push_str("60000,a\n");
+    }
+    let trace = write(dir.path(), "trace.csv", &csv);
+    let plot = dir.path().join("out.svg");
+    let stdout = stdout_of(
+        weir()
+            .args([
+                "simulate",
+                "--rule-spec",
+                "fixed_window:10/1m",
+                "--rule-spec",
+                "sliding_log:10/1m",
+                "--trace",
+            ])
+            .arg(&trace)
+            .arg("--plot")
+            .arg(&plot),
+    );
+    assert!(stdout.contains("20 requests, 1 key"), "{stdout}");
+    let numbers = |name: &str| row(&stdout, name)[3..].join(" ");
+    // attempts, admitted, denied, retry waste, worst window, where it ends, key.
+    assert_eq!(
+        numbers("fixed_window:10/1m"),
+        "20 20 0 0 20 (2.00x) +0.100s, a"
+    );
+    assert_eq!(
+        numbers("sliding_log:10/1m"),
+        "20 10 10 9 10 (1.00x) +0.000s, a"
+    );
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg:.200}"
+    );
+    assert!(
+        svg.contains("fixed_window:10/1m") && svg.contains("admitted") && svg.contains("denied")
+    );
+    // The plot says what the table says, against the limit.
+    assert!(
+        svg.contains("worst window 2.00x the limit")
+            && svg.contains("most admitted to one key in 1m")
+            && svg.contains("limit (10/1m)"),
+        "{svg:.200}"
+    );
+}
+
+#[test]
+fn a_missing_trace_names_the_system_error_once() {
+    let out = weir()
+        .args([
+            "simulate",
+            "--rule-spec",
+            "gcra:1/1s",
+            "--trace",
+            "/nonexistent.csv",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "weir: /nonexistent.csv: No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
+fn the_binary_simulates_a_configs_rules_on_a_pattern() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/basic.yaml");
+    let stdout = stdout_of(weir().args(["simulate", "--config"]).arg(&config).args([
+        "--rule",
+        "search",
+        "--rule",
+        "search-smooth",
+        "--pattern",
+        "boundary-burst",
+    ]));
+    // 60 a minute each: 60 requests at 59.9 s and 60 at 60 s.
+    assert!(stdout.contains("120 requests"), "{stdout}");
+    let admitted = |name: &str| row(&stdout, name)[4].to_owned();
+    assert_eq!(admitted("search"), "120");
+    assert_eq!(admitted("search-smooth"), "60");
+}
+
+#[test]
+fn the_binary_refuses_bad_input_with_exit_code_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "trace.csv", "1000,a\n2000,b,many\n");
+    for (args, message) in [
+        (
+            vec![
+                "--rule-spec",
+                "gcra:1/1s",
+                "--trace",
+                trace.to_str().unwrap(),
+            ],
+            ":2: cost `many`",
+        ),
+        (
+            vec!["--rule-spec", "gcra:1/1m/2", "--pattern", "steady"],
+            "invalid rule spec",
+        ),
+        (vec!["--pattern", "steady"], "no rules"),
+        (
+            vec![
+                "--rule-spec",
+                "gcra:1/1s",
+                "--pattern",
+                "bot",
+                "--plot",
+                "x.png",
+            ],
+            "PNG plots are not supported",
+        ),
+        (
+            vec![
+                "--rule-spec",
+                "gcra:1/1s",
+                "--pattern",
+                "steady",
+                "--gap",
+                "1s",
+            ],
+            "--gap does not apply",
+        ),
+        (
+            vec!["--rule-spec", "gcra:1/1s", "--trace", "/nonexistent.csv"],
+            "/nonexistent.csv: ",
+        ),
+    ] {
+        let out = weir().arg("simulate").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("weir: ") && stderr.contains(message),
+            "{args:?}: {stderr}"
+        );
+    }
+    // Unknown pattern: clap's own error, exit code 2.
+    let out = weir()
+        .args(["simulate", "--rule-spec", "gcra:1/1s", "--pattern", "flood"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
