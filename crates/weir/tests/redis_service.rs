@@ -112,20 +112,23 @@ fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
     assert_eq!(weir.request("POST", "/v1/check", body).0, "HTTP/1.1 200 OK");
 }
 
+/// `weir serve` on `redis` with a 100 ms timeout and one rule, `api` (GCRA, 10 a
+/// minute, and `more` of its lines); the directory holding its file goes with it.
+fn on_redis_with_timeout(redis: &RedisServer, more: &str) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    let text = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1m\n{more}",
+        redis.url()
+    );
+    std::fs::write(&path, text).unwrap();
+    (Server::start(&path), dir)
+}
+
 #[test]
 fn a_dead_redis_is_a_503_within_the_timeout_never_a_denial() {
     let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("weir.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1m\n",
-            redis.url()
-        ),
-    )
-    .unwrap();
-    let weir = Server::start(&path);
+    let (weir, _dir) = on_redis_with_timeout(&redis, "");
     let body = r#"{"rule": "api", "key": "k"}"#;
     assert_eq!(weir.request("POST", "/v1/check", body).0, "HTTP/1.1 200 OK");
     redis.kill();
@@ -148,17 +151,10 @@ fn a_dead_redis_is_a_503_within_the_timeout_never_a_denial() {
 #[test]
 fn a_store_failure_tells_callers_nothing_of_the_store() {
     let mut redis = RedisServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("weir.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "store:\n  type: redis\n  url: {}\n  timeout: 100ms\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    algorithm: gcra\n    limit: 10\n    period: 1m\n    failure: closed\n",
-            redis.url()
-        ),
-    )
-    .unwrap();
-    let weir = Server::start(&path);
+    let (weir, _dir) = on_redis_with_timeout(
+        &redis,
+        "    match: { path_prefix: / }\n    failure: closed\n",
+    );
     let check = r#"{"rule": "api", "key": "k"}"#;
     let decide = r#"{"method": "GET", "path": "/books", "client_ip": "192.0.2.1"}"#;
     assert_eq!(

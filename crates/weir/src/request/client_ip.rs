@@ -249,4 +249,6 @@ fn is_port(text: &str) -> bool {
 }
 
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;

@@ -25,6 +25,8 @@ mod refused;
 
 pub use self::address::push_ip;
 pub use self::body::body_field;
+#[cfg(test)]
+pub(crate) use self::client_ip::test_support as client_ip_test_support;
 pub use self::client_ip::{
     ClientAddress, ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_ip, canonical_net,
     client_ip, ip_key,

@@ -1,29 +1,5 @@
 use super::*;
-use crate::request::ClientIpConfig;
-
-fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (name, value) in pairs {
-        map.append(*name, value.parse().unwrap());
-    }
-    map
-}
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-fn config(header: ForwardedHeader) -> ClientIpConfig {
-    ClientIpConfig {
-        trusted_proxies: vec![
-            "10.0.0.0/8".parse().unwrap(),
-            "127.0.0.1/32".parse().unwrap(),
-            "2001:db8:ffff::/48".parse().unwrap(),
-        ],
-        header,
-        ipv6_prefix: 64,
-    }
-}
+use crate::request::client_ip_test_support::{config, headers, ip};
 
 #[test]
 fn forwarding_from_an_untrusted_peer_replaces_what_it_sent() {
