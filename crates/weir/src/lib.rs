@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! server                  listeners, threads, reloads: builds the rest from a Config
-//! gateway  api  admin     the front doors: HTTP in, the engine asked, HTTP out
+//! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
 //! config   edge           YAML -> the specs below | verdicts -> HTTP answers
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
@@ -51,6 +51,7 @@ mod config;
 mod edge;
 mod engine;
 mod gateway;
+mod layer;
 mod metrics;
 mod request;
 mod server;
@@ -62,8 +63,10 @@ pub use self::config::{
     AdminConfig, Config, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, GatewayConfig,
     MAX_RULE_NAME, Period, PeriodError, StoreConfig, Upstream,
 };
+pub use self::edge::SHADOW_HEADER;
 pub use self::engine::{Engine, EngineHandle, EngineSpec, NamedPolicy, StoreKind};
-pub use self::gateway::{Gateway, SHADOW_HEADER};
+pub use self::gateway::Gateway;
+pub use self::layer::{WeirLayer, WeirService};
 pub use self::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use self::request::client_ip;
 pub use self::server::{

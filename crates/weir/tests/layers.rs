@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("gateway", 5),
     ("api", 5),
     ("admin", 5),
+    ("layer", 5),
     ("server", 6),
 ];
 

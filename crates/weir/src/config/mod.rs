@@ -25,13 +25,14 @@ use serde_saphyr::Location;
 use weir_core::{Algorithm, Policy, PolicyError};
 
 use crate::engine::{EngineSpec, NamedPolicy};
+use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
 pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
-pub use self::upstream::{GatewayConfig, Upstream};
+pub use self::upstream::{BODY_TIMEOUT, GatewayConfig, MAX_BODY_BYTES, Upstream};
 
 /// The longest rule name: names appear in keys and in response headers.
 pub const MAX_RULE_NAME: usize = 64;
@@ -44,6 +45,9 @@ pub struct Config {
     /// What the engine is built from: the rules, in file order with unique names, and
     /// how requests are routed to them.
     pub engine: EngineSpec,
+    /// Whom to believe about a client's address (the `client_ip` section): what the
+    /// gateway and the tower layer read it by.
+    pub client_ip: ClientIpConfig,
     /// The gateway, when an `upstream` is configured.
     pub gateway: Option<GatewayConfig>,
     /// The admin API, when an `admin` section is configured.
@@ -90,7 +94,7 @@ impl Config {
             fallback,
             client_ip.ipv6_prefix,
         )?;
-        let gateway = upstream::gateway(&raw, &errors, client_ip)?;
+        let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;
         let admin = admin::admin(raw.admin.as_ref(), &errors)?;
         Ok(Config {
             engine: EngineSpec {
@@ -99,6 +103,7 @@ impl Config {
                 store: store.kind(),
             },
             store,
+            client_ip,
             gateway,
             admin,
             sha256: sha256_hex(text.as_bytes()),

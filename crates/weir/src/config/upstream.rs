@@ -42,8 +42,10 @@ pub struct GatewayConfig {
 /// Defaults of the `upstream` section.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_BODY_BYTES: usize = 64 * 1024;
-const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest body read by default when a rule keys on a body field.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The longest a client may take by default to send such a body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_BUFFERED_BYTES: usize = 64 << 20;
 
 /// The gateway, when the configuration has an `upstream`; `client_ip` is its section,

@@ -6,7 +6,7 @@
 mod problem;
 mod ratelimit;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 pub use self::problem::Problem;
@@ -34,6 +34,21 @@ pub fn answer(verdict: Verdict<'_>, legacy: bool) -> Answer<'_> {
         Verdict::Denied(denied) => Answer::Stop(too_many(&denied, legacy)),
         Verdict::Refused(refused) => Answer::Stop(self::refused(&refused)),
         Verdict::Unavailable => Answer::Stop(Problem::store_unavailable().into_response()),
+    }
+}
+
+/// The header that reports shadow rules that would have denied the request.
+pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
+
+/// Adds to the answer of an allowed request what every door reports on it: the
+/// RateLimit fields of its quotas (and the older fields when `legacy`), and the shadow
+/// rules that would have denied it.
+pub fn add_allowed_headers(headers: &mut HeaderMap, allowed: &Allowed<'_>, legacy: bool) {
+    add_quota_headers(headers, &allowed.quotas, legacy);
+    if !allowed.shadow_denied.is_empty()
+        && let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", "))
+    {
+        headers.insert(SHADOW_HEADER, value);
     }
 }
 

@@ -158,6 +158,18 @@ impl Problem {
         )
     }
 
+    /// weir's tower layer was given a request without the connection's address (500):
+    /// the embedding service is set up without `ConnectInfo`, and no rule could be
+    /// keyed on the client. A fault of the service, not of its caller.
+    pub fn no_client_address() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no-client-address",
+            "Client address unknown",
+            "the service cannot tell where this request came from",
+        )
+    }
+
     /// The upstream could not be reached or failed (502).
     pub fn bad_gateway(detail: impl Into<String>) -> Self {
         Self::new(

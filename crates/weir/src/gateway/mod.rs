@@ -11,4 +11,4 @@ mod pool;
 mod proxy;
 mod service;
 
-pub use self::service::{Gateway, SHADOW_HEADER, handle};
+pub use self::service::{Gateway, handle};

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -19,9 +19,6 @@ use crate::config::GatewayConfig;
 use crate::edge::{self, Answer, Problem};
 use crate::engine::Engine;
 use crate::request::Refusal;
-
-/// The header that reports shadow rules that would have denied the request.
-pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
 
 /// The gateway: the engine that decides, and where allowed requests go.
 pub struct Gateway {
@@ -193,16 +190,7 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             }
             Err(own) => (own, None),
         };
-        edge::add_quota_headers(
-            response.headers_mut(),
-            &allowed.quotas,
-            engine.legacy_headers(),
-        );
-        if !allowed.shadow_denied.is_empty()
-            && let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", "))
-        {
-            response.headers_mut().insert(SHADOW_HEADER, value);
-        }
+        edge::add_allowed_headers(response.headers_mut(), &allowed, engine.legacy_headers());
         if let (Some(settlement), Some(status)) = (allowed.settlement, status) {
             settlement.settle(status).await;
         }

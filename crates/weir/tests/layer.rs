@@ -1,0 +1,301 @@
+//! weir inside a service: the tower layer in front of an axum app, in process, on the
+//! memory store with a manual clock (and on a real Redis for the failure policy).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::routing::{get, post};
+use serde_json::Value;
+use tower::{Layer, ServiceExt};
+use weir::{Config, Engine, EngineHandle, WeirLayer, WeirService};
+use weir_core::ManualClock;
+use weir_store::{MemoryStore, MemoryStoreConfig};
+use weir_testkit::RedisServer;
+
+/// 2026-12-01 00:00:00 UTC.
+const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
+
+const CONFIG: &str = "\
+identities:
+  email: { body_field: email, normalize: email }
+rules:
+  - name: books
+    match: { path_prefix: /books }
+    algorithm: gcra
+    limit: 10
+    period: 1m
+  - name: login
+    match: { methods: [POST], path: /login }
+    key: [email]
+    algorithm: sliding_log
+    limit: 2
+    period: 15m
+    count_statuses: [401]
+";
+
+/// The app: `/books` answers with the path it was routed, `/login` 200 for the right
+/// password and 401 otherwise, `/health` is under no rule. Every call is counted.
+fn app(calls: Arc<AtomicUsize>) -> Router<()> {
+    Router::new()
+        .route("/books", get(|| async { "books" }))
+        .route(
+            "/books/{id}",
+            get(|uri: axum::http::Uri| async move { uri.path().to_owned() }),
+        )
+        .route(
+            "/login",
+            post(|body: String| async move {
+                let login: Value = serde_json::from_str(&body).unwrap();
+                if login["password"] == "right" {
+                    (StatusCode::OK, "welcome")
+                } else {
+                    (StatusCode::UNAUTHORIZED, "no")
+                }
+            }),
+        )
+        .route("/health", get(|| async { "ok" }))
+        .layer(axum::middleware::from_fn_with_state(
+            calls,
+            |State(calls): State<Arc<AtomicUsize>>,
+             request: Request<Body>,
+             next: axum::middleware::Next| async move {
+                calls.fetch_add(1, Ordering::Relaxed);
+                next.run(request).await
+            },
+        ))
+}
+
+/// The app with weir in front: the layer wraps the whole router, so that weir reads and
+/// decides before routing and the router routes the canonical target.
+type Guarded = WeirService<Router<()>>;
+
+struct Service {
+    app: Guarded,
+    calls: Arc<AtomicUsize>,
+    clock: Arc<ManualClock>,
+}
+
+fn service() -> Service {
+    let config = Config::parse(CONFIG, Path::new("layer.yaml")).unwrap();
+    let clock = Arc::new(ManualClock::new(MIDNIGHT));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig::default(),
+        clock.clone(),
+    ));
+    let engine = EngineHandle::new(Engine::new(&config.engine, store, clock.clone()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    Service {
+        app: WeirLayer::new(&config, engine).layer(app(calls.clone())),
+        calls,
+        clock,
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+}
+
+async fn send(app: &Guarded, request: axum::http::request::Builder, body: Body) -> Reply {
+    let peer = SocketAddr::from(([192, 0, 2, 7], 40000));
+    let request = request.extension(ConnectInfo(peer)).body(body).unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+fn get_books(path: &str) -> axum::http::request::Builder {
+    Request::get(path).header("host", "api.example")
+}
+
+async fn login(app: &Guarded, email: &str, password: &str) -> Reply {
+    let body = format!(r#"{{"email":"{email}","password":"{password}"}}"#);
+    let request = Request::post("/login")
+        .header("host", "api.example")
+        .header("content-type", "application/json");
+    send(app, request, Body::from(body)).await
+}
+
+/// Concurrent requests of one client admit exactly the limit; the others are answered
+/// by weir (429, Retry-After, RateLimit fields, problem+json) and never reach the app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_admit_exactly_the_limit() {
+    let service = service();
+    let replies = at_once(&service.app, "/books", 40).await;
+    let admitted = replies.iter().filter(|r| r.status == 200).count();
+    assert_eq!(admitted, 10);
+    assert_eq!(replies.iter().filter(|r| r.status == 429).count(), 30);
+    assert_eq!(
+        service.calls.load(Ordering::Relaxed),
+        10,
+        "denials never reach the app"
+    );
+    let denied = replies.iter().find(|r| r.status == 429).unwrap();
+    assert_eq!(denied.json()["type"], "/problems/rate-limited");
+    assert_eq!(denied.json()["violated"], serde_json::json!(["books"]));
+    assert_eq!(denied.headers["retry-after"], "6");
+    assert_eq!(denied.headers["ratelimit-policy"], "\"books\";q=10;w=60");
+    let allowed = replies.iter().find(|r| r.status == 200).unwrap();
+    assert_eq!(allowed.body, "books");
+    assert!(
+        allowed.headers["ratelimit"]
+            .to_str()
+            .unwrap()
+            .starts_with("\"books\";r=")
+    );
+    // Time is the engine's: six seconds later one more unit is back.
+    service.clock.advance(Duration::from_secs(6));
+    assert_eq!(
+        send(&service.app, get_books("/books"), Body::empty())
+            .await
+            .status,
+        200
+    );
+}
+
+/// Spellings of one path share one budget, and the app is given the canonical one.
+#[tokio::test]
+async fn variants_of_a_path_are_one_request() {
+    let service = service();
+    let spellings = ["/books/1", "/books/./1", "/books/x/../1", "/books/%31"];
+    for (i, path) in spellings.iter().cycle().take(10).enumerate() {
+        let reply = send(&service.app, get_books(path), Body::empty()).await;
+        assert_eq!(reply.status, 200, "{i}: {path}");
+        assert_eq!(reply.body, "/books/1", "the app routes what was decided");
+    }
+    assert_eq!(
+        send(&service.app, get_books("/Books/1/"), Body::empty())
+            .await
+            .status,
+        429
+    );
+}
+
+/// A request that cannot be read one way is refused before the app sees it; one no
+/// rule applies to goes straight on.
+#[tokio::test]
+async fn unreadable_requests_are_refused_and_unlimited_ones_pass() {
+    let service = service();
+    let twice = Request::get("/books")
+        .header("host", "api.example")
+        .header("host", "other.example");
+    let reply = send(&service.app, twice, Body::empty()).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.json()["type"], "/problems/invalid-request");
+    assert_eq!(service.calls.load(Ordering::Relaxed), 0);
+    for _ in 0..30 {
+        let reply = send(&service.app, get_books("/health"), Body::empty()).await;
+        assert_eq!((reply.status, reply.headers.get("ratelimit")), (200, None));
+    }
+}
+
+/// Failed logins are counted by the app's answer, per email read from the body: a
+/// success gives its unit back, a third failure is denied, another email is apart.
+#[tokio::test]
+async fn logins_are_settled_with_the_apps_status() {
+    let service = service();
+    let app = &service.app;
+    assert_eq!(login(app, "ana@example.com", "right").await.status, 200);
+    assert_eq!(login(app, "ana@example.com", "right").await.status, 200);
+    assert_eq!(login(app, "Ana@Example.com", "wrong").await.status, 401);
+    assert_eq!(login(app, "ana@example.com", "wrong").await.status, 401);
+    let locked = login(app, "ana@example.com", "right").await;
+    assert_eq!(
+        locked.status, 429,
+        "two failures spend the limit: {}",
+        locked.body
+    );
+    assert_eq!(login(app, "bob@example.com", "wrong").await.status, 401);
+    // The body reached the app intact: the right password still signs bob in.
+    assert_eq!(login(app, "bob@example.com", "right").await.status, 200);
+}
+
+/// Without the connection's address, weir cannot key on the client: a 500, never a
+/// guess.
+#[tokio::test]
+async fn a_request_without_its_address_is_not_guessed() {
+    let service = service();
+    let request = get_books("/books").body(Body::empty()).unwrap();
+    let response = service.app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 500);
+    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+        .await
+        .unwrap();
+    let problem: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["type"], "/problems/no-client-address");
+    assert_eq!(service.calls.load(Ordering::Relaxed), 0);
+}
+
+/// On a shared store that fails, each rule's failure policy holds in the layer as in
+/// the gateway: fail closed is a 503 with the fixed detail, fail open decides on this
+/// instance's fallback limits.
+#[tokio::test]
+async fn a_failing_store_follows_each_rules_failure_policy() {
+    let mut redis = RedisServer::start();
+    let text = format!(
+        "store: {{ type: redis, url: '{}', timeout: 100ms }}\nrules:\n  - {{ name: open, match: {{ path_prefix: /books }}, algorithm: gcra, limit: 5, period: 1m }}\n  - {{ name: closed, match: {{ path_prefix: /health }}, algorithm: gcra, limit: 5, period: 1m, failure: closed }}\n",
+        redis.url()
+    );
+    let config = Config::parse(&text, Path::new("layer-redis.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let app = WeirLayer::new(&config, service.engine.clone()).layer(app(calls));
+    assert_eq!(
+        send(&app, get_books("/health"), Body::empty()).await.status,
+        200
+    );
+    redis.kill();
+    let closed = send(&app, get_books("/health"), Body::empty()).await;
+    assert_eq!(closed.status, 503, "{}", closed.body);
+    assert_eq!(closed.json()["type"], "/problems/store-unavailable");
+    let open: Vec<u16> = at_once(&app, "/books", 8)
+        .await
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        open.iter().filter(|s| **s == 200).count(),
+        5,
+        "{open:?}: the fallback's limit"
+    );
+    assert_eq!(open.iter().filter(|s| **s == 429).count(), 3, "{open:?}");
+}
+
+/// `n` requests to `path` sent at once, each on its own task; their statuses and
+/// replies, in no order.
+async fn at_once(app: &Guarded, path: &'static str, n: usize) -> Vec<Reply> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let app = app.clone();
+        tasks.spawn(async move { send(&app, get_books(path), Body::empty()).await });
+    }
+    tasks.join_all().await
+}
