@@ -13,9 +13,26 @@ pub enum Refill {
     /// The protocol: tokens never exceed `capacity - outstanding`, so the bucket cannot
     /// refill under units held in leases.
     Capped,
-    /// The broken variant, for the test that shows the properties can fail: tokens refill
-    /// up to `capacity` whatever the leases hold.
+    /// Broken, for the test that shows the properties can fail: tokens refill up to
+    /// `capacity` whatever the leases hold.
     Uncapped,
+    /// A pitfall of a lazy store: at each call it adds all the refill since the last
+    /// call, capped once, by what is outstanding *now* (after dropping the records that
+    /// expired meanwhile). Refill that came while a since-expired lease held the bucket
+    /// at its cap is then credited after all. A lazy store must apply the cap piecewise,
+    /// between the expiry instants, which is what [`Refill::Capped`] does tick by tick.
+    CappedPerCall,
+}
+
+/// Where an instance measures its hold from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldFrom {
+    /// The protocol: from when it sent the take, so its deadline is never later than
+    /// the store's expiry.
+    Sent,
+    /// A pitfall: from when the grant arrived. A delayed grant then outlives its record:
+    /// the instance spends units the store has already released.
+    Received,
 }
 
 /// One bounded instance of the protocol: a policy, how many instances, and how far the
@@ -42,6 +59,8 @@ pub struct LeaseModel {
     pub max_direct: u8,
     /// How the store refills.
     pub refill: Refill,
+    /// Where instances measure the hold from.
+    pub hold_from: HoldFrom,
 }
 
 /// Something that happens next.
@@ -85,19 +104,33 @@ impl LeaseModel {
             max_crashes: 1,
             max_direct: 1,
             refill: Refill::Capped,
+            hold_from: HoldFrom::Sent,
         }
     }
 
     /// The most tokens the store may hold given `outstanding` units in leases.
     const fn token_cap(&self, outstanding: u8) -> u8 {
         match self.refill {
-            Refill::Capped => self.capacity.saturating_sub(outstanding),
+            Refill::Capped | Refill::CappedPerCall => self.capacity.saturating_sub(outstanding),
             Refill::Uncapped => self.capacity,
         }
     }
 
+    /// Every store call starts here: a [`Refill::CappedPerCall`] store adds the refill
+    /// since its last call, capped by what is outstanding now. (The other stores refill
+    /// at each tick, so there is nothing left to add.)
+    fn store_call(&self, state: &mut State) {
+        let units = std::mem::take(&mut state.store.unrefilled);
+        let cap = self.token_cap(state.store.outstanding());
+        state.store.tokens = state
+            .store
+            .tokens
+            .max((state.store.tokens + units).min(cap));
+    }
+
     /// The store answers a take from `from`: `k = min(batch, tokens)`.
     fn store_take(&self, state: &mut State, from: InstanceId, take: u8) {
+        self.store_call(state);
         let now = state.now;
         let units = self.batch.min(state.store.tokens);
         state.store.tokens -= units;
@@ -133,6 +166,7 @@ impl LeaseModel {
 
     /// The store takes back `units` of `lease`, if its record is still live.
     fn store_return(&self, state: &mut State, lease: u8, units: u8) {
+        self.store_call(state);
         let Some(record) = state.store.leases.remove(&lease) else {
             // Expired already: its units were released then; counting them again would
             // admit them twice.
@@ -172,10 +206,14 @@ impl LeaseModel {
         match (instance.pending, lease) {
             (Some(sent), Some(id)) if sent == take => {
                 instance.pending = None;
+                let from = match self.hold_from {
+                    HoldFrom::Sent => sent,
+                    HoldFrom::Received => now,
+                };
                 instance.lease = Some(Held {
                     id,
                     units,
-                    deadline: sent + self.hold,
+                    deadline: from + self.hold,
                 });
             }
             (Some(sent), None) if sent == take => {
@@ -205,7 +243,9 @@ impl LeaseModel {
             state.ledger.expired = true;
             state.ledger.released += record.units.saturating_sub(record.spent);
         }
-        if now.is_multiple_of(self.refill_every) {
+        if now.is_multiple_of(self.refill_every) && self.refill == Refill::CappedPerCall {
+            state.store.unrefilled += 1;
+        } else if now.is_multiple_of(self.refill_every) {
             let cap = self.token_cap(state.store.outstanding());
             if state.store.tokens < cap {
                 state.store.tokens += 1;
@@ -231,6 +271,7 @@ impl Model for LeaseModel {
                 tokens: self.capacity,
                 leases: BTreeMap::new(),
                 next_lease: 0,
+                unrefilled: 0,
             },
             instances: vec![
                 Instance {
@@ -282,7 +323,9 @@ impl Model for LeaseModel {
                 actions.push(Action::Crash(id));
             }
         }
-        if state.ledger.direct < self.max_direct && state.store.tokens > 0 {
+        if state.ledger.direct < self.max_direct
+            && (state.store.tokens > 0 || state.store.unrefilled > 0)
+        {
             actions.push(Action::Direct);
         }
         for msg in &state.network {
@@ -337,6 +380,7 @@ impl Model for LeaseModel {
                 state.crashes += 1;
             }
             Action::Direct => {
+                self.store_call(&mut state);
                 state.store.tokens = state.store.tokens.checked_sub(1)?;
                 state.ledger.direct += 1;
                 Self::admit(&mut state);

@@ -50,9 +50,13 @@
 //!
 //! # Faults
 //!
-//! Any message (take, grant, return) may be lost, delayed across ticks, or delivered in
-//! any order; an instance may crash (its units vanish, never returned; the model does
-//! not restart it); an instance may stop waiting for a reply (a timeout).
+//! Any message (take, grant, return) may be delayed across ticks, delivered in any
+//! order, or lost: the messages in flight are a set any of which may arrive next, or
+//! never (a lost message is one never delivered, which needs no step of its own). An
+//! instance may stop waiting for a reply (a timeout) and take again. An instance may
+//! crash holding a lease: its units vanish, never returned, and the model does not
+//! restart it (a crash holding nothing is an instance that stays silent, which every
+//! run already includes).
 //!
 //! # The bound ([`bound`])
 //!
@@ -76,10 +80,18 @@
 //! message (at most `H` ticks after the grant), and refills lost while the bucket sits
 //! at `C - outstanding` under spent-but-unexpired leases.
 //!
-//! Without the cap (tokens refill up to `C` whatever the leases hold,
-//! [`Refill::Uncapped`]) the checker finds a window admitting more than the bound: an
-//! instance holds a lease while the bucket refills under it, then both are spent in one
-//! window.
+//! # What the implementation must not do (checked to fail)
+//!
+//! - **No cap** ([`Refill::Uncapped`]): tokens refill up to `C` whatever the leases hold.
+//!   An instance holds a lease while the bucket refills under it, then both are spent in
+//!   one window: over-admission. (The cumulative bound still holds; the burst does not.)
+//! - **The cap applied once per call** ([`Refill::CappedPerCall`]), the natural lazy
+//!   Redis script: drop the expired records, then add all the refill since the last call,
+//!   capped by what is outstanding now. Refill that came while a since-expired lease held
+//!   the bucket at its cap is credited after all: over-admission. A lazy store must apply
+//!   the cap piecewise, between the expiry instants of the records it drops.
+//! - **The hold measured from the grant's arrival** ([`HoldFrom::Received`]): a delayed
+//!   grant outlives its record, and the instance spends units the store has released.
 //!
 //! # Checked
 //!
@@ -93,5 +105,5 @@ pub mod bound;
 pub mod properties;
 pub mod state;
 
-pub use actions::{Action, LeaseModel, Refill};
+pub use actions::{Action, HoldFrom, LeaseModel, Refill};
 pub use bound::{bucket_bound, plain_bucket_admits, window_bound};

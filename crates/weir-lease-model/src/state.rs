@@ -52,6 +52,9 @@ pub struct Store {
     pub leases: BTreeMap<LeaseId, Record>,
     /// The next lease id to hand out.
     pub next_lease: LeaseId,
+    /// Refill ticks since the last call, not yet added: only a
+    /// [`Refill::CappedPerCall`](crate::Refill::CappedPerCall) store leaves any.
+    pub unrefilled: u8,
 }
 
 impl Store {
