@@ -57,6 +57,20 @@ pub fn all() -> Vec<Property<LeaseModel>> {
                 state.admitted.first().copied().unwrap_or(0) >= model.capacity
             },
         ),
+        Property::sometimes(
+            "leases admit the whole bound C + floor(t / R) at some t >= R",
+            |model: &LeaseModel, state: &State| {
+                let total: u32 = state.admitted.iter().map(|&units| u32::from(units)).sum();
+                state.now >= model.refill_every
+                    && total
+                        == bucket_bound(
+                            model.capacity.into(),
+                            model.refill_every.into(),
+                            0,
+                            state.now.into(),
+                        )
+            },
+        ),
         Property::sometimes("a lease is returned", |_: &LeaseModel, state: &State| {
             state.ledger.returned > 0
         }),
