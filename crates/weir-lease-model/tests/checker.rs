@@ -72,11 +72,14 @@ fn small_batches_held_by_several_instances_never_over_admit() {
     explore("B = 1", model).assert_properties();
 }
 
-/// A batch that does not divide the capacity: partial grants (`k < B`).
+/// A batch that does not divide the capacity: partial grants (`k < B`), and a direct
+/// caller beside them.
 #[test]
 fn partial_grants_never_over_admit() {
     let model = LeaseModel {
         capacity: 3,
+        max_takes: 2,
+        max_direct: 1,
         ..policy()
     };
     explore("C = 3, B = 2", model).assert_properties();
