@@ -2,7 +2,7 @@
 //! with the cap, and over-admission is found without it.
 //!
 //! Each run is exhaustive within its bounds (ticks, takes, crashes, direct checks);
-//! together they take about 40 s in a debug build on 2 cores (`cargo test -p
+//! together they take about 30 s in a debug build on 2 cores (`cargo test -p
 //! weir-lease-model`). The pitfall variants show the properties can fail.
 
 #![allow(
