@@ -67,6 +67,24 @@ fn app(calls: Arc<AtomicUsize>) -> Router<()> {
             }),
         )
         .route("/health", get(|| async { "ok" }))
+        .route(
+            "/whoami",
+            get(|headers: HeaderMap| async move {
+                [
+                    "host",
+                    "x-forwarded-for",
+                    "forwarded",
+                    "x-real-ip",
+                    "x-forwarded-host",
+                ]
+                .iter()
+                .map(|name| {
+                    let value = headers.get(*name).map_or("-", |v| v.to_str().unwrap());
+                    format!("{name}: {value}\n")
+                })
+                .collect::<String>()
+            }),
+        )
         .layer(axum::middleware::from_fn_with_state(
             calls,
             |State(calls): State<Arc<AtomicUsize>>,
@@ -215,6 +233,77 @@ async fn unreadable_requests_are_refused_and_unlimited_ones_pass() {
         let reply = send(&service.app, get_books("/health"), Body::empty()).await;
         assert_eq!((reply.status, reply.headers.get("ratelimit")), (200, None));
     }
+}
+
+/// What the app is told of where a request came from is what weir read: forwarding
+/// headers a client wrote never reach it (there is no trusted proxy here), and an
+/// absolute-form target's host comes with its port.
+#[tokio::test]
+async fn the_app_reads_the_client_weir_read() {
+    let service = service();
+    let forged = Request::get("/whoami")
+        .header("host", "api.example")
+        .header("x-forwarded-for", "6.6.6.6")
+        .header("forwarded", "for=6.6.6.6")
+        .header("x-real-ip", "6.6.6.6")
+        .header("x-forwarded-host", "evil.example");
+    let reply = send(&service.app, forged, Body::empty()).await;
+    assert_eq!(
+        reply.body,
+        "host: api.example\nx-forwarded-for: 192.0.2.7\nforwarded: for=192.0.2.7;proto=http\n\
+         x-real-ip: 192.0.2.7\nx-forwarded-host: -\n"
+    );
+    let absolute = Request::get("http://api.example:8080/whoami");
+    let reply = send(&service.app, absolute, Body::empty()).await;
+    assert!(
+        reply.body.starts_with("host: api.example:8080\n"),
+        "{}",
+        reply.body
+    );
+}
+
+/// Bodies are read within bounds: one that says it is too large is refused before it
+/// is read, one that breaks off is a 400 (not a 413), and nothing reaches the app.
+#[tokio::test]
+async fn bodies_are_read_within_bounds() {
+    let service = service();
+    let huge = Request::post("/login")
+        .header("host", "api.example")
+        .header("content-type", "application/json")
+        .header("content-length", "10000000");
+    let reply = send(&service.app, huge, Body::from("{}")).await;
+    assert_eq!(
+        (reply.status, reply.json()["type"].as_str()),
+        (413, Some("/problems/body-too-large"))
+    );
+    let broken = broken_body();
+    let reply = send(
+        &service.app,
+        Request::post("/login")
+            .header("host", "api.example")
+            .header("content-type", "application/json"),
+        broken,
+    )
+    .await;
+    assert_eq!(
+        (reply.status, reply.json()["type"].as_str()),
+        (400, Some("/problems/invalid-request"))
+    );
+    assert_eq!(service.calls.load(Ordering::Relaxed), 0);
+}
+
+/// A body that sends a few bytes and then fails, as a connection that breaks off does.
+fn broken_body() -> Body {
+    let (mut sender, body) =
+        http_body_util::channel::Channel::<bytes::Bytes, std::io::Error>::new(2);
+    tokio::spawn(async move {
+        sender
+            .send_data(bytes::Bytes::from_static(b"{\"email\":"))
+            .await
+            .unwrap();
+        sender.abort(std::io::Error::other("the client hung up"));
+    });
+    Body::new(body)
 }
 
 /// Failed logins are counted by the app's answer, per email read from the body: a

@@ -32,7 +32,9 @@ pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
 pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
-pub use self::upstream::{BODY_TIMEOUT, GatewayConfig, MAX_BODY_BYTES, Upstream};
+pub use self::upstream::{
+    BODY_TIMEOUT, GatewayConfig, MAX_BODY_BYTES, MAX_BUFFERED_BYTES, Upstream,
+};
 
 /// The longest rule name: names appear in keys and in response headers.
 pub const MAX_RULE_NAME: usize = 64;

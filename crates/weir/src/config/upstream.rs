@@ -46,7 +46,8 @@ const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The longest a client may take by default to send such a body.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_BUFFERED_BYTES: usize = 64 << 20;
+/// The most body bytes held at once across requests by default.
+pub const MAX_BUFFERED_BYTES: usize = 64 << 20;
 
 /// The gateway, when the configuration has an `upstream`; `client_ip` is its section,
 /// read already.

@@ -3,12 +3,16 @@
 //! answer here and nowhere else ([`answer`]), so the gateway, `/v1/decide` and the
 //! doors to come answer one request alike.
 
+mod body;
+mod forwarding;
 mod problem;
 mod ratelimit;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
+pub use self::body::BodyReader;
+pub use self::forwarding::{host_of_target, write_forwarding};
 pub use self::problem::Problem;
 use self::ratelimit::insert_legacy;
 pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};

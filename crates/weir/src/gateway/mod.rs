@@ -6,7 +6,6 @@
 //! RateLimit fields to the upstream's answer, and settles the request's reservations
 //! with the answer's status.
 
-mod forwarding;
 mod pool;
 mod proxy;
 mod service;

@@ -8,10 +8,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::forwarding::write_forwarding;
 use super::pool::UpstreamPool;
 use crate::config::Upstream;
-use crate::edge::Problem;
+use crate::edge::{Problem, write_forwarding};
 use crate::request::{ClientAddress, ForwardedHeader};
 
 /// Headers that describe one connection (or how the message is framed on it), not the

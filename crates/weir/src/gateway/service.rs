@@ -9,14 +9,13 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::pool::UpstreamPool;
 use super::proxy::forward;
 use crate::config::GatewayConfig;
-use crate::edge::{self, Answer, Problem};
+use crate::edge::{self, Answer, BodyReader, Problem};
 use crate::engine::Engine;
 use crate::request::Refusal;
 
@@ -24,15 +23,11 @@ use crate::request::Refusal;
 pub struct Gateway {
     config: GatewayConfig,
     engine: Arc<Engine>,
-    /// Body bytes being read, in units of [`BUFFER_UNIT`], bounded by the upstream's
-    /// `max_buffered_bytes`.
-    buffers: Semaphore,
+    /// Reads the bodies rules key on, within the upstream section's bounds.
+    bodies: BodyReader,
     /// Tells this gateway's upstream clients apart from a reloaded one's.
     id: u64,
 }
-
-/// The unit in which buffered body bytes are counted.
-const BUFFER_UNIT: usize = 1024;
 
 /// Gateways made so far, for their ids.
 static GATEWAYS: AtomicU64 = AtomicU64::new(0);
@@ -54,20 +49,18 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// A gateway for `config`, asking `engine` about every request.
     pub fn new(config: GatewayConfig, engine: Arc<Engine>) -> Self {
-        let units = config.upstream.max_buffered_bytes.div_ceil(BUFFER_UNIT);
+        let upstream = &config.upstream;
+        let bodies = BodyReader::new(
+            upstream.max_body_bytes,
+            upstream.body_timeout,
+            upstream.max_buffered_bytes,
+        );
         Self {
-            buffers: Semaphore::new(units),
+            bodies,
             config,
             engine,
             id: GATEWAYS.fetch_add(1, Ordering::Relaxed),
         }
-    }
-
-    /// Room for `bytes` of body among all requests being read now, or `None` when the
-    /// gateway holds its `max_buffered_bytes` already.
-    fn reserve_buffer(&self, bytes: usize) -> Option<SemaphorePermit<'_>> {
-        let units = u32::try_from(bytes.div_ceil(BUFFER_UNIT)).unwrap_or(u32::MAX);
-        self.buffers.try_acquire_many(units.max(1)).ok()
     }
 
     /// This thread's connections to the upstream.
@@ -123,12 +116,11 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             }
         }
         // An absolute-form target without Host names the host in the target: the app gets
-        // it as Host, as decided (not the upstream's own name).
-        if let Some(host) = &head.host
-            && !parts.headers.contains_key(header::HOST)
-            && let Ok(value) = HeaderValue::try_from(host.as_str())
+        // it as Host, as sent (not the upstream's own name).
+        if !parts.headers.contains_key(header::HOST)
+            && let Some(host) = edge::host_of_target(&sent)
         {
-            parts.headers.insert(header::HOST, value);
+            parts.headers.insert(header::HOST, host);
         }
         let route = routed.first();
         let header = config.client_ip.header;
@@ -141,28 +133,10 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         }
 
         // Read the body only when a rule identifies callers by it; then forward the copy.
-        let _buffering;
         let (body, bytes) = if routed.reads_body() {
-            let limit = config.upstream.max_body_bytes;
-            let announced = parts
-                .headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-            let Some(permit) = gateway.reserve_buffer(announced.unwrap_or(limit).min(limit)) else {
-                let busy = Problem::busy("too many request bodies are being read; try again");
-                break 'answer (busy.into_response(), route);
-            };
-            _buffering = permit;
-            let read = axum::body::to_bytes(body, limit);
-            match tokio::time::timeout(config.upstream.body_timeout, read).await {
-                Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),
-                Ok(Err(_)) => {
-                    break 'answer (Problem::body_too_large(limit).into_response(), route);
-                }
-                Err(_) => {
-                    let timeout = config.upstream.body_timeout;
-                    break 'answer (Problem::body_timeout(timeout).into_response(), route);
-                }
+            match gateway.bodies.read(&parts.headers, body).await {
+                Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
+                Err(answer) => break 'answer (answer, route),
             }
         } else {
             (body, None)

@@ -23,12 +23,12 @@
 mod service;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tower::Layer;
 
 pub use self::service::WeirService;
-use crate::config::{BODY_TIMEOUT, Config, MAX_BODY_BYTES};
+use crate::config::{BODY_TIMEOUT, Config, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
+use crate::edge::BodyReader;
 use crate::engine::EngineHandle;
 use crate::request::ClientIpConfig;
 
@@ -79,28 +79,32 @@ pub struct WeirLayer {
 #[derive(Debug)]
 struct Settings {
     client_ip: ClientIpConfig,
-    max_body_bytes: usize,
-    body_timeout: Duration,
+    bodies: BodyReader,
 }
 
 impl WeirLayer {
     /// A layer deciding on `engine` (reloads replace it for every request from then
     /// on), reading clients by `config`'s `client_ip` section. Bodies, read only when a
-    /// rule keys on a body field, are read up to the `upstream` section's
-    /// `max_body_bytes` and `body_timeout` when it has them, else 64 KiB and 10 s.
+    /// rule keys on a body field, are bounded by the `upstream` section's
+    /// `max_body_bytes`, `body_timeout` and `max_buffered_bytes` when it has them, else
+    /// 64 KiB, 10 s and 64 MiB.
     pub fn new(config: &Config, engine: EngineHandle) -> Self {
-        let (max_body_bytes, body_timeout) = config
-            .gateway
-            .as_ref()
-            .map_or((MAX_BODY_BYTES, BODY_TIMEOUT), |g| {
-                (g.upstream.max_body_bytes, g.upstream.body_timeout)
-            });
+        let bodies = match &config.gateway {
+            Some(gateway) => {
+                let upstream = &gateway.upstream;
+                BodyReader::new(
+                    upstream.max_body_bytes,
+                    upstream.body_timeout,
+                    upstream.max_buffered_bytes,
+                )
+            }
+            None => BodyReader::new(MAX_BODY_BYTES, BODY_TIMEOUT, MAX_BUFFERED_BYTES),
+        };
         Self {
             engine,
             settings: Arc::new(Settings {
                 client_ip: config.client_ip.clone(),
-                max_body_bytes,
-                body_timeout,
+                bodies,
             }),
         }
     }

@@ -100,22 +100,21 @@ where
             }
         }
     }
-    if let Some(host) = &head.host
-        && !parts.headers.contains_key(header::HOST)
-        && let Ok(value) = host.parse()
+    if !parts.headers.contains_key(header::HOST)
+        && let Some(host) = edge::host_of_target(&sent)
     {
-        parts.headers.insert(header::HOST, value);
+        parts.headers.insert(header::HOST, host);
     }
+    // What it is told of where the request came from is what weir read, not what a
+    // client wrote (the gateway's rewriting of the forwarding headers).
+    edge::write_forwarding(&client, &mut parts.headers, settings.client_ip.header);
     if routed.is_empty() {
         return call(inner, Request::from_parts(parts, body)).await;
     }
     let (body, bytes) = if routed.reads_body() {
-        let limit = settings.max_body_bytes;
-        let read = axum::body::to_bytes(body, limit);
-        match tokio::time::timeout(settings.body_timeout, read).await {
-            Ok(Ok(bytes)) => (Body::from(bytes.clone()), Some(bytes)),
-            Ok(Err(_)) => return Problem::body_too_large(limit).into_response(),
-            Err(_) => return Problem::body_timeout(settings.body_timeout).into_response(),
+        match settings.bodies.read(&parts.headers, body).await {
+            Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
+            Err(answer) => return answer,
         }
     } else {
         (body, None)

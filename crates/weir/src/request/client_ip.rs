@@ -1,6 +1,6 @@
 //! The client's IP address, from the peer address or, behind trusted proxies, from the
-//! one forwarding header they are configured to write, and its key form. (What the
-//! gateway forwards about it is the gateway's: `gateway/forwarding.rs`.)
+//! one forwarding header they are configured to write, and its key form. (What a door
+//! passing the request on tells the app about it is `edge/forwarding.rs`.)
 //!
 //! Forwarding headers are read right to left: each address was appended by the hop
 //! before it, so the first address from the right that is not a trusted proxy is the

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
 
 use crate::request::{ClientAddress, ForwardedHeader, push_ip};
 
@@ -84,6 +84,18 @@ pub fn write_forwarding(address: &ClientAddress, headers: &mut HeaderMap, header
             headers.remove(name);
         }
     }
+}
+
+/// The `Host` to give the app for a request whose absolute-form target names its host
+/// (`GET http://api.example.com:8080/x` without a `Host` line): the target's host and
+/// port as sent, without any user information. `None` for other targets.
+pub fn host_of_target(target: &Uri) -> Option<HeaderValue> {
+    let authority = target.authority()?;
+    let host = match authority.port() {
+        Some(port) => format!("{}:{port}", authority.host()),
+        None => authority.host().to_owned(),
+    };
+    HeaderValue::try_from(host).ok()
 }
 
 /// Appends a `Forwarded` node for `ip`: `for=192.0.2.1`, or `for="[2001:db8::1]"`.
