@@ -5,7 +5,7 @@
 //! ```text
 //! server                  listeners, threads, reloads: builds the rest from a Config
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
-//! config   edge           YAML -> the specs below | verdicts -> HTTP answers
+//! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
 //! weir-store, weir-core   stores | algorithms
