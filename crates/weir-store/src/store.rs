@@ -137,6 +137,9 @@ pub trait Store: Send + Sync + 'static {
     /// granting exactly `min` units spent at once with no lease, ignoring `max` and
     /// `hold`; so it never admits more than a check. The engine leases only on shared
     /// stores. Other algorithms are refused ([`StoreError::Lease`]).
+    ///
+    /// A leased key is checked by `take` with no hold, never by [`Store::check`],
+    /// which does not see the leases (and would decide as if no unit were out).
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         Box::pin(async move {
             leasable(policy)?;
