@@ -153,10 +153,12 @@ local function lease_write(keys, p, stored, state, l, now, given)
     for i = 1, #l.gone do l.gone[i] = int(l.gone[i]) end
     redis.call('HDEL', keys[2], unpack(l.gone))
   end
+  local fields = { 'n', int(l.last), 's', int(l.since) }
   for _, r in ipairs(l.added) do
-    redis.call('HSET', keys[2], int(r.id), int(r.units) .. ':' .. int(r.expires))
+    fields[#fields + 1] = int(r.id)
+    fields[#fields + 1] = int(r.units) .. ':' .. int(r.expires)
   end
-  redis.call('HSET', keys[2], 'n', int(l.last), 's', int(l.since))
+  redis.call('HSET', keys[2], unpack(fields))
   redis.call('PEXPIRE', keys[2], expiry_ms(math.max(last_end, l.last + 1) - now, given) + 60000)
 end
 
