@@ -131,8 +131,9 @@ local function lease_retry(p, state, l, now, min)
 end
 
 -- Writes what changed: the state (its expiry no earlier than the bucket can be full
--- after the last lease ends) and the records (theirs a minute past the last record
--- and the last id, so that a late give-back never meets a reused id).
+-- after the last lease ends) and the records with the time the state is brought
+-- forward to (their expiry a minute past the last record and the last id, so that a
+-- late give-back never meets a reused id).
 local function lease_write(keys, p, stored, state, l, now, given)
   local last_end = now
   for _, r in ipairs(l.records) do
@@ -149,6 +150,9 @@ local function lease_write(keys, p, stored, state, l, now, given)
       redis.call('DEL', keys[1])
     end
   end
+  -- With no record before or after, the hash has nothing to keep (a take with no hold
+  -- on a key no one leases writes only the state, as a check does).
+  if #l.gone == 0 and #l.added == 0 and (#l.records == 0 or state == stored) then return end
   if #l.gone > 0 then
     for i = 1, #l.gone do l.gone[i] = int(l.gone[i]) end
     redis.call('HDEL', keys[2], unpack(l.gone))
