@@ -22,11 +22,20 @@ use weir_testkit::{Holders, LeaseOutcome, RedisCluster, RedisServer, lease_seque
 const START: u64 = 1_796_032_800_000_000_000;
 
 async fn store(target: RedisTarget, clock: Arc<dyn Clock>) -> RedisStore {
+    store_on(target, clock, RedisClock::Local, "lease").await
+}
+
+async fn store_on(
+    target: RedisTarget,
+    clock: Arc<dyn Clock>,
+    which: RedisClock,
+    prefix: &str,
+) -> RedisStore {
     let config = RedisStoreConfig {
         target,
-        key_prefix: "lease".to_owned(),
+        key_prefix: prefix.to_owned(),
         timeout: Duration::from_secs(2),
-        clock: RedisClock::Local,
+        clock: which,
         window_counters: false,
     };
     RedisStore::connect(&config, clock).await.unwrap()
@@ -107,22 +116,30 @@ async fn redis_leases_exactly_as_weir_core() {
     conform(&redis, &clock, seed + 1, "scripts").await;
 }
 
-/// Holders taking, renewing and giving back on one key at once, at one instant: what
-/// they spend (granted less returned) never exceeds the capacity, and what they did
-/// not spend is all back.
+/// Holders taking, renewing and giving back on one key at once (at one instant of the
+/// manual clock, and on the server's clock, where a year's limit refills nothing in
+/// the test's second): what they spend (granted less returned) never exceeds the
+/// capacity, and what they did not spend is all back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_holders_never_get_more_than_the_bucket() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
-    let redis = Arc::new(store(RedisTarget::Single(server.url()), clock.clone()).await);
-    for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
-        let policy = Policy::new(algorithm, 100, Duration::from_secs(3600), None).unwrap();
+    for (which, algorithm) in [RedisClock::Local, RedisClock::Server]
+        .into_iter()
+        .flat_map(|c| [(c, Algorithm::TokenBucket), (c, Algorithm::Gcra)])
+    {
+        let target = RedisTarget::Single(server.url());
+        let prefix = format!("{which:?}");
+        let redis = Arc::new(store_on(target, clock.clone(), which, &prefix).await);
+        let year = Duration::from_secs(365 * 86_400);
+        let policy = Policy::new(algorithm, 100, year, None).unwrap();
         let tasks: Vec<_> = (0..8u64)
             .map(|t| {
                 let redis = redis.clone();
                 tokio::spawn(async move {
                     let k = key(algorithm.name());
                     let (mut spent, mut held): (u64, Option<(LeaseId, u64)>) = (0, None);
+                    let mut denied = 0;
                     for i in 0..40u64 {
                         // Spends some of what it holds, renews with the rest.
                         let closing = held.map(|(lease, units)| {
@@ -139,6 +156,7 @@ async fn concurrent_holders_never_get_more_than_the_bucket() {
                         };
                         let grant = redis.take(k, &policy, take).await.unwrap();
                         assert_eq!(grant.closed, closing.is_some());
+                        denied += u64::from(!grant.decision.allowed);
                         held = grant.lease.map(|lease| (lease, grant.units));
                     }
                     if let Some((lease, units)) = held {
@@ -151,15 +169,20 @@ async fn concurrent_holders_never_get_more_than_the_bucket() {
                                 .unwrap()
                         );
                     }
-                    spent
+                    (spent, denied)
                 })
             })
             .collect();
-        let mut spent = 0;
+        let (mut spent, mut denied) = (0, 0);
         for task in tasks {
-            spent += task.await.unwrap();
+            let (s, d) = task.await.unwrap();
+            (spent, denied) = (spent + s, denied + d);
         }
-        assert!(spent <= 100, "{algorithm}: {spent} spent");
+        assert!(
+            denied > 0,
+            "{which:?} {algorithm}: the holders want more than the bucket"
+        );
+        assert!(spent <= 100, "{which:?} {algorithm}: {spent} spent");
         let peek = redis
             .take(key(algorithm.name()), &policy, Take::check(0))
             .await
@@ -167,7 +190,7 @@ async fn concurrent_holders_never_get_more_than_the_bucket() {
         assert_eq!(
             peek.decision.remaining + spent,
             100,
-            "{algorithm}: every unit not spent is back"
+            "{which:?} {algorithm}: every unit not spent is back"
         );
     }
 }
