@@ -88,8 +88,9 @@ pub struct Grant {
     pub lease: Option<LeaseId>,
     /// Units granted: 0 on a denial; else between `min` and `max`.
     pub units: u64,
-    /// The key as a check of cost `units` reports it (allowed), or the denial of a
-    /// check of cost `min` (`retry_after`: when `min` can be granted if no lease is
+    /// The key as a check of cost `units` reports it (allowed; for 0 units, what a
+    /// peek reports, a denial on a clock stepped back far behind a GCRA state), or the
+    /// denial of a check of cost `min` (`retry_after`: when `min` can be granted if no lease is
     /// given back early: the later of the refill reaching it and enough leases
     /// expiring).
     pub decision: Decision,
