@@ -69,7 +69,7 @@ async fn conform(redis: &RedisStore, clock: &ManualClock, seed: u64, prefix: &st
         let mut now = START;
         for (i, step) in steps.iter().enumerate() {
             if let weir_testkit::LeaseStep::Wait { gap_us } = step {
-                now += gap_us * 1_000;
+                now = now.saturating_add_signed(gap_us * 1_000);
             }
             clock.set(now);
             let expected = in_core.replay_on(step, &mut state, &mut leases, &policy, now);

@@ -50,10 +50,10 @@ pub enum LeaseStep {
         /// The cost.
         cost: u64,
     },
-    /// Time passes.
+    /// Time passes (negative: the clock steps back).
     Wait {
         /// Microseconds.
-        gap_us: u64,
+        gap_us: i64,
     },
 }
 
@@ -193,7 +193,7 @@ fn outcome(grant: &Grant) -> LeaseOutcome {
 /// Token bucket and GCRA policies, and sequences of lease steps on them: batches,
 /// renewals, give-backs with and without unspent units (and with more than the lease
 /// held), crashes, holds shorter and longer than a period, direct checks (including
-/// costs that never fit), and time passing in whole microseconds.
+/// costs that never fit), and time passing in whole microseconds (sometimes back).
 pub fn lease_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<LeaseStep>)> {
     let mut rng = XorShift(seed | 1);
     let shapes = [
@@ -233,10 +233,11 @@ pub fn lease_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<LeaseStep>)>
                             cost: rng.below(capacity + 2),
                         },
                         _ => LeaseStep::Wait {
-                            gap_us: match rng.below(3) {
-                                0 => 0,
-                                1 => rng.below(period_us / 4 + 1),
-                                _ => rng.below(2 * period_us),
+                            gap_us: match rng.below(8) {
+                                0 | 1 => 0,
+                                2..=4 => rng.below(period_us / 4 + 1) as i64,
+                                5 | 6 => rng.below(2 * period_us) as i64,
+                                _ => -(rng.below(period_us / 4 + 1) as i64),
                             },
                         },
                     }

@@ -188,7 +188,7 @@ function lease_take(keys, argv, now)
     return { 0, remaining, reset, retry, delay, 0, 0, closed and 1 or 0 }
   end
   local units = math.min(math.max(max, min), available)
-  local _, remaining, reset, _, delay, kept = lease_decide(p, state, now, units)
+  local allowed, remaining, reset, retry, delay, kept = lease_decide(p, state, now, units)
   local id = 0
   if units > 0 then
     state = kept
@@ -201,7 +201,7 @@ function lease_take(keys, argv, now)
     end
   end
   if units > 0 or closed then lease_write(keys, p, stored, state, l, now, argv[1]) end
-  return { 1, remaining, reset, -1, delay, units, id, closed and 1 or 0 }
+  return { allowed and 1 or 0, remaining, reset, retry, delay, units, id, closed and 1 or 0 }
 end
 
 function lease_give_back(keys, argv, now)
