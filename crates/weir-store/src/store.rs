@@ -119,9 +119,9 @@ pub trait Store: Send + Sync + 'static {
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()>;
 
     /// Takes units of a `token_bucket` or `gcra` key before spending them: a lease
-    /// (`weir_core::take`, whose doc has the protocol). In one atomic step: gives back
-    /// `take.closing` (a lease being renewed), drops the key's expired leases (their
-    /// units count as spent), and grants between `take.min` and `take.max` units of
+    /// (`weir_core::take`, whose doc has the protocol). In one atomic step: drops the
+    /// key's expired leases (their units count as spent), gives back `take.closing` (a
+    /// lease being renewed) if it is still held, and grants between `take.min` and `take.max` units of
     /// what the bucket has available under the cap of the units still out in leases,
     /// recording a lease of them until `take.hold` has passed on the store's clock; or,
     /// with fewer than `min` available, grants nothing and reports the denial of a

@@ -132,8 +132,8 @@ pub fn leasable(policy: &Policy) -> Result<(), LeaseError> {
 }
 
 /// Takes units from a key at `now` (ns since the Unix epoch, the store's time), in one
-/// step: gives back `take.closing`; drops the expired records (their units count as
-/// spent: nothing comes back); then, if the bucket has at least `take.min` units
+/// step: drops the expired records (their units count as spent: nothing comes back);
+/// gives back `take.closing` if it is still held (see [`give_back`]); then, if the bucket has at least `take.min` units
 /// available under the cap (`capacity - outstanding`), grants `k = min(max, available)`
 /// units, consumed exactly as a check of cost `k` consumes them, and records a lease of
 /// `k` until `now + hold` when `hold > 0` and `k > 0`. With fewer available, grants
