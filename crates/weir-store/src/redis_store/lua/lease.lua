@@ -171,10 +171,15 @@ function lease_take(keys, argv, now)
   local min, max, hold = tonumber(argv[7]), tonumber(argv[8]), tonumber(argv[9])
   local stored = redis.call('GET', keys[1])
   local state = stored
-  -- A state found full is none, as a check finds it.
-  if not select(6, lease_decide(p, state, now, 0)) then state = false end
   local l = lease_read(keys[2])
-  state = lease_advance(p, state, l, now)
+  -- A state found full is none, as a check finds it (with no record, the peek below
+  -- finds it so).
+  if #l.records > 0 then
+    if not select(6, lease_decide(p, state, now, 0)) then state = false end
+    state = lease_advance(p, state, l, now)
+  elseif now > l.since then
+    l.since = now
+  end
   local closed = false
   if argv[10] ~= '' then
     state, closed = lease_close(p, state, l, now, tonumber(argv[10]), tonumber(argv[11]))
