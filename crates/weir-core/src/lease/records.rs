@@ -74,9 +74,11 @@ impl Leases {
     }
 
     /// The state has been brought forward to `now`: drops the records expired by then
-    /// (their units count as spent).
+    /// (their units count as spent). `since` follows `now` even back in time: the
+    /// records left all expire after both, and one made now must have its expiry
+    /// counted from now on, not from a later instant the clock stepped back from.
     pub(super) fn forward_to(&mut self, now: u64) {
-        self.since = self.since.max(now);
+        self.since = now;
         self.records.retain(|r| r.expires > now);
     }
 

@@ -84,7 +84,8 @@ local function lease_advance(p, state, l, now)
     end
   end
   state = p.cap(state, now, p.capacity, p.L, p.P, outstanding(l, now))
-  if now > l.since then l.since = now end
+  -- Even back in time (see Leases::forward_to).
+  l.since = now
   local kept = {}
   for _, r in ipairs(l.records) do
     if r.expires > now then kept[#kept + 1] = r else l.gone[#l.gone + 1] = r.id end
@@ -177,7 +178,7 @@ function lease_take(keys, argv, now)
   if #l.records > 0 then
     if not select(6, lease_decide(p, state, now, 0)) then state = false end
     state = lease_advance(p, state, l, now)
-  elseif now > l.since then
+  else
     l.since = now
   end
   local closed = false
