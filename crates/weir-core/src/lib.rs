@@ -2,7 +2,8 @@
 //!
 //! Every algorithm is a function of `(policy, state, now, cost)` that yields a
 //! [`Decision`] and the new state ([`check`]); [`refund`] gives back what a check
-//! consumed, for limits settled after the request. Nothing here reads a clock, does I/O
+//! consumed, for limits settled after the request; [`take`] and [`give_back`] lease
+//! units of a bucket to an instance that spends them later (see [`Take`]). Nothing here reads a clock, does I/O
 //! or awaits: time is handed in as integer nanoseconds since the Unix epoch (taken from a
 //! monotonic source by a [`Clock`]), so every algorithm can be tested at any instant,
 //! including window boundaries, clocks that step backwards and absurd costs.
@@ -16,6 +17,7 @@
 mod algorithm;
 mod clock;
 mod decision;
+mod lease;
 mod period;
 mod policy;
 mod state;
@@ -23,6 +25,9 @@ mod state;
 pub use algorithm::{check, check_word, refund};
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
+pub use lease::{
+    Closing, Grant, LeaseError, LeaseId, Leases, MAX_LEASES, Take, give_back, leasable, take,
+};
 pub use period::{PeriodError, parse_period};
 pub use policy::{
     Algorithm, MAX_LIMIT, MAX_PERIOD, MAX_SLIDING_LOG_LIMIT, MIN_PERIOD, Policy, PolicyError,

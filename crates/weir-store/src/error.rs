@@ -33,6 +33,9 @@ pub enum StoreError {
     /// The policy cannot be decided exactly by this store.
     #[error(transparent)]
     Policy(#[from] RedisPolicyError),
+    /// A lease was asked for under a policy whose algorithm cannot be leased.
+    #[error(transparent)]
+    Lease(#[from] weir_core::LeaseError),
 }
 
 impl StoreError {

@@ -4,7 +4,9 @@
 //! atomically, with the time taken from its [`Clock`](weir_core::Clock). The
 //! [`MemoryStore`] keeps state in this process: the embedded default, exact for one
 //! instance. The [`RedisStore`] keeps it in Redis or Redis Cluster, shared by every
-//! instance, each check one atomic Lua script.
+//! instance, each check one atomic Lua script; it also leases units of a bucket to the
+//! instances ([`Store::take`], [`Store::give_back`]), so a hot key costs a store call
+//! per batch rather than per request.
 
 #![deny(missing_docs)]
 
@@ -26,3 +28,5 @@ pub use redis_store::{
     RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,
 };
 pub use store::{Check, Key, Store, StoreFuture};
+/// The lease types of [`Store::take`] and [`Store::give_back`], from weir-core.
+pub use weir_core::{Closing, Grant, LeaseId, Take};

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use weir_core::{Decision, Policy};
+use weir_core::{Decision, Grant, LeaseId, Policy, Take, leasable};
 
 use crate::StoreError;
 
@@ -118,8 +118,64 @@ pub trait Store: Send + Sync + 'static {
     /// a refund never creates a key.
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()>;
 
+    /// Takes units of a `token_bucket` or `gcra` key before spending them: a lease
+    /// (`weir_core::take`, whose doc has the protocol). In one atomic step: drops the
+    /// key's expired leases (their units count as spent), gives back `take.closing` (a
+    /// lease being renewed) if it is still held, and grants between `take.min` and `take.max` units of
+    /// what the bucket has available under the cap of the units still out in leases,
+    /// recording a lease of them until `take.hold` has passed on the store's clock; or,
+    /// with fewer than `min` available, grants nothing and reports the denial of a
+    /// check of cost `min`. With a zero hold the units are spent at once: a check of a
+    /// leased key that honours every instance's leases.
+    ///
+    /// Why: an instance that spends a batch without asking the store for each unit
+    /// saves a store call per unit, and since leased units count against the capacity
+    /// until given back or expired, the key never admits more than the bucket alone.
+    ///
+    /// The default, for stores that do not lease (the memory store, where every
+    /// instance has its own state and nothing is gained): a check of cost `min`,
+    /// granting exactly `min` units spent at once with no lease, ignoring `max` and
+    /// `hold`; so it never admits more than a check. The engine leases only on shared
+    /// stores. Other algorithms are refused ([`StoreError::Lease`]).
+    ///
+    /// A leased key is checked by `take` with no hold, never by [`Store::check`],
+    /// which does not see the leases (and would decide as if no unit were out).
+    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
+        Box::pin(async move {
+            leasable(policy)?;
+            let decision = self.check(key, policy, take.min).await?;
+            Ok(Grant {
+                lease: None,
+                units: if decision.allowed { take.min } else { 0 },
+                decision,
+                closed: false,
+            })
+        })
+    }
+
+    /// Gives back lease `lease` of a key with `unspent` of its units not spent
+    /// (`weir_core::give_back`): atomically removes its record and refunds `unspent`
+    /// (at most its units) under the cap of the leases still out. A lease expired or
+    /// unknown changes nothing (its units already count as spent, never twice).
+    /// Returns whether the lease was found.
+    ///
+    /// The default, for stores that do not lease: nothing was leased, so nothing to do
+    /// (`false`).
+    fn give_back<'a>(
+        &'a self,
+        _key: Key<'a>,
+        policy: &'a Policy,
+        _lease: LeaseId,
+        _unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            leasable(policy)?;
+            Ok(false)
+        })
+    }
+
     /// Forgets a key's state under `policy` (where a store keeps a key's state may
-    /// depend on its algorithm): its next check starts full.
+    /// depend on its algorithm), its leases included: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()>;
 
     /// Whether the store is expected to answer now (connected, circuit closed): what
@@ -159,6 +215,20 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         (**self).refund_all(checks)
+    }
+
+    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
+        (**self).take(key, policy, take)
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        (**self).give_back(key, policy, lease, unspent)
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {

@@ -411,3 +411,31 @@ fn an_identity_under_two_rules_is_two_keys() {
         1
     );
 }
+
+/// The memory store does not lease: a take is a check of its `min`, spent at once.
+#[tokio::test]
+async fn a_take_on_the_memory_store_is_a_check_of_its_min() {
+    let (_, store) = store(1000);
+    let policy = per_hour(Algorithm::Gcra, 10);
+    let take = weir_store::Take {
+        min: 3,
+        max: 10,
+        hold: Duration::from_secs(5),
+        closing: None,
+    };
+    let grant = store.take(key("a"), &policy, take).await.unwrap();
+    assert_eq!((grant.lease, grant.units), (None, 3));
+    assert_eq!(grant.decision.remaining, 7);
+    let more = store
+        .take(key("a"), &policy, weir_store::Take { min: 8, ..take })
+        .await;
+    assert_eq!(more.unwrap().units, 0, "denied as a check of 8");
+    let found = store
+        .give_back(key("a"), &policy, weir_store::LeaseId(1), 3)
+        .await
+        .unwrap();
+    assert!(!found, "nothing was leased");
+    let window = per_hour(Algorithm::FixedWindow, 10);
+    let refused = store.take(key("a"), &window, take).await;
+    assert!(matches!(refused, Err(StoreError::Lease(_))), "{refused:?}");
+}

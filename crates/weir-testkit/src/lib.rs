@@ -1,6 +1,6 @@
 //! Test support for weir: real `redis-server` processes (single and a local 3-master
-//! cluster) on free loopback ports, stopped by PID on `Drop`, and the conformance suite
-//! that every store must pass.
+//! cluster) on free loopback ports, stopped by PID on `Drop`, and the conformance suites
+//! (checks, and leases) that every store must pass.
 //!
 //! Both programs are found on `PATH`, or in the directory named by `WEIR_REDIS_BIN_DIR`
 //! when that is set (an absolute path; it must then hold both). A missing
@@ -15,7 +15,9 @@
 #![deny(missing_docs)]
 
 mod conformance;
+mod lease;
 mod redis;
 
 pub use conformance::{Step, conformance_sequences, decisions_in_micros};
+pub use lease::{HOLDERS, Holders, LeaseOutcome, LeaseStep, lease_sequences};
 pub use redis::{RedisCluster, RedisServer, redis_cli};

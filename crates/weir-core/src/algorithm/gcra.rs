@@ -13,6 +13,9 @@
 //!
 //! A refund is the inverse of consuming: `tat` moves back by `cost × period` ticks, but
 //! never before `now` (a bucket cannot be more than full).
+//!
+//! With units out in leases (`crate::lease`), that clamp rises: `tat` is never before
+//! `now` plus their emission intervals ([`Gcra::capped`]).
 
 use super::AlgorithmState;
 use super::time::{ceil_nanos, div_rem, nanos};
@@ -36,6 +39,23 @@ impl Gcra {
         Self {
             nanos: word,
             rem: 0,
+        }
+    }
+
+    /// The arrival time with `held` units out in leases: never before `now + held ×
+    /// period` ticks, the clamp `tat >= now` of a full bucket raised by what the leases
+    /// hold (tokens never above `capacity - held`).
+    pub(crate) fn capped(&self, policy: &Policy, now: u64, held: u64) -> Self {
+        let floor_ticks = u128::from(held) * u128::from(policy.period_ns());
+        let (whole, rem) = div_rem(floor_ticks, policy.limit());
+        let floor = Self {
+            nanos: now.saturating_add(u64::try_from(whole).unwrap_or(u64::MAX)),
+            rem,
+        };
+        if (floor.nanos, floor.rem) > (self.nanos, self.rem) {
+            floor
+        } else {
+            self.clone()
         }
     }
 

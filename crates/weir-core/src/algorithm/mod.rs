@@ -205,3 +205,26 @@ fn run<S: AlgorithmState>(
     }
     decision
 }
+
+/// `state` as a check of a token bucket or GCRA policy reads it with `held` units out
+/// in leases: refilled to `now` but never beyond `capacity - held` (see `crate::lease`).
+/// Unchanged when nothing is held, so that a key without leases decides exactly as
+/// [`check`] does; `None` (a full key) for other algorithms, which the lease functions
+/// refuse before asking.
+pub(crate) fn capped(policy: &Policy, state: &Option<State>, now: u64, held: u64) -> Option<State> {
+    if held == 0 {
+        return state.clone();
+    }
+    let inner = match (policy.algorithm(), state.as_ref().map(|s| &s.0)) {
+        (Algorithm::TokenBucket, Some(Inner::TokenBucket(s))) => {
+            Inner::TokenBucket(s.capped(policy, now, held))
+        }
+        (Algorithm::TokenBucket, _) => {
+            Inner::TokenBucket(TokenBucket::full(policy, now).capped(policy, now, held))
+        }
+        (Algorithm::Gcra, Some(Inner::Gcra(s))) => Inner::Gcra(s.capped(policy, now, held)),
+        (Algorithm::Gcra, _) => Inner::Gcra(Gcra::full(policy, now).capped(policy, now, held)),
+        _ => return None,
+    };
+    Some(State(inner))
+}

@@ -6,6 +6,9 @@
 //! every 300 ms against one token per 6 s gets one request through every 6 s.
 //!
 //! A refund puts `cost` tokens back, up to the capacity.
+//!
+//! With units out in leases (`crate::lease`), the bucket refills only up to the
+//! capacity less those units ([`TokenBucket::capped`]).
 
 use super::AlgorithmState;
 use super::time::{ceil_nanos, div_rem, nanos};
@@ -24,6 +27,26 @@ impl TokenBucket {
     /// Tokens in `1 / period_ns` units.
     fn scaled(&self, period: u64) -> u128 {
         u128::from(self.whole) * u128::from(period) + u128::from(self.fraction)
+    }
+}
+
+impl TokenBucket {
+    /// The bucket refilled to `now`, but never beyond `capacity - held` tokens: what a
+    /// check reads with `held` units out in leases. Refilled up to `max(now, last)`, as
+    /// a check refills; with `held == 0` the plain check's refill, made explicit.
+    pub(crate) fn capped(&self, policy: &Policy, now: u64, held: u64) -> Self {
+        let period = policy.period_ns();
+        let at = now.max(self.last);
+        let cap = u128::from(policy.capacity().saturating_sub(held)) * u128::from(period);
+        let refill = u128::from(at - self.last) * u128::from(policy.limit());
+        let tokens = (self.scaled(period) + refill).min(cap);
+        // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
+        let (whole, fraction) = div_rem(tokens, period);
+        Self {
+            whole: whole as u64,
+            fraction,
+            last: at,
+        }
     }
 }
 

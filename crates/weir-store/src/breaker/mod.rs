@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use weir_core::{Clock, Decision, Policy};
+use weir_core::{Clock, Decision, Grant, LeaseId, Policy, Take};
 
 use crate::jitter::Jitter;
 use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth, SystemClock};
@@ -319,6 +319,20 @@ impl<S: Store> Store for Breaker<S> {
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         Box::pin(self.guarded(self.inner.refund_all(checks)))
+    }
+
+    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
+        Box::pin(self.guarded(self.inner.take(key, policy, take)))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.guarded(self.inner.give_back(key, policy, lease, unspent)))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {

@@ -10,15 +10,34 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::Decision;
 
 use super::args::{self, Mode};
+use super::lease::LeaseCall;
 use super::library::Library;
 use super::params::ScriptPolicy;
 use super::script::CheckScript;
 use super::{RedisStore, classify};
 use crate::{Check, StoreError};
+
+/// What one call of the Lua does: checks in a mode, or a lease's take or give-back.
+pub(super) enum Call<'c> {
+    /// The driver's checks.
+    Checks(Mode, &'c [(Check<'c>, ScriptPolicy)]),
+    /// A take or a give-back (lease.lua) on one key under one policy.
+    Lease(&'c ScriptPolicy, &'c LeaseCall),
+}
+
+impl Call<'_> {
+    /// The general entry's arguments for this call.
+    pub(super) fn general_args(&self, command: &mut Cmd, now_us: Option<u64>) {
+        match self {
+            Call::Checks(mode, checks) => args::general(command, now_us, *mode, checks),
+            Call::Lease(policy, lease) => lease.args(command, now_us, policy),
+        }
+    }
+}
 
 /// weir's Lua in both forms, and which one checks use.
 pub(super) struct Lua {
@@ -62,22 +81,35 @@ impl RedisStore {
         now_us: Option<u64>,
         mode: Mode,
     ) -> Result<Vec<Decision>, StoreError> {
-        let reply = if self.lua.functions() {
-            self.by_function(keys, checks, now_us, mode).await?
-        } else {
-            self.by_script(keys, checks, now_us, mode)
-                .await?
-                .map(|v| (v, false))
-        };
-        let (value, single) = reply.map_err(classify)?;
-        let values: Vec<i64> =
-            redis::from_redis_value(value).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        let (values, single) = self.call(keys, now_us, &Call::Checks(mode, checks)).await?;
         let fields = if single {
             &values[..]
         } else {
             values.get(1..).unwrap_or_default()
         };
         args::decisions(fields, checks)
+    }
+
+    /// Runs `call` once on `keys` (one slot, or one server), by function or by script;
+    /// returns its integers, and whether a one-check entry answered (five values, without
+    /// the general entry's leading all-passed flag).
+    pub(super) async fn call(
+        &self,
+        keys: &[String],
+        now_us: Option<u64>,
+        call: &Call<'_>,
+    ) -> Result<(Vec<i64>, bool), StoreError> {
+        let reply = if self.lua.functions() {
+            self.by_function(keys, now_us, call).await?
+        } else {
+            self.by_script(keys, now_us, call)
+                .await?
+                .map(|v| (v, false))
+        };
+        let (value, single) = reply.map_err(classify)?;
+        let values: Vec<i64> =
+            redis::from_redis_value(value).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        Ok((values, single))
     }
 
     /// Loads the library on a new connection, or learns that Redis has no Functions.
@@ -100,16 +132,15 @@ impl RedisStore {
     async fn by_function(
         &self,
         keys: &[String],
-        checks: &[(Check<'_>, ScriptPolicy)],
         now_us: Option<u64>,
-        mode: Mode,
+        call: &Call<'_>,
     ) -> Result<Reply, StoreError> {
-        let (fcall, single) = self.lua.library.fcall(keys, now_us, mode, checks);
+        let (fcall, single) = self.lua.library.fcall(keys, now_us, call);
         match self.query(&fcall).await? {
             Err(e) if missing_function(&e) => {}
             Err(e) if lacks_functions(&e) => {
                 self.lua.use_scripts();
-                let reply = self.by_script(keys, checks, now_us, mode).await?;
+                let reply = self.by_script(keys, now_us, call).await?;
                 return Ok(reply.map(|v| (v, false)));
             }
             reply => return Ok(reply.map(|v| (v, single))),
@@ -124,7 +155,7 @@ impl RedisStore {
                 tracing::debug!(%error, "could not load weir's Redis Functions library; checking by script");
             }
         }
-        let eval = self.lua.script.eval(keys, now_us, mode, checks);
+        let eval = self.lua.script.eval(keys, now_us, call);
         Ok(self.query(&eval).await?.map(|v| (v, false)))
     }
 
@@ -132,14 +163,13 @@ impl RedisStore {
     async fn by_script(
         &self,
         keys: &[String],
-        checks: &[(Check<'_>, ScriptPolicy)],
         now_us: Option<u64>,
-        mode: Mode,
+        call: &Call<'_>,
     ) -> Result<Result<Value, RedisError>, StoreError> {
-        let evalsha = self.lua.script.evalsha(keys, now_us, mode, checks);
+        let evalsha = self.lua.script.evalsha(keys, now_us, call);
         match self.query(&evalsha).await? {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let eval = self.lua.script.eval(keys, now_us, mode, checks);
+                let eval = self.lua.script.eval(keys, now_us, call);
                 self.query(&eval).await
             }
             reply => Ok(reply),

@@ -17,9 +17,9 @@ use redis::{Cmd, Script};
 use weir_core::Algorithm;
 
 use super::args::{self, Mode};
-use super::params::{COUNTER, ScriptPolicy};
+use super::dispatch::Call;
+use super::params::COUNTER;
 use super::script::BODY;
-use crate::Check;
 
 /// The library: its source, as `FUNCTION LOAD` takes it, and its functions' names.
 pub(super) struct Library {
@@ -57,18 +57,17 @@ impl Library {
         command
     }
 
-    /// The `FCALL` for `checks`, whose Redis keys are `keys`: the algorithm's own entry
+    /// The `FCALL` for `call`, whose Redis keys are `keys`: the algorithm's own entry
     /// for one committed check, else the general one. Returns the command and whether
     /// it is the one-check entry (whose reply has no leading all-passed flag).
     pub(super) fn fcall(
         &self,
         keys: &[String],
         now_us: Option<u64>,
-        mode: Mode,
-        checks: &[(Check<'_>, ScriptPolicy)],
+        call: &Call<'_>,
     ) -> (Cmd, bool) {
         let mut command = redis::cmd("FCALL");
-        if let ([check], Mode::Commit) = (checks, mode)
+        if let Call::Checks(Mode::Commit, [check]) = call
             && let Some((_, name)) = self.single.iter().find(|(n, _)| *n == check.1.lua_name())
         {
             command.arg(name).arg(1).arg(keys);
@@ -76,7 +75,7 @@ impl Library {
             return (command, true);
         }
         command.arg(&self.general).arg(keys.len()).arg(keys);
-        args::general(&mut command, now_us, mode, checks);
+        call.general_args(&mut command, now_us);
         (command, false)
     }
 }

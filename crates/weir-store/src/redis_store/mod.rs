@@ -22,6 +22,7 @@ mod args;
 mod counter;
 mod dispatch;
 mod keys;
+mod lease;
 mod library;
 mod params;
 mod probe;
@@ -36,7 +37,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisError, Value};
-use weir_core::{Clock, Decision, Policy};
+use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
 use self::args::Mode;
 use self::dispatch::Lua;
@@ -361,10 +362,16 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Deletes a key's state, and its lease records for the algorithms that lease
+    /// (one slot: a cluster takes both in one `DEL`).
     async fn delete(&self, key: Key<'_>, policy: &Policy) -> Result<(), StoreError> {
         let policy = ScriptPolicy::new(policy)?.at(self.counter_time(self.now_us()));
         let mut command = redis::cmd("DEL");
-        command.arg(keys::redis_key(&self.prefix, key, policy.window));
+        let state = keys::redis_key(&self.prefix, key, policy.window);
+        if matches!(policy.algorithm, Algorithm::TokenBucket | Algorithm::Gcra) {
+            command.arg(lease::records_key(&state));
+        }
+        command.arg(state);
         self.query(&command).await?.map(|_| ()).map_err(classify)
     }
 }
@@ -472,6 +479,22 @@ impl Store for RedisStore {
     /// whole call).
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         Box::pin(async move { self.run(checks, Mode::Refund).await.map(|_| ()) })
+    }
+
+    /// One script on the key's state and its lease records (one slot).
+    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
+        Box::pin(async move { self.take_lease(key, policy, &take).await })
+    }
+
+    /// One script on the key's state and its lease records (one slot).
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.give_back_lease(key, policy, lease, unspent))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {

@@ -4,13 +4,12 @@
 
 use redis::{Cmd, Script};
 
-use super::args::{self, Mode};
-use super::params::ScriptPolicy;
-use crate::Check;
+use super::dispatch::Call;
 
 /// The definitions shared by the script and the Functions library: the prelude, each
-/// algorithm, then the driver, which defines `check(keys, argv)`.
-pub(super) const BODY: [&str; 7] = [
+/// algorithm, the driver, which defines `check(keys, argv)`, then the leases, which it
+/// calls for two of its modes.
+pub(super) const BODY: [&str; 8] = [
     include_str!("lua/prelude.lua"),
     include_str!("lua/fixed_window.lua"),
     include_str!("lua/sliding_window.lua"),
@@ -18,6 +17,7 @@ pub(super) const BODY: [&str; 7] = [
     include_str!("lua/token_bucket.lua"),
     include_str!("lua/gcra.lua"),
     include_str!("lua/driver.lua"),
+    include_str!("lua/lease.lua"),
 ];
 
 /// The script, its source and SHA1 computed once.
@@ -33,28 +33,16 @@ impl CheckScript {
         Self { source, hash }
     }
 
-    /// `EVALSHA` of the script on `checks`, whose Redis keys are `keys`.
-    pub(super) fn evalsha(
-        &self,
-        keys: &[String],
-        now_us: Option<u64>,
-        mode: Mode,
-        checks: &[(Check<'_>, ScriptPolicy)],
-    ) -> Cmd {
-        Self::command("EVALSHA", &self.hash, keys, now_us, mode, checks)
+    /// `EVALSHA` of the script for `call`, whose Redis keys are `keys`.
+    pub(super) fn evalsha(&self, keys: &[String], now_us: Option<u64>, call: &Call<'_>) -> Cmd {
+        Self::command("EVALSHA", &self.hash, keys, now_us, call)
     }
 
     /// `EVAL` of the script's source, for when Redis has lost it (`NOSCRIPT`, after a
     /// restart or `SCRIPT FLUSH`): it runs the script and caches it again in one step,
     /// so a flush between loading and running cannot fail a check.
-    pub(super) fn eval(
-        &self,
-        keys: &[String],
-        now_us: Option<u64>,
-        mode: Mode,
-        checks: &[(Check<'_>, ScriptPolicy)],
-    ) -> Cmd {
-        Self::command("EVAL", &self.source, keys, now_us, mode, checks)
+    pub(super) fn eval(&self, keys: &[String], now_us: Option<u64>, call: &Call<'_>) -> Cmd {
+        Self::command("EVAL", &self.source, keys, now_us, call)
     }
 
     fn command(
@@ -62,12 +50,11 @@ impl CheckScript {
         script: &str,
         keys: &[String],
         now_us: Option<u64>,
-        mode: Mode,
-        checks: &[(Check<'_>, ScriptPolicy)],
+        call: &Call<'_>,
     ) -> Cmd {
         let mut command = redis::cmd(name);
         command.arg(script).arg(keys.len()).arg(keys);
-        args::general(&mut command, now_us, mode, checks);
+        call.general_args(&mut command, now_us);
         command
     }
 }

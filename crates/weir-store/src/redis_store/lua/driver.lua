@@ -10,6 +10,7 @@
 -- decide as a commit that another check denied: nothing is written and the checks
 -- that pass report their unchanged state (for the slots of a Redis Cluster that a
 -- denial elsewhere kept from committing).
+-- "4" and "5" take a lease and give one back (lease.lua, whose arguments differ).
 -- Then 7 arguments per key: algorithm, cost, limit, capacity, period (us), L, P.
 -- Returns, flattened: 1 if every check passed, then per key allowed (0/1), remaining,
 -- reset (us), retry (us, -1 for none), delay (us). A refund returns, per key, what a
@@ -208,10 +209,15 @@ local function check_all(keys, argv, now, commit, refused)
   return reply
 end
 
+-- Defined in lease.lua, which comes after this file (it uses decide and expiry_ms).
+local lease_take, lease_give_back
+
 local function check(keys, argv)
   local now = clock(argv[1])
   local mode = argv[2]
   if mode == '2' then return refund_all(keys, argv, now) end
+  if mode == '4' then return lease_take(keys, argv, now) end
+  if mode == '5' then return lease_give_back(keys, argv, now) end
   if #keys == 1 then return check_one(keys[1], argv, now, mode == '1', mode == '3') end
   return check_all(keys, argv, now, mode == '1', mode == '3')
 end

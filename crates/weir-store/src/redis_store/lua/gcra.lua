@@ -67,3 +67,17 @@ local function gcra_refund(state, now, cost, _, _, _, L, P)
   if remainder > 0 then kept, reset = kept .. ':' .. int(remainder), reset + 1 end
   return kept, reset
 end
+
+-- The arrival time with `held` units out in leases (lease.lua): never before now +
+-- held * P ticks, the clamp of a full bucket raised by what the leases hold. The state
+-- unchanged when nothing is held. Mirrors Gcra::capped.
+local function gcra_cap(state, now, _, L, P, held)
+  if held == 0 then return state end
+  local tat, remainder = gcra_tat(state)
+  local whole, part = divmod(held * P, L)
+  if not tat or now + whole > tat or (now + whole == tat and part > remainder) then
+    tat, remainder = now + whole, part
+  end
+  if remainder > 0 then return int(tat) .. ':' .. int(remainder) end
+  return int(tat)
+end

@@ -46,3 +46,21 @@ local function token_bucket_refund(state, now, cost, limit, capacity, period, L,
   end
   return settled(token_bucket, state, now, limit, capacity, period, L, P)
 end
+
+-- The bucket refilled to `now` but never beyond capacity - held tokens: what a check
+-- reads with `held` units out in leases (lease.lua). The state unchanged when nothing
+-- is held. Mirrors TokenBucket::capped.
+local function token_bucket_cap(state, now, capacity, L, P, held)
+  if held == 0 then return state end
+  local cap = math.max(capacity - held, 0) * P
+  local tokens, at = cap, now
+  local s = tagged(state, 't')
+  if s then
+    s = numbers(s)
+    if s[2] > at then at = s[2] end
+    local missing = cap - s[1]
+    -- Compared, not added, as in token_bucket.
+    if missing > 0 and (at - s[2]) * L < missing then tokens = s[1] + (at - s[2]) * L end
+  end
+  return 't:' .. int(tokens) .. ':' .. int(at)
+end

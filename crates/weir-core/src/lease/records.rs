@@ -1,0 +1,129 @@
+//! The lease records of one key: who holds how many units, until when.
+//!
+//! Kept beside the key's algorithm state, and small: one record per instance holding a
+//! lease on the key, at most [`MAX_LEASES`]. A record's units count against the
+//! capacity until it is given back or expires; an expired record's units count as
+//! spent (its holder may have spent them all before it stopped answering).
+
+/// The most lease records one key holds. A take that finds them all in use grants its
+/// units spent at once, with no record (as a take with no hold does): never more than
+/// the bucket allows, at the cost of that holder's unspent units.
+pub const MAX_LEASES: usize = 64;
+
+/// A lease's name, unique on its key: the grant's time or, for several grants within
+/// one instant, one more than the last id given (see [`Leases`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseId(pub u64);
+
+/// One lease: units granted, held until `expires` (the store's time, exclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Record {
+    id: LeaseId,
+    units: u64,
+    expires: u64,
+}
+
+/// The lease records of one key, the last id given, and the time the key's state was
+/// last brought forward under them (see `super::advance`).
+///
+/// Ids are `max(last + 1, now)`: they grow while the records are kept, and once the
+/// records are gone (a store drops them after the last expiry) the time has moved past
+/// every id given, so an id never names two leases and a late give-back of a lease
+/// long gone finds nothing (on a clock that does not step back by more than that).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Leases {
+    last_id: u64,
+    /// Every record was made at or before this time, and the state is as of it under
+    /// their cap: from here on, only their expiries change the cap.
+    since: u64,
+    records: Vec<Record>,
+}
+
+impl Leases {
+    /// Units held by leases unexpired at `now`.
+    pub fn outstanding(&self, now: u64) -> u64 {
+        self.records
+            .iter()
+            .filter(|r| r.expires > now)
+            .map(|r| r.units)
+            .sum()
+    }
+
+    /// Records kept (expired ones included until the next take or give-back).
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no record is kept.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The expiries after the state was last brought forward, up to `now`, in order:
+    /// the instants the cap rose at since.
+    pub(super) fn ends_until(&self, now: u64) -> Vec<u64> {
+        let mut ends: Vec<u64> = self
+            .records
+            .iter()
+            .map(|r| r.expires)
+            .filter(|&e| e > self.since && e <= now)
+            .collect();
+        ends.sort_unstable();
+        ends.dedup();
+        ends
+    }
+
+    /// The state has been brought forward to `now`: drops the records expired by then
+    /// (their units count as spent). `since` follows `now` even back in time: the
+    /// records left all expire after both, and one made now must have its expiry
+    /// counted from now on, not from a later instant the clock stepped back from.
+    pub(super) fn forward_to(&mut self, now: u64) {
+        self.since = now;
+        self.records.retain(|r| r.expires > now);
+    }
+
+    /// Whether lease `id` is held (not expired) at `now`.
+    pub(super) fn holds(&self, id: LeaseId, now: u64) -> bool {
+        self.records.iter().any(|r| r.id == id && r.expires > now)
+    }
+
+    /// Removes lease `id`; returns its units, or `None` when it is not kept.
+    pub(super) fn remove(&mut self, id: LeaseId) -> Option<u64> {
+        let at = self.records.iter().position(|r| r.id == id)?;
+        Some(self.records.swap_remove(at).units)
+    }
+
+    /// Records a lease of `units` until `expires`; its id, or `None` when
+    /// [`MAX_LEASES`] are kept.
+    pub(super) fn add(&mut self, now: u64, units: u64, expires: u64) -> Option<LeaseId> {
+        if self.records.len() >= MAX_LEASES {
+            return None;
+        }
+        self.last_id = self.last_id.saturating_add(1).max(now);
+        let id = LeaseId(self.last_id);
+        self.records.push(Record { id, units, expires });
+        Some(id)
+    }
+
+    /// The first instant from `now` on when the unexpired records hold at most `room`
+    /// units, if none is given back (`now` when they already do).
+    pub(super) fn at_most_at(&self, now: u64, room: u64) -> u64 {
+        let mut held = self.outstanding(now);
+        let mut ends: Vec<(u64, u64)> = self
+            .records
+            .iter()
+            .filter(|r| r.expires > now)
+            .map(|r| (r.expires, r.units))
+            .collect();
+        ends.sort_unstable();
+        let mut at = now;
+        for (expires, units) in ends {
+            if held <= room {
+                break;
+            }
+            held -= units;
+            at = expires;
+        }
+        at
+    }
+}
