@@ -600,6 +600,29 @@ async fn tokens_count_for_their_user_only_when_every_claim_holds() {
     }
 }
 
+/// A token sent twice could be read as either by the app: refused, whichever of the
+/// two is valid, never counted as the first one's user or as anonymous.
+#[tokio::test]
+async fn a_token_sent_twice_is_refused() {
+    use jsonwebtoken::{EncodingKey, Header, encode};
+
+    let weir = Weir::start(TOKENS).await;
+    let now = MIDNIGHT / 1_000_000_000;
+    let key = EncodingKey::from_secret(b"a-secret-of-sixteen-bytes").unwrap();
+    let claims = serde_json::json!({"sub": "u1", "exp": now + 600, "aud": "api", "iss": "https://auth.example"});
+    let token = format!(
+        "Bearer {}",
+        encode(&Header::default(), &claims, &key).unwrap()
+    );
+    for first in ["Bearer garbage", token.as_str()] {
+        let headers = [("authorization", first), ("authorization", token.as_str())];
+        let reply = weir.get("192.0.2.9", "GET", "/me", &headers).await;
+        assert_eq!(reply.status, 400, "{first}");
+    }
+    // u1's budget was never touched by them.
+    assert_eq!(me(&weir, "192.0.2.9", token).await, 200);
+}
+
 async fn me(weir: &Weir, ip: &str, authorization: String) -> u16 {
     let headers = [("authorization", authorization.as_str())];
     weir.get(ip, "GET", "/me", &headers).await.status

@@ -84,6 +84,28 @@ pub fn write_forwarding(address: &ClientAddress, headers: &mut HeaderMap, header
             headers.remove(name);
         }
     }
+    drop_underscored(headers);
+}
+
+/// Removes the underscore spellings of the forwarding headers (`X_Forwarded_For`):
+/// CGI and WSGI servers give apps both spellings under one name, so a client's would
+/// stand beside what weir wrote. Most requests have no `_` in any name: one scan.
+fn drop_underscored(headers: &mut HeaderMap) {
+    if !headers.keys().any(|name| name.as_str().contains('_')) {
+        return;
+    }
+    let forwarding = |name: &HeaderName| {
+        let dashed = name.as_str().replace('_', "-");
+        dashed.starts_with("x-forwarded-") || dashed == "forwarded" || dashed == "x-real-ip"
+    };
+    let underscored: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().contains('_') && forwarding(name))
+        .cloned()
+        .collect();
+    for name in underscored {
+        headers.remove(name);
+    }
 }
 
 /// The `Host` to give the app for a request whose absolute-form target names its host

@@ -93,6 +93,20 @@ impl IdentitySource {
                     })?
                     .to_owned()
             }
+            // A token sent twice could be read as either: the app may read the other.
+            Source::Jwt(verifier)
+                if facts
+                    .headers
+                    .get_all(verifier.header())
+                    .iter()
+                    .nth(1)
+                    .is_some() =>
+            {
+                return Err(Refused::bad_request(format!(
+                    "`{}` is sent more than once; send one token",
+                    verifier.header()
+                )));
+            }
             Source::Jwt(verifier) => match verifier.claim(facts.headers, now_secs) {
                 Some(claim) => claim,
                 None => return Ok(None),

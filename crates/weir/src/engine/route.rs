@@ -160,14 +160,20 @@ impl RouteMatch {
         {
             return false;
         }
-        match self.path {
+        match &self.path {
             PathMatch::Any => true,
-            PathMatch::Prefix(_) => {
+            PathMatch::Prefix(prefix) => {
                 let options = PathMatchOptions {
                     trailing_slash: false,
                     ..self.options
                 };
-                self.path.matches(&match_form(path, options))
+                let form = match_form(path, options);
+                // To an app that routes `/api/ai` as `/api/ai/`, a prefix ending in `/`
+                // covers the path without it too: else dropping the slash escapes.
+                self.path.matches(&form)
+                    || (self.options.trailing_slash
+                        && prefix.len() > 1
+                        && prefix.strip_suffix('/') == Some(form.as_ref()))
             }
             _ => self.path.matches(&match_form(path, self.options)),
         }
@@ -234,6 +240,12 @@ mod tests {
         };
         assert!(prefix.matches(&Method::GET, None, "/api/x"));
         assert!(!prefix.matches(&Method::GET, None, "/apix"));
+        // The directory itself, without its slash: the same resource to such an app.
+        assert!(prefix.matches(&Method::GET, None, "/api"));
+        assert!(prefix.matches(&Method::GET, None, "/API"));
+        // Rules that keep trailing slashes apart keep the prefix as written.
+        let plain = route(PathMatch::prefix("/api/", PLAIN).unwrap());
+        assert!(!plain.matches(&Method::GET, None, "/api"));
     }
 
     #[test]

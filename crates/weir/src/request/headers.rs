@@ -9,6 +9,8 @@
 //!   than the request's is refused.
 //! - `X-Original-URL` and `X-Rewrite-URL` make some frameworks (IIS, Symfony) route a
 //!   request under another path: refused.
+//! - Each of these is read with `_` as `-` too (`X_HTTP_Method_Override`): CGI and WSGI
+//!   servers give apps both spellings under one name.
 //! - `Connection` may name hop-by-hop headers for a proxy to remove; naming a header
 //!   that carries the request's meaning (`Host`, `Content-Type`, an API key...) would
 //!   make weir forward something other than what it decided on: refused.
@@ -53,7 +55,14 @@ pub fn canonical_method(method: &Method) -> Method {
 pub fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Result<(), String> {
     // One pass over the names: this runs for every request.
     for (name, value) in headers {
-        let named = name.as_str();
+        // `X_HTTP_Method_Override` reaches CGI and WSGI apps as the dashed name does.
+        let dashed;
+        let named = if name.as_str().contains('_') {
+            dashed = name.as_str().replace('_', "-");
+            dashed.as_str()
+        } else {
+            name.as_str()
+        };
         if METHOD_OVERRIDES.contains(&named) {
             let same = value
                 .to_str()
@@ -119,6 +128,11 @@ mod tests {
         assert!(check_routing_headers(&headers(&[("x-method-override", "post")]), &post).is_ok());
         assert!(check_routing_headers(&headers(&[("x-original-url", "/login")]), &post).is_err());
         assert!(check_routing_headers(&headers(&[("x-rewrite-url", "/login")]), &post).is_err());
+        // Underscore spellings are the same headers to CGI and WSGI apps.
+        let underscored = headers(&[("x_http_method_override", "GET")]);
+        assert!(check_routing_headers(&underscored, &post).is_err());
+        assert!(check_routing_headers(&headers(&[("x_original_url", "/login")]), &post).is_err());
+        assert!(check_routing_headers(&headers(&[("x_method_override", "POST")]), &post).is_ok());
         let named = headers(&[("connection", "keep-alive, Host"), ("host", "a")]);
         assert!(check_routing_headers(&named, &post).is_err());
         let content = headers(&[

@@ -139,7 +139,12 @@ impl JwtVerifier {
     /// often as needed); `None` when there is no token, or it is forged, expired or not
     /// valid yet.
     pub fn verified(&self, headers: &HeaderMap, now_secs: u64) -> Option<Claims> {
-        let value = headers.get(&self.header)?.to_str().ok()?.trim();
+        let mut lines = headers.get_all(&self.header).iter();
+        let (Some(value), None) = (lines.next(), lines.next()) else {
+            // None, or a token sent twice: no caller is believed on it.
+            return None;
+        };
+        let value = value.to_str().ok()?.trim();
         let token = value
             .strip_prefix("Bearer ")
             .or_else(|| value.strip_prefix("bearer "))
@@ -169,6 +174,11 @@ impl JwtVerifier {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, key, &validation).ok()?;
         let claims = Claims(data.claims);
         claims.valid_at(now_secs).then_some(claims)
+    }
+
+    /// The header tokens are read from.
+    pub fn header(&self) -> &HeaderName {
+        &self.header
     }
 
     /// The claim this verifier identifies callers by.

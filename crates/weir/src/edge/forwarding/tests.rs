@@ -91,3 +91,21 @@ fn forwarding_from_trusted_proxies_keeps_the_chain_from_the_client_on() {
     assert_eq!(h["x-forwarded-for"], "10.0.0.2");
     assert_eq!(h["forwarded"], "for=10.0.0.2;proto=http");
 }
+
+#[test]
+fn underscore_spellings_of_forwarding_headers_never_reach_the_app() {
+    let peer = ip("203.0.113.9");
+    let mut h = headers(&[
+        ("x_forwarded_for", "6.6.6.6"),
+        ("x_real_ip", "6.6.6.6"),
+        ("x_forwarded_host", "evil.example"),
+        ("x_api_key", "kept: not a forwarding header"),
+    ]);
+    let c = config(ForwardedHeader::XForwardedFor);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    for gone in ["x_forwarded_for", "x_real_ip", "x_forwarded_host"] {
+        assert!(!h.contains_key(gone), "{gone}");
+    }
+    assert_eq!(h["x-forwarded-for"], "203.0.113.9");
+    assert!(h.contains_key("x_api_key"));
+}
