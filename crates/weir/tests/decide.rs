@@ -243,6 +243,14 @@ async fn bad_facts_and_settlements_are_a_400() {
         ),
         (
             "/v1/decide",
+            json!({"method": "GET", "path": "", "client_ip": "192.0.2.1"}),
+        ),
+        (
+            "/v1/decide",
+            json!({"method": "OPTIONS", "path": "*", "client_ip": "192.0.2.1"}),
+        ),
+        (
+            "/v1/decide",
             json!({"method": "GET", "path": "/", "client_ip": "not-an-ip"}),
         ),
         (

@@ -91,6 +91,11 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
     let Ok(method) = Method::from_bytes(request.method.as_bytes()) else {
         return Problem::invalid_request("`method` is not an HTTP method").into_response();
     };
+    // The path a request was sent to (origin form): `""` or `*` names no resource a
+    // rule could match, and is not what the service received.
+    if !request.path.starts_with('/') {
+        return Problem::invalid_request("`path` must start with `/`").into_response();
+    }
     let mut headers = match header_map(&request.headers) {
         Ok(headers) => headers,
         Err(problem) => return problem.into_response(),
