@@ -85,6 +85,13 @@ pub fn read_head<'a>(
 ) -> Result<Head<'a>, Refused> {
     let host = canonical_host(headers, uri).map_err(|e| Refused::bad_request(e.to_string()))?;
     let method = canonical_method(method);
+    // The asterisk form names the server, not a resource: only `OPTIONS *` means
+    // something (RFC 9112); another method on it would go on under no rule.
+    if target == "*" && method != Method::OPTIONS {
+        return Err(Refused::bad_request(
+            "the target `*` is for OPTIONS only; send the request to a path",
+        ));
+    }
     check_routing_headers(headers, &method).map_err(Refused::bad_request)?;
     let target =
         canonical_path_and_query(target, paths).map_err(|e| Refused::bad_request(e.to_string()))?;
@@ -93,4 +100,33 @@ pub fn read_head<'a>(
         host,
         target,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(method: &str, target: &str) -> Result<String, Refused> {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("host", "api.example".parse().unwrap());
+        read_head(
+            &method,
+            &Uri::default(),
+            target,
+            &headers,
+            PathOptions::default(),
+        )
+        .map(|head| format!("{} {}", head.method, head.path()))
+    }
+
+    #[test]
+    fn the_asterisk_form_is_for_options_only() {
+        assert_eq!(head("OPTIONS", "*").unwrap(), "OPTIONS *");
+        for method in ["GET", "post", "DELETE"] {
+            let refused = head(method, "*").unwrap_err();
+            assert_eq!(refused.status(), 400, "{method}");
+        }
+        assert_eq!(head("get", "/a/../books").unwrap(), "GET /books");
+    }
 }

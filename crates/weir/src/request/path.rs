@@ -79,7 +79,9 @@ pub struct PathOptions {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PathMatchOptions {
     /// ASCII letters compared case-insensitively (`/Login` is `/login`), for apps that
-    /// route so (ASP.NET, IIS). Escaped non-ASCII letters are not folded.
+    /// route so (ASP.NET, IIS). Escaped non-ASCII letters are not folded, but for the
+    /// four that Java's `equalsIgnoreCase` folds into ASCII (the Kelvin sign, the long
+    /// s, dotless and dotted I).
     pub case_insensitive: bool,
     /// A trailing slash does not make another path (`/login/` is `/login`), for apps
     /// that route both alike (Spring before 6, Django's `APPEND_SLASH`...).
@@ -301,6 +303,17 @@ fn sub_delim_or_colon_at(b: u8) -> bool {
     )
 }
 
+/// The letters outside ASCII that case-insensitive comparisons fold into ASCII ones
+/// (Java's `equalsIgnoreCase`, and so Spring's case-insensitive paths: the Kelvin sign
+/// is `k`, the long s is `s`, dotless and dotted I are `i`), as canonical paths escape
+/// them: else `/boo%E2%84%AAs` would reach an app's `/books` under no rule.
+const ASCII_FOLDED: [(&str, char); 4] = [
+    ("%E2%84%AA", 'k'),
+    ("%C5%BF", 's'),
+    ("%C4%B1", 'i'),
+    ("%C4%B0", 'i'),
+];
+
 /// The reserved characters whose escapes [`match_form`] reads as the characters.
 fn decoded_for_matching(b: u8) -> bool {
     sub_delim_or_colon_at(b) && b != b';'
@@ -337,6 +350,16 @@ pub fn match_form(canonical: &str, options: PathMatchOptions) -> Cow<'_, str> {
         let mut j = 0;
         while j < bytes.len() {
             let b = bytes[j];
+            if b == b'%'
+                && options.case_insensitive
+                && let Some((escaped, letter)) = ASCII_FOLDED
+                    .iter()
+                    .find(|(escaped, _)| segment[j..].starts_with(escaped))
+            {
+                out.push(*letter);
+                j += escaped.len();
+                continue;
+            }
             if b == b'%'
                 && let (Some(hi), Some(lo)) = (
                     bytes.get(j + 1).copied().and_then(hex),

@@ -193,6 +193,20 @@ fn match_form_strips_params_and_decodes_reserved_escapes() {
     };
     assert_eq!(match_form("/LoGin/", ci), "/login/");
     assert_eq!(match_form("/caf%C3%A9", ci), "/caf%c3%a9");
+    // The non-ASCII letters Java's case-insensitive comparison folds into ASCII.
+    assert_eq!(match_form("/boo%E2%84%AAs", ci), "/books");
+    assert_eq!(match_form("/book%C5%BF/1", ci), "/books/1");
+    assert_eq!(match_form("/adm%C4%B1n", ci), "/admin");
+    assert_eq!(match_form("/%C4%B0ndex", ci), "/index");
+    let none_ci = PathMatchOptions {
+        case_insensitive: false,
+        trailing_slash: false,
+    };
+    assert_eq!(
+        match_form("/boo%E2%84%AAs", none_ci),
+        "/boo%E2%84%AAs",
+        "exact rules keep it"
+    );
     let ts = PathMatchOptions {
         case_insensitive: false,
         trailing_slash: true,
