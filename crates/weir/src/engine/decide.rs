@@ -115,14 +115,15 @@ impl Engine {
         facts: &Facts<'_>,
     ) -> Result<(Vec<Applied<'e>>, Option<CallerPlan>), Refused> {
         // Tokens are verified at the engine's clock's wall time (a manual clock's in
-        // tests), not at a time the JWT library reads itself.
-        let now_secs = self.clock.wall_secs();
-        let identities = Identities::new(&self.routing, facts, now_secs);
+        // tests), not at a time the JWT library reads itself; it is read only when a
+        // token is, not on every request.
+        let clock = self.clock.as_ref();
+        let identities = Identities::new(&self.routing, facts, clock);
         let plan = self
             .routing
             .plans
             .as_ref()
-            .map(|p| p.plan_of(*facts, now_secs, |name| identities.get(name)));
+            .map(|p| p.plan_of(*facts, clock, |name| identities.get(name)));
         let applied = routed
             .rules
             .iter()

@@ -2,6 +2,7 @@
 //! IP, a field of the request body (a login email), normalised where users expect it.
 
 use axum::http::HeaderName;
+use weir_core::Clock;
 
 use crate::request::{Facts, JwtVerifier, Refused, body_field, ip_key, normalize_email};
 
@@ -65,7 +66,7 @@ impl IdentitySource {
         &self,
         facts: Facts<'_>,
         ipv6_prefix: u8,
-        now_secs: u64,
+        clock: &dyn Clock,
     ) -> Result<Option<Identity>, Refused> {
         let raw = match &self.source {
             Source::Header(name) => {
@@ -107,7 +108,7 @@ impl IdentitySource {
                     verifier.header()
                 )));
             }
-            Source::Jwt(verifier) => match verifier.claim(facts.headers, now_secs) {
+            Source::Jwt(verifier) => match verifier.claim(facts.headers, clock.wall_secs()) {
                 Some(claim) => claim,
                 None => return Ok(None),
             },
@@ -181,7 +182,7 @@ mod tests {
         body: &[u8],
     ) -> Result<Option<String>, u16> {
         source
-            .identify(facts(headers, body), 64, 0)
+            .identify(facts(headers, body), 64, &weir_core::ManualClock::new(0))
             .map(|i| i.map(|i| i.value))
             .map_err(|r| r.status())
     }

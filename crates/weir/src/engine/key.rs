@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::fmt::Write;
 
 use sha2::{Digest, Sha256};
+use weir_core::Clock;
 
 use super::identity::Identity;
 use super::{CLIENT_IP, Routing};
@@ -17,8 +18,8 @@ use crate::request::{Facts, Refused, ip_key};
 pub(super) struct Identities<'s, 'f> {
     routing: &'s Routing,
     facts: &'f Facts<'f>,
-    /// The time tokens are verified at, in seconds since the Unix epoch.
-    now_secs: u64,
+    /// Whose wall time tokens are verified at, read only when one is.
+    clock: &'s dyn Clock,
     known: RefCell<Vec<(&'s str, Option<Identity>)>>,
     refused: RefCell<Option<Refused>>,
 }
@@ -36,11 +37,11 @@ pub(super) struct CallerKey {
 const MAX_KEY_BYTES: usize = 128;
 
 impl<'s, 'f> Identities<'s, 'f> {
-    pub(super) fn new(routing: &'s Routing, facts: &'f Facts<'f>, now_secs: u64) -> Self {
+    pub(super) fn new(routing: &'s Routing, facts: &'f Facts<'f>, clock: &'s dyn Clock) -> Self {
         Self {
             routing,
             facts,
-            now_secs,
+            clock,
             known: RefCell::new(Vec::new()),
             refused: RefCell::new(None),
         }
@@ -63,7 +64,7 @@ impl<'s, 'f> Identities<'s, 'f> {
             return value.clone();
         }
         let (name, source) = self.routing.identities.get_key_value(name)?;
-        let value = match source.identify(*self.facts, self.routing.ipv6_prefix, self.now_secs) {
+        let value = match source.identify(*self.facts, self.routing.ipv6_prefix, self.clock) {
             Ok(value) => value,
             Err(refused) => {
                 self.refused.borrow_mut().get_or_insert(refused);

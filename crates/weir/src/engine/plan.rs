@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use axum::http::HeaderName;
+use weir_core::Clock;
 
 use crate::request::{Facts, JwtVerifier};
 
@@ -66,7 +67,7 @@ impl Plans {
     pub fn plan_of(
         &self,
         facts: Facts<'_>,
-        now_secs: u64,
+        clock: &dyn Clock,
         identity_of: impl Fn(&str) -> Option<String>,
     ) -> CallerPlan {
         let named = |name: String| CallerPlan { name, limit: None };
@@ -81,7 +82,7 @@ impl Plans {
         match &self.source {
             // One verification for both claims.
             PlanSource::JwtClaim { verifier, claim } => {
-                match verifier.verified(facts.headers, now_secs) {
+                match verifier.verified(facts.headers, clock.wall_secs()) {
                     Some(claims) if claims.get(verifier.identity_claim()).is_some() => {
                         known(claims.get(claim).unwrap_or_else(|| self.default.clone()))
                     }
