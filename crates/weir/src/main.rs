@@ -183,6 +183,7 @@ fn serve(
                 let _ = stopped.changed().await;
             }
         };
+        let engine = service.engine.clone();
         let api = weir::api_router(service.engine.clone());
         let admin_router = weir::admin_router(&service);
         let has_admin = service.admin.is_some();
@@ -249,6 +250,8 @@ fn serve(
             Ok::<_, anyhow::Error>(())
         })
         .await??;
+        // Units this instance holds in leases go back to the shared store.
+        engine.current().release_leases().await;
         tracing::info!("stopped");
         Ok(())
     })

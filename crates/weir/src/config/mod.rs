@@ -11,6 +11,7 @@ mod admin;
 mod error;
 mod file;
 mod identities;
+mod lease;
 mod period;
 mod plans;
 mod rules;
@@ -167,7 +168,18 @@ fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy
             weir_store::check_redis_policy(&policy)
                 .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;
         }
-        rules.push(NamedPolicy { name, policy });
+        let lease = lease::lease_plan(rule, &policy).map_err(|message| {
+            let at = rule
+                .lease
+                .as_ref()
+                .map_or(rule.name.referenced, |l| l.referenced);
+            fail(at, "lease", message)
+        })?;
+        rules.push(NamedPolicy {
+            name,
+            policy,
+            lease,
+        });
     }
     if rules.is_empty() {
         return Err(

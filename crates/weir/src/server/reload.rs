@@ -65,7 +65,10 @@ impl Service {
         ));
         self.metrics.serving_config(&config.sha256);
         self.config_sha256 = config.sha256.clone();
+        let replaced = self.engine.current();
         self.engine.replace(Arc::clone(&engine));
+        // The old engine's leases go back; the new one takes its own.
+        tokio::spawn(async move { replaced.release_leases().await });
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
             shared.store(Arc::new(admin));
