@@ -302,3 +302,98 @@ fn a_killed_instance_or_a_stopped_redis_never_over_admits() {
         after.admitted.len()
     );
 }
+
+/// Every door spends the same leases: a `/v1/check` of the key and `/v1/decide` of a
+/// request keyed on it draw on one lease (one take), and `/metrics` counts the lease,
+/// the units given back by a reload and the denials answered locally.
+#[test]
+fn the_doors_share_one_lease_and_the_metrics_count_it() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    let yaml = |batch: u64| {
+        format!(
+            "store:\n  type: redis\n  url: {}\n  timeout: 1s\nidentities:\n  api_key:\n    header: X-Api-Key\nrules:\n  - name: partner\n    algorithm: gcra\n    limit: 10\n    period: 1h\n    match: {{ path_prefix: /api }}\n    key: [api_key]\n    lease: {{ batch: {batch}, hold: 10m }}\n",
+            redis.url()
+        )
+    };
+    std::fs::write(&path, yaml(6)).unwrap();
+    let weir = Server::start(&path);
+    let calls = || script_calls(&[&redis]);
+    let check = r#"{"rule": "partner", "key": "api_key=k1"}"#;
+    let decide = r#"{"method": "GET", "path": "/api/x", "client_ip": "203.0.113.7", "headers": {"x-api-key": "k1"}}"#;
+    let before = calls();
+    assert_eq!(
+        weir.request("POST", "/v1/check", check).0,
+        "HTTP/1.1 200 OK"
+    );
+    for _ in 0..5 {
+        assert_eq!(
+            weir.request("POST", "/v1/decide", decide).0,
+            "HTTP/1.1 200 OK"
+        );
+    }
+    assert_eq!(calls() - before, 1, "six requests, two doors, one take");
+    // The next four come from a second lease, and then nothing is left for an hour.
+    for _ in 0..4 {
+        assert_eq!(
+            weir.request("POST", "/v1/check", check).0,
+            "HTTP/1.1 200 OK"
+        );
+    }
+    for _ in 0..3 {
+        let (status, _) = weir.request("POST", "/v1/decide", decide);
+        assert_eq!(status, "HTTP/1.1 429 Too Many Requests");
+    }
+    assert_eq!(
+        calls() - before,
+        3,
+        "two takes and one denied; two denials answered here"
+    );
+    let (_, metrics) = weir.request("GET", "/metrics", "");
+    for line in [
+        "weir_lease_grants_total{rule=\"partner\"} 2",
+        "weir_lease_units_total{rule=\"partner\",fate=\"leased\"} 10",
+        "weir_lease_local_denials_total{rule=\"partner\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+}
+
+/// A reload gives back the units the replaced engine held: the new one takes them
+/// again.
+#[test]
+fn a_reload_gives_the_leases_back() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    let yaml = |batch: u64| {
+        format!(
+            "store:\n  type: redis\n  url: {}\n  timeout: 1s\nrules:\n  - name: partner\n    algorithm: token_bucket\n    limit: 10\n    period: 1h\n    lease: {{ batch: {batch}, hold: 10m }}\n",
+            redis.url()
+        )
+    };
+    std::fs::write(&path, yaml(8)).unwrap();
+    let weir = Server::start(&path);
+    let check = r#"{"rule": "partner", "key": "k"}"#;
+    assert_eq!(
+        weir.request("POST", "/v1/check", check).0,
+        "HTTP/1.1 200 OK"
+    );
+    std::fs::write(&path, yaml(2)).unwrap();
+    let returned = "weir_lease_units_total{rule=\"partner\",fate=\"returned\"} 7";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !weir.request("GET", "/metrics", "").1.contains(returned) {
+        assert!(Instant::now() < deadline, "the reload gave nothing back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // All nine units left are there for the new engine.
+    for _ in 0..9 {
+        assert_eq!(
+            weir.request("POST", "/v1/check", check).0,
+            "HTTP/1.1 200 OK"
+        );
+    }
+    let (status, _) = weir.request("POST", "/v1/check", check);
+    assert_eq!(status, "HTTP/1.1 429 Too Many Requests");
+}

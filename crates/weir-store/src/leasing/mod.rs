@@ -223,7 +223,7 @@ impl LeasingStore {
 
     async fn give_back_where(&self, due: impl Fn(u64) -> bool) {
         for (name, rule) in &self.rules {
-            for (identity, slot) in rule.slots.all() {
+            for (identity, slot) in rule.slots.leased() {
                 let Some((closing, policy)) = slot.slot.release_if(&due) else {
                     continue;
                 };

@@ -100,6 +100,9 @@ pub(super) struct Slot {
     second: AtomicU64,
     this_second: AtomicU64,
     last_second: AtomicU64,
+    /// Whether a lease is held (what `Held::lease` says), readable without the lock:
+    /// the loop that gives leases back visits only these.
+    leased: AtomicBool,
     held: Mutex<Held>,
 }
 
@@ -116,6 +119,7 @@ impl Default for Slot {
             second: AtomicU64::new(0),
             this_second: AtomicU64::new(0),
             last_second: AtomicU64::new(0),
+            leased: AtomicBool::new(false),
             held: Mutex::new(Held::default()),
         }
     }
@@ -215,6 +219,7 @@ impl Slot {
             self.word
                 .store(pack(generation, units.min(MAX_UNITS)), Ordering::SeqCst);
             held.lease = Some((lease, policy));
+            self.leased.store(true, Ordering::SeqCst);
         }
         generation
     }
@@ -243,6 +248,7 @@ impl Slot {
         let word = self.word.load(Ordering::SeqCst);
         let (generation, _) = unpack(word);
         let (_, unspent) = unpack(self.word.swap(pack(generation + 1, 0), Ordering::SeqCst));
+        self.leased.store(false, Ordering::SeqCst);
         held.lease
             .take()
             .map(|(lease, policy)| (Closing { lease, unspent }, policy))
@@ -251,8 +257,16 @@ impl Slot {
     /// Whether a take is on its way, no lease is held and no denial remembered at
     /// `now`: the slot can be dropped once its key is quiet.
     pub(super) fn is_idle(&self, now: u64) -> bool {
+        if self.holds_lease() || now < self.denied_until.load(Ordering::SeqCst) {
+            return false;
+        }
         let held = self.lock();
         !held.taking && held.lease.is_none() && now >= self.denied_until.load(Ordering::SeqCst)
+    }
+
+    /// Whether a lease is held.
+    pub(super) fn holds_lease(&self) -> bool {
+        self.leased.load(Ordering::SeqCst)
     }
 
     /// Whether the last take got less than it asked for.

@@ -48,11 +48,12 @@ impl Slots {
         self.by_key.read().get(identity).cloned()
     }
 
-    /// Every slot, with its identity (for giving leases back).
-    pub(super) fn all(&self) -> Vec<(Box<str>, Arc<Entry>)> {
+    /// The slots holding a lease, with their identities (for giving leases back).
+    pub(super) fn leased(&self) -> Vec<(Box<str>, Arc<Entry>)> {
         self.by_key
             .read()
             .iter()
+            .filter(|(_, v)| v.slot.holds_lease())
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
             .collect()
     }
