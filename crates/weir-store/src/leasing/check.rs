@@ -44,6 +44,16 @@ impl LeasingStore {
         preview: bool,
         timeout: Option<Duration>,
     ) -> Result<Vec<Decision>, StoreError> {
+        if let [check] = checks
+            && let Some(rule) = self.leased(check)
+        {
+            // One leased rule, the usual case: no lists to split.
+            let cost = if preview { 0 } else { check.cost };
+            let leased = self
+                .leased_check(rule, check.key, check.policy, cost, timeout)
+                .await?;
+            return Ok(vec![leased.decision]);
+        }
         let leased: Vec<Option<&LeasedRule>> = checks.iter().map(|c| self.leased(c)).collect();
         let others: Vec<Check<'_>> = checks
             .iter()
@@ -151,13 +161,16 @@ impl LeasingStore {
         cost: u64,
         timeout: Option<Duration>,
     ) -> Result<Leased, StoreError> {
-        let now = self.clock.now();
-        let entry = match rule.slots.get_or_make(key.identity) {
-            Some(entry) if cost > 0 && !self.closed.load(std::sync::atomic::Ordering::SeqCst) => {
-                entry
-            }
-            _ => return self.direct(key, policy, cost).await,
+        // A read, an engine whose leases went back, or a table full: on the store.
+        let entry = match cost {
+            0 => None,
+            _ if self.closed.load(std::sync::atomic::Ordering::SeqCst) => None,
+            _ => rule.slots.get_or_make(key.identity),
         };
+        let Some(entry) = entry else {
+            return self.direct(key, policy, cost).await;
+        };
+        let now = self.clock.now();
         let asked = entry.slot.note(cost, now);
         for _ in 0..ROUNDS {
             match entry.slot.spend(cost, now) {
