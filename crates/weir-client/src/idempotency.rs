@@ -21,7 +21,12 @@ pub(crate) fn may_repeat(method: &Method, headers: &HeaderMap, marked: bool, alw
         || headers.contains_key("idempotency-key")
         || matches!(
             *method,
-            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+            Method::GET
+                | Method::HEAD
+                | Method::OPTIONS
+                | Method::TRACE
+                | Method::PUT
+                | Method::DELETE
         )
 }
 
@@ -32,7 +37,13 @@ mod tests {
     #[test]
     fn post_and_patch_are_repeated_only_when_the_caller_says_so() {
         let none = HeaderMap::new();
-        for method in [Method::GET, Method::HEAD, Method::PUT, Method::DELETE, Method::OPTIONS] {
+        for method in [
+            Method::GET,
+            Method::HEAD,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+        ] {
             assert!(may_repeat(&method, &none, false, false), "{method}");
         }
         for method in [Method::POST, Method::PATCH, Method::CONNECT] {

@@ -97,7 +97,9 @@ impl Policy {
         self.base = positive(base, "the backoff base must be above zero, at most 24 h")?;
         self.cap = positive(cap, "the backoff cap must be above zero, at most 24 h")?;
         if base > cap {
-            return Err(Error::InvalidPolicy("the backoff base must not exceed its cap"));
+            return Err(Error::InvalidPolicy(
+                "the backoff base must not exceed its cap",
+            ));
         }
         Ok(self)
     }
@@ -119,9 +121,12 @@ impl Policy {
         window: Duration,
     ) -> Result<Self, Error> {
         if percent > 100 {
-            return Err(Error::InvalidPolicy("the retry budget is a percentage, 0 to 100"));
+            return Err(Error::InvalidPolicy(
+                "the retry budget is a percentage, 0 to 100",
+            ));
         }
-        self.budget_window = positive(window, "the budget window must be above zero, at most 24 h")?;
+        self.budget_window =
+            positive(window, "the budget window must be above zero, at most 24 h")?;
         self.budget_percent = percent;
         self.budget_reserve = reserve;
         Ok(self)
@@ -133,9 +138,14 @@ impl Policy {
     /// refuses fails with [`Error::Throttled`].
     pub fn adaptive_throttle(mut self, k: f64, window: Duration) -> Result<Self, Error> {
         if !(k.is_finite() && k >= 1.0) {
-            return Err(Error::InvalidPolicy("the throttle's K must be finite, at least 1"));
+            return Err(Error::InvalidPolicy(
+                "the throttle's K must be finite, at least 1",
+            ));
         }
-        let window = positive(window, "the throttle window must be above zero, at most 24 h")?;
+        let window = positive(
+            window,
+            "the throttle window must be above zero, at most 24 h",
+        )?;
         self.throttle = Some((k, window));
         Ok(self)
     }
@@ -147,7 +157,9 @@ impl Policy {
         if let Some(f) = fraction
             && !(0.0..=1.0).contains(&f)
         {
-            return Err(Error::InvalidPolicy("slow_down_below is a fraction, 0 to 1"));
+            return Err(Error::InvalidPolicy(
+                "slow_down_below is a fraction, 0 to 1",
+            ));
         }
         self.slow_below = fraction;
         Ok(self)
@@ -193,6 +205,10 @@ mod tests {
         assert!(p().adaptive_throttle(f64::INFINITY, s(60)).is_err());
         assert!(p().slow_down_below(Some(1.5)).is_err());
         assert!(p().slow_down_below(Some(f64::NAN)).is_err());
-        assert!(p().backoff(s(1), s(1)).and_then(|p| p.adaptive_throttle(2.0, s(120))).is_ok());
+        assert!(
+            p().backoff(s(1), s(1))
+                .and_then(|p| p.adaptive_throttle(2.0, s(120)))
+                .is_ok()
+        );
     }
 }

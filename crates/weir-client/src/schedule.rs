@@ -45,7 +45,10 @@ mod tests {
         let all: Vec<u128> = std::iter::from_fn(|| steps.next_step())
             .map(|step| step.as_micros())
             .collect();
-        assert_eq!(all, [100_000, 200_000, 400_000, 800_000, 1_000_000, 1_000_000]);
+        assert_eq!(
+            all,
+            [100_000, 200_000, 400_000, 800_000, 1_000_000, 1_000_000]
+        );
         let mut none = Steps::new(MS(100), MS(1000), 0);
         assert_eq!(none.next_step(), None);
     }

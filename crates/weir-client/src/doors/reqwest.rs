@@ -68,7 +68,11 @@ impl Middleware for RetryMiddleware {
         loop {
             self.core.sleep(call.before_attempt()).await;
             // Kept for a retry; checked above to be clonable when it is repeatable.
-            let again = if repeatable { request.try_clone() } else { None };
+            let again = if repeatable {
+                request.try_clone()
+            } else {
+                None
+            };
             let result = next.clone().run(request, extensions).await;
             let wait = match &result {
                 Ok(response) => call.answered(response.status(), response.headers()),

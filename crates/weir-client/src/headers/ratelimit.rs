@@ -110,12 +110,15 @@ pub(crate) fn pacing(quotas: &[Quota], below: f64) -> Option<(Duration, Duration
             };
             Some((interval, q.reset))
         })
-        .fold(None, |slowest: Option<(Duration, Duration)>, (interval, reset)| {
-            Some(match slowest {
-                None => (interval, reset),
-                Some((i, r)) => (i.max(interval), r.max(reset)),
-            })
-        })
+        .fold(
+            None,
+            |slowest: Option<(Duration, Duration)>, (interval, reset)| {
+                Some(match slowest {
+                    None => (interval, reset),
+                    Some((i, r)) => (i.max(interval), r.max(reset)),
+                })
+            },
+        )
 }
 
 #[cfg(test)]
@@ -139,14 +142,28 @@ mod tests {
     #[test]
     fn weirs_fields_are_read_item_by_item() {
         let h = headers(&[
-            ("ratelimit-policy", r#""login-account-ip";q=5;w=900, "login-ip";q=50;w=900"#),
-            ("ratelimit", r#""login-account-ip";r=0;t=900, "login-ip";r=49;t=900"#),
+            (
+                "ratelimit-policy",
+                r#""login-account-ip";q=5;w=900, "login-ip";q=50;w=900"#,
+            ),
+            (
+                "ratelimit",
+                r#""login-account-ip";r=0;t=900, "login-ip";r=49;t=900"#,
+            ),
         ]);
         assert_eq!(
             quotas(&h),
             [
-                Quota { remaining: 0, reset: S(900), limit: Some((5, S(900))) },
-                Quota { remaining: 49, reset: S(900), limit: Some((50, S(900))) },
+                Quota {
+                    remaining: 0,
+                    reset: S(900),
+                    limit: Some((5, S(900)))
+                },
+                Quota {
+                    remaining: 49,
+                    reset: S(900),
+                    limit: Some((50, S(900)))
+                },
             ]
         );
         assert_eq!(exhausted_reset(&quotas(&h)), Some(S(900)));
@@ -182,15 +199,25 @@ mod tests {
         // A policy that cannot be read leaves the state usable.
         let h = headers(&[("ratelimit-policy", "q=="), ("ratelimit", r#""a";r=0;t=3"#)]);
         assert_eq!(quotas(&h)[0].limit, None);
-        let h = headers(&[("ratelimit-policy", r#""a";q=0;w=60"#), ("ratelimit", r#""a";r=0;t=3"#)]);
+        let h = headers(&[
+            ("ratelimit-policy", r#""a";q=0;w=60"#),
+            ("ratelimit", r#""a";r=0;t=3"#),
+        ]);
         assert_eq!(quotas(&h)[0].limit, None, "a zero limit is no rate");
     }
 
     #[test]
     fn pacing_starts_below_a_fraction_of_the_limit_at_the_limits_rate() {
-        let q = |r, t, limit| Quota { remaining: r, reset: S(t), limit };
+        let q = |r, t, limit| Quota {
+            remaining: r,
+            reset: S(t),
+            limit,
+        };
         // 100 a minute: 600 ms apart, for the reset.
-        assert_eq!(pacing(&[q(9, 2, Some((100, S(60))))], 0.1), Some((Duration::from_millis(600), S(2))));
+        assert_eq!(
+            pacing(&[q(9, 2, Some((100, S(60))))], 0.1),
+            Some((Duration::from_millis(600), S(2)))
+        );
         assert_eq!(pacing(&[q(10, 2, Some((100, S(60))))], 0.1), None);
         // No policy: only an empty quota paces, over its reset.
         assert_eq!(pacing(&[q(0, 3, None)], 0.1), Some((S(3), S(3))));
@@ -199,6 +226,9 @@ mod tests {
         let both = [q(0, 1, Some((10, S(1)))), q(0, 5, Some((1, S(2))))];
         assert_eq!(pacing(&both, 0.1), Some((S(2), S(5))));
         // A huge limit does not divide by zero.
-        assert_eq!(pacing(&[q(0, 1, Some((u64::MAX, S(1))))], 0.1).map(|p| p.1), Some(S(1)));
+        assert_eq!(
+            pacing(&[q(0, 1, Some((u64::MAX, S(1))))], 0.1).map(|p| p.1),
+            Some(S(1))
+        );
     }
 }

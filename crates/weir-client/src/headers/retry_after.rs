@@ -79,7 +79,12 @@ mod tests {
             b"Sun, 06 Nov 1994 25:00:00 GMT",
             b"\xff\xfe",
         ] {
-            assert_eq!(parse(&[garbage]), None, "{:?}", String::from_utf8_lossy(garbage));
+            assert_eq!(
+                parse(&[garbage]),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(garbage)
+            );
         }
         assert_eq!(parse(&[]), None);
         assert_eq!(parse(&[b"1", b"2"]), None, "two values: which one?");
@@ -87,11 +92,17 @@ mod tests {
 
     #[test]
     fn huge_numbers_saturate() {
-        assert_eq!(parse(&[b"18446744073709551615"]), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(
+            parse(&[b"18446744073709551615"]),
+            Some(Duration::from_secs(u64::MAX))
+        );
         assert_eq!(
             parse(&[b"99999999999999999999999999999999999999"]),
             Some(Duration::from_secs(u64::MAX))
         );
-        assert_eq!(parse(&[b"Fri, 31 Dec 9999 23:59:59 GMT"]).map(|d| d > Duration::from_secs(1 << 37)), Some(true));
+        assert_eq!(
+            parse(&[b"Fri, 31 Dec 9999 23:59:59 GMT"]).map(|d| d > Duration::from_secs(1 << 37)),
+            Some(true)
+        );
     }
 }

@@ -64,14 +64,20 @@ mod tests {
         for _ in 0..10 {
             budget.request(now);
         }
-        assert!(budget.try_retry(now), "ten more requests earn one more retry");
+        assert!(
+            budget.try_retry(now),
+            "ten more requests earn one more retry"
+        );
         assert!(!budget.try_retry(now));
     }
 
     #[test]
     fn spent_retries_leave_with_the_window() {
         let mut budget = Budget::new(10, 1, WINDOW);
-        assert!(budget.try_retry(Duration::ZERO), "the reserve, with no requests");
+        assert!(
+            budget.try_retry(Duration::ZERO),
+            "the reserve, with no requests"
+        );
         assert!(!budget.try_retry(Duration::from_secs(9)));
         assert!(budget.try_retry(Duration::from_secs(10)));
     }
@@ -84,6 +90,9 @@ mod tests {
         let mut all = Budget::new(255, 0, WINDOW);
         all.request(Duration::ZERO);
         assert!(all.try_retry(Duration::ZERO));
-        assert!(!all.try_retry(Duration::ZERO), "at most one retry per request");
+        assert!(
+            !all.try_retry(Duration::ZERO),
+            "at most one retry per request"
+        );
     }
 }

@@ -44,7 +44,12 @@ impl Pace {
 
     /// From an answer of `server` at `now`: space requests by `interval` for `lasting`,
     /// or (`None`) stop pacing.
-    pub(crate) fn update(&mut self, server: &str, now: Duration, pace: Option<(Duration, Duration)>) {
+    pub(crate) fn update(
+        &mut self,
+        server: &str,
+        now: Duration,
+        pace: Option<(Duration, Duration)>,
+    ) {
         let Some((interval, lasting)) = pace else {
             self.gates.remove(server);
             return;
@@ -93,7 +98,11 @@ mod tests {
         assert_eq!(pace.slot("a:80", MS(0)), MS(0));
         assert_eq!(pace.slot("a:80", MS(0)), MS(100));
         assert_eq!(pace.slot("a:80", MS(0)), MS(200));
-        assert_eq!(pace.slot("b:80", MS(0)), MS(0), "another server is not paced");
+        assert_eq!(
+            pace.slot("b:80", MS(0)),
+            MS(0),
+            "another server is not paced"
+        );
         // Later, the next free slot is now.
         assert_eq!(pace.slot("a:80", MS(700)), MS(0));
         assert_eq!(pace.slot("a:80", MS(1000)), MS(0), "the reset ends pacing");
@@ -113,7 +122,11 @@ mod tests {
     fn the_table_is_bounded() {
         let mut pace = Pace::default();
         for i in 0..(MAX_SERVERS + 10) {
-            pace.update(&format!("s{i}:80"), MS(i as u64), Some((MS(1), MS(1_000_000))));
+            pace.update(
+                &format!("s{i}:80"),
+                MS(i as u64),
+                Some((MS(1), MS(1_000_000))),
+            );
         }
         assert_eq!(pace.gates.len(), MAX_SERVERS);
         assert!(pace.gates.contains_key(&format!("s{}:80", MAX_SERVERS + 9)));

@@ -77,7 +77,11 @@ mod tests {
         for _ in 0..30 {
             throttle.accepted(now);
         }
-        assert_eq!(throttle.probability(now), 0.0, "half accepted: K = 2 lets all through");
+        assert_eq!(
+            throttle.probability(now),
+            0.0,
+            "half accepted: K = 2 lets all through"
+        );
     }
 
     #[test]

@@ -122,22 +122,22 @@ impl Call {
         let core = Arc::clone(&self.core);
         let policy = &core.policy;
         let now = policy.clock.now();
-        let refused = status == StatusCode::TOO_MANY_REQUESTS
-            || status == StatusCode::SERVICE_UNAVAILABLE;
+        let refused =
+            status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE;
         let quotas = quotas(headers);
         {
             let mut state = core.state.lock();
             if let Some(below) = policy.slow_below {
-                let pace = pacing(&quotas, below).map(|(interval, until)| (interval.min(policy.cap), until));
+                let pace = pacing(&quotas, below)
+                    .map(|(interval, until)| (interval.min(policy.cap), until));
                 state.pace.update(&self.target.server, now, pace);
             }
             if !refused && let Some(throttle) = &mut state.throttle {
                 throttle.accepted(now);
             }
         }
-        let retryable = refused
-            || status == StatusCode::BAD_GATEWAY
-            || status == StatusCode::GATEWAY_TIMEOUT;
+        let retryable =
+            refused || status == StatusCode::BAD_GATEWAY || status == StatusCode::GATEWAY_TIMEOUT;
         if !retryable {
             return None;
         }
@@ -171,3 +171,6 @@ impl Call {
         Some(asked.saturating_add(below(policy.random.as_ref(), step)))
     }
 }
+
+#[cfg(test)]
+mod tests;
