@@ -1,0 +1,66 @@
+//! Run: cargo run --release -p weir-client --example fleet [-- WORKERS JOBS PER_SECOND BURST]
+//!
+//! Measures a fleet of workers against weir's real gateway (in process, on loopback,
+//! in front of an upstream that answers everything): naive immediate retries, then
+//! weir-client with one client shared by the fleet, then a client per worker. Prints
+//! the jobs done, the requests sent, the 429s and the time taken. Defaults: 20
+//! workers of 10 jobs each, against a token bucket of 20 a second, bursts of 5.
+
+#![allow(clippy::expect_used, reason = "an example: a panic says what failed")]
+
+#[path = "../tests/common/fleet.rs"]
+mod fleet;
+
+use std::time::Duration;
+
+use fleet::{Limit, Mode};
+
+#[tokio::main]
+async fn main() {
+    let arguments: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.parse()
+                .expect("whole numbers: WORKERS JOBS PER_SECOND BURST")
+        })
+        .collect();
+    let argument = |i: usize, default: u64| arguments.get(i).copied().unwrap_or(default);
+    let (workers, jobs) = (argument(0, 20), argument(1, 10));
+    let limit = Limit {
+        per_second: argument(2, 20),
+        burst: argument(3, 5),
+    };
+    println!(
+        "{workers} workers x {jobs} jobs against a token bucket of {}/s, burst {}",
+        limit.per_second, limit.burst
+    );
+    println!(
+        "{:<18} {:>5} {:>9} {:>7} {:>9}",
+        "clients", "done", "requests", "429s", "seconds"
+    );
+    for mode in [Mode::Naive, Mode::SharedClient, Mode::ClientPerWorker] {
+        // A fresh gateway each time: every run starts on a full bucket.
+        let gateway = fleet::start_gateway(&limit).await;
+        let outcome = fleet::run(
+            &gateway,
+            mode,
+            workers,
+            jobs,
+            2_000_000,
+            Duration::from_secs(300),
+        )
+        .await;
+        let name = match mode {
+            Mode::Naive => "naive",
+            Mode::SharedClient => "weir-client shared",
+            Mode::ClientPerWorker => "weir-client each",
+        };
+        println!(
+            "{name:<18} {:>5} {:>9} {:>7} {:>9.2}",
+            outcome.done,
+            outcome.attempts,
+            outcome.refused,
+            outcome.elapsed.as_secs_f64()
+        );
+    }
+}

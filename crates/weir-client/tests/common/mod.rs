@@ -1,0 +1,3 @@
+//! What the end-to-end tests share with the measuring example.
+
+pub mod fleet;
