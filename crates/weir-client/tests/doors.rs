@@ -79,9 +79,13 @@ async fn the_layer_waits_out_each_refusal_and_returns_the_answer() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     let slept = clock.slept();
     assert_eq!(slept.len(), 2, "{slept:?}");
-    // Retry-After (1 s) plus jitter below the step: 100 ms, then 200 ms.
-    assert!(slept[0] >= Duration::from_secs(1) && slept[0] < Duration::from_millis(1100));
-    assert!(slept[1] >= Duration::from_secs(1) && slept[1] < Duration::from_millis(1200));
+    // Retry-After (1 s) plus jitter below it (the steps, 100 and 200 ms, are shorter).
+    for wait in slept {
+        assert!(
+            wait >= Duration::from_secs(1) && wait < Duration::from_secs(2),
+            "{wait:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -215,7 +219,7 @@ async fn the_middleware_waits_out_an_http_date_and_gets_the_answer() {
     // The date is 3 s past the epoch, where the manual wall clock starts; the second
     // refusal comes after the first wait, so less is left of it.
     assert!(
-        slept[0] >= Duration::from_secs(3) && slept[0] < Duration::from_millis(3100),
+        slept[0] >= Duration::from_secs(3) && slept[0] < Duration::from_secs(6),
         "{slept:?}"
     );
     assert!(slept[1] < Duration::from_millis(200), "{slept:?}");

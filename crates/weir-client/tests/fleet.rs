@@ -1,6 +1,7 @@
 //! End to end against weir's real gateway (in process, on loopback, the system clock):
 //! a fleet of workers gets the same work done with weir-client as with naive
-//! immediate retries, sending a small fraction of the 429s, in no more time. The
+//! immediate retries, sending a small fraction of the 429s: in no more time when the
+//! workers share one client, in more (bounded here) with a client each. The
 //! measuring command, with larger runs, is `examples/fleet.rs`.
 
 #![allow(
@@ -21,13 +22,17 @@ const JOBS: u64 = 5;
 const MAX_ATTEMPTS: u64 = 500_000;
 const DEADLINE: Duration = Duration::from_secs(60);
 
-async fn run(mode: Mode) -> Outcome {
+/// One fleet at a time: each run's timing assumes the machine is not also running
+/// another storm.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn run(mode: Mode, redis: Option<&str>) -> Outcome {
     // 20 a second in bursts of 5: 100 jobs take at least (100 - 5) / 20 = 4.75 s.
     let limit = Limit {
         per_second: 20,
         burst: 5,
     };
-    let gateway = fleet::start_gateway(&limit).await;
+    let gateway = fleet::start_gateway(&limit, redis).await;
     let outcome = fleet::run(&gateway, mode, WORKERS, JOBS, MAX_ATTEMPTS, DEADLINE).await;
     eprintln!("{mode:?}: {outcome:?}");
     assert_eq!(
@@ -39,12 +44,14 @@ async fn run(mode: Mode) -> Outcome {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fleet_with_weir_client_sends_a_fraction_of_the_429s_in_no_more_time() {
-    let naive = run(Mode::Naive).await;
-    let shared = run(Mode::SharedClient).await;
-    let each = run(Mode::ClientPerWorker).await;
+async fn a_fleet_with_weir_client_sends_a_fraction_of_the_429s() {
+    let _serial = SERIAL.lock().await;
+    let naive = run(Mode::Naive, None).await;
+    let shared = run(Mode::SharedClient, None).await;
+    let each = run(Mode::ClientPerWorker, None).await;
 
-    // The limit sets the pace for everyone: nobody finishes much before 4.75 s.
+    // The limit sets the pace for everyone: nobody finishes much before 4.75 s (on
+    // the memory store; on Redis, a timed-out check's fallback may admit a few more).
     for outcome in [naive, shared, each] {
         assert!(
             outcome.elapsed >= Duration::from_millis(4500),
@@ -59,25 +66,59 @@ async fn a_fleet_with_weir_client_sends_a_fraction_of_the_429s_in_no_more_time()
             "{outcome:?}"
         );
     }
-    // The storm: hundreds of refusals for each job.
-    assert!(naive.refused > 20 * WORKERS * JOBS, "{naive:?}");
+    // The storm: tens of refusals for each job even in a debug build on a busy
+    // machine (hundreds to thousands in a release build: see the README).
+    assert!(naive.refused > 10 * WORKERS * JOBS, "{naive:?}");
     // One client shared by the fleet paces it at the quota's rate once it runs low:
     // a few 429s in all, and the limit's own time.
     assert!(shared.refused <= WORKERS * JOBS / 2, "{shared:?}");
+    assert!(
+        shared.refused * 20 <= naive.refused,
+        "{shared:?} against {naive:?}"
+    );
     assert!(
         shared.elapsed <= naive.elapsed.mul_f64(1.15) + Duration::from_millis(500),
         "shared {shared:?} against naive {naive:?}"
     );
     // A client per worker: each paces alone and waits out weir's whole-second
-    // Retry-After, so the fleet refuses itself more often and takes longer (see the
-    // README), but still sends a tiny fraction of the storm's requests.
+    // Retry-After (for a bucket refilling every 50 ms), so the fleet leaves the bucket
+    // idle at times and takes longer (see the README), but still sends a small
+    // fraction of the storm's requests.
     assert!(
-        each.refused * 100 <= naive.refused,
+        each.refused * 5 <= naive.refused,
         "{each:?} against {naive:?}"
     );
     assert!(each.refused <= 3 * WORKERS * JOBS, "{each:?}");
     assert!(
         each.elapsed <= naive.elapsed * 3,
         "{each:?} against {naive:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_the_storm_is_paid_for_in_scripts_and_weir_client_spares_them() {
+    let _serial = SERIAL.lock().await;
+    let redis = weir_testkit::RedisServer::start();
+    // weir decides each request by one call: FCALL on Redis 7, else EVALSHA.
+    let checks = || redis.calls("fcall") + redis.calls("evalsha") + redis.calls("eval");
+    let before = checks();
+    let naive = run(Mode::Naive, Some(&redis.url())).await;
+    let naive_checks = checks() - before;
+    let before = checks();
+    let shared = run(Mode::SharedClient, Some(&redis.url())).await;
+    let shared_checks = checks() - before;
+    eprintln!("Redis checks: naive {naive_checks}, shared {shared_checks}");
+    // Every request the gateway answered was decided on Redis.
+    assert!(
+        naive_checks >= naive.attempts,
+        "{naive_checks} checks, {naive:?}"
+    );
+    assert!(
+        shared_checks >= shared.attempts,
+        "{shared_checks} checks, {shared:?}"
+    );
+    assert!(
+        shared_checks * 20 <= naive_checks,
+        "{shared_checks} against {naive_checks}"
     );
 }

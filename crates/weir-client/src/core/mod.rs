@@ -158,7 +158,10 @@ impl Call {
     }
 
     /// A retry after `asked` plus full jitter, if the request may be repeated, has
-    /// retries left, and the budget allows one.
+    /// retries left, and the budget allows one. The jitter is uniform below the
+    /// backoff step, or below the server's wait when that is longer (up to the cap):
+    /// clients refused together and told to come back in one second come back spread
+    /// over the next second, not together 100 ms later.
     fn retry(&mut self, asked: Duration) -> Option<Duration> {
         if !self.target.repeatable {
             return None;
@@ -168,7 +171,8 @@ impl Call {
         if !self.core.state.lock().budget.try_retry(policy.clock.now()) {
             return None;
         }
-        Some(asked.saturating_add(below(policy.random.as_ref(), step)))
+        let spread = step.max(asked.min(policy.cap));
+        Some(asked.saturating_add(below(policy.random.as_ref(), spread)))
     }
 }
 

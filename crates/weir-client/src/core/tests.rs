@@ -53,22 +53,28 @@ fn ms(wait: Option<Duration>) -> Option<u128> {
 }
 
 #[test]
-fn a_refusal_waits_retry_after_plus_jitter_below_the_step() {
+fn a_refusal_waits_retry_after_plus_jitter_below_it() {
     let (core, _) = core(Policy::default());
     let mut call = get(&core);
     let refusal = headers(&[("retry-after", "2")]);
-    // Steps 100, 200, 400 ms, drawn at half.
-    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(2050));
-    assert_eq!(
-        ms(call.answered(StatusCode::SERVICE_UNAVAILABLE, &refusal)),
-        Some(2100)
-    );
-    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(2200));
+    // The jitter is drawn (at half, here) below the server's wait, which is longer
+    // than the steps of 100, 200, 400 ms.
+    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(3000));
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    assert_eq!(ms(call.answered(unavailable, &refusal)), Some(3000));
+    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(3000));
     assert_eq!(
         call.answered(TOO_MANY, &refusal),
         None,
         "three retries, then the answer"
     );
+    // A wait shorter than the step: the jitter is drawn below the step.
+    let mut call = get(&core);
+    let at_once = headers(&[("retry-after", "0")]);
+    assert_eq!(ms(call.answered(TOO_MANY, &at_once)), Some(50));
+    // A wait longer than the cap (10 s): the jitter is drawn below the cap.
+    let long = headers(&[("retry-after", "40")]);
+    assert_eq!(ms(call.answered(TOO_MANY, &long)), Some(45_000));
 }
 
 #[test]
@@ -77,7 +83,7 @@ fn an_http_date_is_read_against_the_wall_clock() {
     clock.advance(S(10));
     let mut call = get(&core);
     let refusal = headers(&[("retry-after", "Sun, 06 Nov 1994 08:50:37 GMT")]);
-    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(50_050));
+    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(55_000));
 }
 
 #[test]
@@ -88,11 +94,11 @@ fn without_retry_after_the_empty_quotas_t_is_waited() {
         ("ratelimit-policy", r#""api";q=100;w=60, "burst";q=10;w=1"#),
         ("ratelimit", r#""api";r=0;t=7, "burst";r=3;t=1"#),
     ]);
-    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(7050));
+    assert_eq!(ms(call.answered(TOO_MANY, &refusal)), Some(10_500));
     // Garbage in Retry-After: the fields still answer.
     let mut garbage = refusal.clone();
     garbage.insert("retry-after", HeaderValue::from_static("soon"));
-    assert_eq!(ms(call.answered(TOO_MANY, &garbage)), Some(7100));
+    assert_eq!(ms(call.answered(TOO_MANY, &garbage)), Some(10_500));
 }
 
 #[test]
@@ -142,7 +148,7 @@ fn a_wait_past_max_wait_returns_the_answer_at_once() {
     assert_eq!(call.answered(TOO_MANY, &lockout), None);
     assert_eq!(
         ms(call.answered(TOO_MANY, &headers(&[("retry-after", "30")]))),
-        Some(30_050),
+        Some(35_000),
         "the limit itself is waited"
     );
 }

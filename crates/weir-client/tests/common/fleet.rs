@@ -1,6 +1,6 @@
 //! A fleet of workers against weir's real gateway, on loopback: the upstream (an axum
-//! app answering every request), weir's gateway in process in front of it (memory
-//! store, the system clock), and workers that each have `jobs` requests to get
+//! app answering every request), weir's gateway in process in front of it (the memory
+//! store or a Redis, the system clock), and workers that each have `jobs` requests to get
 //! answered with a 200. Used by `tests/fleet.rs` and by the measuring example
 //! `examples/fleet.rs`.
 
@@ -30,21 +30,25 @@ pub struct Gateway {
     _service: weir::Service,
 }
 
-/// Starts the upstream and the gateway, on free loopback ports.
-pub async fn start_gateway(limit: &Limit) -> Gateway {
+/// Starts the upstream and the gateway, on free loopback ports, deciding on the
+/// memory store, or on the Redis at `redis` (a URL).
+pub async fn start_gateway(limit: &Limit, redis: Option<&str>) -> Gateway {
     let upstream = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let upstream_addr = upstream.local_addr().expect("address");
     let app = axum::Router::new().fallback(|| async { "done" });
     tokio::spawn(async move { axum::serve(upstream, app).await });
+    let store = redis.map_or(String::new(), |url| {
+        format!("store:\n  type: redis\n  url: {url}\n")
+    });
     let yaml = format!(
-        "upstream:\n  url: http://{upstream_addr}\nrules:\n  - name: fleet\n    match: {{ path_prefix: /jobs }}\n    algorithm: token_bucket\n    limit: {}\n    period: 1s\n    burst: {}\n",
+        "{store}upstream:\n  url: http://{upstream_addr}\nrules:\n  - name: fleet\n    match: {{ path_prefix: /jobs }}\n    algorithm: token_bucket\n    limit: {}\n    period: 1s\n    burst: {}\n",
         limit.per_second, limit.burst
     );
     let config =
         weir::Config::parse(&yaml, Path::new("fleet.yaml")).expect("a valid configuration");
-    let service = weir::service(&config).await.expect("the memory store");
+    let service = weir::service(&config).await.expect("the store");
     let gateway = service
         .gateway
         .clone()
