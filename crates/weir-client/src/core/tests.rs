@@ -296,3 +296,35 @@ fn pacing_can_be_turned_off() {
     );
     assert_eq!(get(&core).before_attempt(), Duration::ZERO);
 }
+
+mod bounds {
+    //! Whatever the server asks for, a wait never exceeds `max_wait` plus the cap.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn a_wait_is_never_past_max_wait_plus_the_cap(
+            retry_after in "[0-9]{0,30}|[A-Z][a-z]{2}, [0-9]{2} Nov [0-9]{4} 08:49:37 GMT|-?[a-z0-9.]{0,8}",
+            r in 0u64..3,
+            t in "[0-9]{1,18}",
+            status in prop::sample::select(vec![429u16, 503, 502, 504]),
+            advance in 0u64..1_000_000_000_000,
+        ) {
+            let policy = Policy::default().max_wait(S(30)).unwrap();
+            let (core, clock) = core(policy);
+            clock.advance(S(advance));
+            let mut call = get(&core);
+            let refusal = headers(&[
+                ("retry-after", &retry_after),
+                ("ratelimit", &format!(r#""a";r={r};t={t}"#)),
+            ]);
+            let status = StatusCode::from_u16(status).unwrap();
+            while let Some(wait) = call.answered(status, &refusal) {
+                prop_assert!(wait <= S(30) + S(10), "{wait:?}");
+            }
+        }
+    }
+}
