@@ -255,3 +255,36 @@ async fn the_middleware_sends_a_post_once_and_a_keyed_post_again() {
     assert_eq!(response.status(), 503);
     assert_eq!(calls.load(Ordering::SeqCst), 1 + 4 + 4);
 }
+
+#[tokio::test]
+async fn the_middlewares_throttle_refusal_is_a_typed_error_inside_reqwest_middlewares() {
+    let (addr, calls) = start_axum(vec![429; 1000]).await;
+    let (policy, _) = policy();
+    let policy = policy
+        .adaptive_throttle(1.0, Duration::from_secs(60))
+        .unwrap()
+        .max_retries(0);
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(policy))
+        .build();
+    let mut throttled = 0;
+    for _ in 0..50 {
+        match client.get(format!("http://{addr}/books")).send().await {
+            Ok(response) => assert_eq!(response.status(), 429),
+            Err(reqwest_middleware::Error::Middleware(error)) => {
+                assert!(
+                    matches!(error.downcast_ref::<Error>(), Some(Error::Throttled { .. })),
+                    "{error}"
+                );
+                throttled += 1;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(throttled > 35, "{throttled} of 50 throttled");
+    assert_eq!(
+        u64::from(calls.load(Ordering::SeqCst)) + throttled,
+        50,
+        "a throttled request is never sent"
+    );
+}
