@@ -153,7 +153,7 @@ async fn the_critical_route_keeps_its_success_and_latency_while_sheddable_goes_f
     );
 
     let upstream = start_upstream(4, Duration::from_millis(20)).await;
-    let (gateway, _service) = start_gateway(upstream, true).await;
+    let (gateway, service) = start_gateway(upstream, true).await;
     let (critical, sheddable) = phase(gateway, (40, 400), Duration::from_secs(6)).await;
     eprintln!(
         "with shedding: critical {} ok of {} (p99 {:?}); sheddable {} ok, {} shed of {} (p99 {:?})",
@@ -190,6 +190,24 @@ async fn the_critical_route_keeps_its_success_and_latency_while_sheddable_goes_f
         sheddable.other, 0,
         "shed at the door (503), not failed upstream"
     );
+    // The metrics count each shed request by route and priority, and show the limit.
+    let metrics = service.metrics.encode();
+    let sample = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+    };
+    let shed =
+        sample(r#"weir_gateway_shed_requests_total{route="/analytics",priority="sheddable"}"#);
+    assert_eq!(shed as u64, sheddable.shed);
+    assert!(
+        !metrics.contains(r#"priority="critical""#),
+        "no critical request was shed"
+    );
+    let limit = sample("weir_gateway_concurrency_limit");
+    assert!((4.0..=1000.0).contains(&limit), "{limit}");
+    eprintln!("the limit after the overload: {limit}");
 
     // Load drops to a fifth of the capacity: after three seconds, nothing is shed.
     phase(gateway, (20, 20), Duration::from_secs(3)).await;

@@ -31,10 +31,17 @@ pub struct SheddingConfig {
 impl SheddingConfig {
     /// The priority of a request for `path` (the canonical path, as forwarded).
     pub fn priority(&self, path: &str) -> Priority {
+        self.route(path)
+            .map_or(Priority::Default, |(_, priority)| priority)
+    }
+
+    /// The route (its path prefix) and priority of a request for `path`; `None` for a
+    /// request no route names (`default`).
+    pub fn route(&self, path: &str) -> Option<(&str, Priority)> {
         self.routes
             .iter()
             .find(|(prefix, _)| path.starts_with(prefix.as_str()))
-            .map_or(Priority::Default, |(_, priority)| *priority)
+            .map(|(prefix, priority)| (prefix.as_str(), *priority))
     }
 }
 

@@ -59,6 +59,9 @@ impl Gateway {
             upstream.max_buffered_bytes,
         );
         let shedding = config.shedding.clone().map(Shedding::new);
+        if let Some(shedding) = &shedding {
+            engine.metrics().shed_limit(shedding.limit());
+        }
         Self {
             bodies,
             shedding,
@@ -133,7 +136,7 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         // the ticket is held until the upstream's answer starts.
         let admitted = match &gateway.shedding {
             None => None,
-            Some(shedding) => match shedding.admit(parts.uri.path()) {
+            Some(shedding) => match shedding.admit(parts.uri.path(), engine.metrics()) {
                 Some(admitted) => Some(admitted),
                 None => break 'answer (Problem::overloaded().into_response(), route),
             },
@@ -145,7 +148,11 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             let forwarded = forwarded.unwrap_or_else(|own| own);
             engine.metrics().upstream_latency(started.elapsed());
             if let Some(admitted) = admitted {
-                admitted.finish(started.elapsed(), forwarded.status().as_u16());
+                admitted.finish(
+                    started.elapsed(),
+                    forwarded.status().as_u16(),
+                    engine.metrics(),
+                );
             }
             break 'answer (forwarded, route);
         }
@@ -178,7 +185,7 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             let status = match &answer {
                 Ok(response) | Err(response) => response.status().as_u16(),
             };
-            admitted.finish(started.elapsed(), status);
+            admitted.finish(started.elapsed(), status, engine.metrics());
         }
         // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
         let (mut response, status) = match answer {

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use weir_core::{Outcome, Shedder, Ticket};
 
 use crate::config::SheddingConfig;
+use crate::metrics::EngineMetrics;
 
 /// The shedder of one gateway, and its routes' priorities.
 #[derive(Debug)]
@@ -32,10 +33,20 @@ impl Shedding {
         Self { config, shedder }
     }
 
-    /// Admits a request for `path` (the canonical path), or `None` to shed it.
-    pub(super) fn admit(&self, path: &str) -> Option<Admitted<'_>> {
-        let priority = self.config.priority(path);
-        let ticket = self.shedder.lock().admit(priority)?;
+    /// The limit now.
+    pub(super) fn limit(&self) -> u32 {
+        self.shedder.lock().limit()
+    }
+
+    /// Admits a request for `path` (the canonical path), or `None` to shed it (counted
+    /// in `metrics`).
+    pub(super) fn admit(&self, path: &str, metrics: &EngineMetrics) -> Option<Admitted<'_>> {
+        let route = self.config.route(path);
+        let priority = route.map_or(weir_core::Priority::Default, |(_, p)| p);
+        let Some(ticket) = self.shedder.lock().admit(priority) else {
+            metrics.shed(route.map(|(prefix, _)| prefix), priority);
+            return None;
+        };
         Some(Admitted {
             shedding: self,
             ticket: Some(ticket),
@@ -45,18 +56,18 @@ impl Shedding {
 
 impl Admitted<'_> {
     /// The upstream's answer started after `latency` with `status` (weir's own 502 or
-    /// 504 when it failed or timed out, an overloaded upstream's 503: overload).
-    pub(super) fn finish(mut self, latency: Duration, status: u16) {
+    /// 504 when it failed or timed out, an overloaded upstream's 503: overload); the
+    /// limit it leaves is set in `metrics`.
+    pub(super) fn finish(mut self, latency: Duration, status: u16, metrics: &EngineMetrics) {
         let outcome = if matches!(status, 502..=504) {
             Outcome::Overloaded
         } else {
             Outcome::Answered
         };
         if let Some(ticket) = self.ticket.take() {
-            self.shedding
-                .shedder
-                .lock()
-                .finish(ticket, latency, outcome);
+            let mut shedder = self.shedding.shedder.lock();
+            shedder.finish(ticket, latency, outcome);
+            metrics.shed_limit(shedder.limit());
         }
     }
 }

@@ -79,6 +79,14 @@ pub(super) struct GatewayLabels {
     pub(super) status: &'static str,
 }
 
+/// Requests the gateway shed: the shedding route (its path prefix; `(none)` for other
+/// requests) and its priority.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ShedLabels {
+    pub(super) route: String,
+    pub(super) priority: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn store_buckets() -> Histogram {
@@ -108,6 +116,8 @@ pub(super) struct Families {
     pub(super) gateway_requests: Family<GatewayLabels, Counter>,
     pub(super) upstream_latency: Histogram,
     pub(super) in_flight: SharedGauge,
+    pub(super) shed: Family<ShedLabels, Counter>,
+    pub(super) shed_limit: Gauge,
 }
 
 impl Families {
@@ -127,6 +137,8 @@ impl Families {
             gateway_requests: Family::default(),
             upstream_latency: upstream_buckets(),
             in_flight: SharedGauge::default(),
+            shed: Family::default(),
+            shed_limit: Gauge::default(),
         };
         let f = &families;
         registry.register(
@@ -200,6 +212,16 @@ impl Families {
             "gateway_in_flight",
             "Gateway requests being answered now",
             f.in_flight.clone(),
+        );
+        registry.register(
+            "gateway_shed_requests",
+            "Requests the gateway shed (503 overloaded) by shedding route (its path prefix; (none) for others) and priority",
+            f.shed.clone(),
+        );
+        registry.register(
+            "gateway_concurrency_limit",
+            "The shedder's current limit on requests in flight to the upstream (0 without a shedding section)",
+            f.shed_limit.clone(),
         );
         families
     }
