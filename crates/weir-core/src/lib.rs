@@ -20,6 +20,7 @@ mod decision;
 mod lease;
 mod period;
 mod policy;
+mod shed;
 mod state;
 
 pub use algorithm::{check, check_word, refund};
@@ -32,4 +33,5 @@ pub use period::{PeriodError, parse_period};
 pub use policy::{
     Algorithm, MAX_LIMIT, MAX_PERIOD, MAX_SLIDING_LOG_LIMIT, MIN_PERIOD, Policy, PolicyError,
 };
+pub use shed::{Outcome, Priority, ShedConfig, Shedder, Ticket};
 pub use state::State;

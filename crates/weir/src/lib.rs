@@ -61,7 +61,7 @@ pub use self::api::{
 };
 pub use self::config::{
     AdminConfig, Config, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, GatewayConfig,
-    MAX_RULE_NAME, Period, PeriodError, StoreConfig, Upstream,
+    MAX_RULE_NAME, Period, PeriodError, SheddingConfig, StoreConfig, Upstream,
 };
 pub use self::edge::SHADOW_HEADER;
 pub use self::engine::{Engine, EngineHandle, EngineSpec, NamedPolicy, StoreKind};

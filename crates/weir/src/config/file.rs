@@ -28,7 +28,35 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) requests: RawRequests,
     pub(super) admin: Option<Spanned<RawAdmin>>,
+    pub(super) shedding: Option<Spanned<RawShedding>>,
     pub(super) rules: Vec<RawRule>,
+}
+
+/// Load shedding by route priority, in front of an overloaded upstream.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawShedding {
+    #[serde(default)]
+    pub(super) routes: Vec<RawShedRoute>,
+    pub(super) min_limit: Option<Spanned<u32>>,
+    pub(super) max_limit: Option<Spanned<u32>>,
+    pub(super) initial_limit: Option<Spanned<u32>>,
+}
+
+/// A route's priority: requests whose path starts with `path_prefix`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawShedRoute {
+    pub(super) path_prefix: Spanned<String>,
+    pub(super) priority: PriorityName,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum PriorityName {
+    Critical,
+    Default,
+    Sheddable,
 }
 
 /// The admin API: where its bearer token comes from (never the file itself).

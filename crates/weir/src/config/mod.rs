@@ -15,6 +15,7 @@ mod lease;
 mod period;
 mod plans;
 mod rules;
+mod shedding;
 mod store;
 mod upstream;
 mod yaml;
@@ -32,6 +33,7 @@ pub use self::admin::AdminConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
+pub use self::shedding::SheddingConfig;
 pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
 pub use self::upstream::{
     BODY_TIMEOUT, GatewayConfig, MAX_BODY_BYTES, MAX_BUFFERED_BYTES, Upstream,

@@ -10,6 +10,7 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::error::Errors;
 use super::file::{ForwardedHeaderName, RawConfig};
+use super::shedding::SheddingConfig;
 use crate::request::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net};
 
 /// Where allowed requests go.
@@ -37,6 +38,8 @@ pub struct GatewayConfig {
     pub upstream: Upstream,
     /// Whom to believe about the client's address, and what to tell the upstream.
     pub client_ip: ClientIpConfig,
+    /// Load shedding by route priority, when configured.
+    pub shedding: Option<SheddingConfig>,
 }
 
 /// Defaults of the `upstream` section.
@@ -57,12 +60,25 @@ pub(super) fn gateway(
     client_ip: ClientIpConfig,
 ) -> Result<Option<GatewayConfig>, ConfigError> {
     let Some(upstream) = &raw.upstream else {
+        if let Some(shedding) = &raw.shedding {
+            return Err(errors.at(
+                shedding.referenced,
+                "shedding",
+                "shedding protects an upstream: the configuration has none",
+            ));
+        }
         return Ok(None);
     };
     let upstream = self::upstream(upstream, errors)?;
+    let shedding = raw
+        .shedding
+        .as_ref()
+        .map(|section| super::shedding::shedding(section, errors))
+        .transpose()?;
     Ok(Some(GatewayConfig {
         upstream,
         client_ip,
+        shedding,
     }))
 }
 

@@ -148,6 +148,20 @@ impl Problem {
         }
     }
 
+    /// The upstream is overloaded and this request's route is shed before others
+    /// (503, retry in a second): load shedding by priority.
+    pub fn overloaded() -> Self {
+        Self {
+            retry_after_secs: Some(1),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "Upstream overloaded",
+                "the upstream is overloaded and this route gives way to others; try again shortly",
+            )
+        }
+    }
+
     /// The client took too long to send the body (408).
     pub fn body_timeout(limit: std::time::Duration) -> Self {
         Self::new(

@@ -9,5 +9,6 @@
 mod pool;
 mod proxy;
 mod service;
+mod shed;
 
 pub use self::service::{Gateway, handle};

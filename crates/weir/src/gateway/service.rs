@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::pool::UpstreamPool;
 use super::proxy::forward;
+use super::shed::Shedding;
 use crate::config::GatewayConfig;
 use crate::edge::{self, Answer, BodyReader, Problem};
 use crate::engine::Engine;
@@ -25,6 +26,8 @@ pub struct Gateway {
     engine: Arc<Engine>,
     /// Reads the bodies rules key on, within the upstream section's bounds.
     bodies: BodyReader,
+    /// Sheds by route priority when the upstream is overloaded, when configured.
+    shedding: Option<Shedding>,
     /// Tells this gateway's upstream clients apart from a reloaded one's.
     id: u64,
 }
@@ -55,8 +58,13 @@ impl Gateway {
             upstream.body_timeout,
             upstream.max_buffered_bytes,
         );
+        let shedding = config.shedding.clone().map(Shedding::new);
+        if let Some(shedding) = &shedding {
+            engine.metrics().shed_limit(shedding.limit());
+        }
         Self {
             bodies,
+            shedding,
             config,
             engine,
             id: GATEWAYS.fetch_add(1, Ordering::Relaxed),
@@ -124,12 +132,29 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         }
         let route = routed.first();
         let header = config.client_ip.header;
+        // Shed before deciding, so that a shed request takes nothing from its limits;
+        // the ticket is held until the upstream's answer starts.
+        let admitted = match &gateway.shedding {
+            None => None,
+            Some(shedding) => match shedding.admit(parts.uri.path(), engine.metrics()) {
+                Some(admitted) => Some(admitted),
+                None => break 'answer (Problem::overloaded().into_response(), route),
+            },
+        };
         if routed.is_empty() {
             let pool = gateway.pool();
             let started = Instant::now();
             let forwarded = forward(&pool, &config.upstream, parts, body, &client, header).await;
+            let forwarded = forwarded.unwrap_or_else(|own| own);
             engine.metrics().upstream_latency(started.elapsed());
-            break 'answer (forwarded.unwrap_or_else(|own| own), route);
+            if let Some(admitted) = admitted {
+                admitted.finish(
+                    started.elapsed(),
+                    forwarded.status().as_u16(),
+                    engine.metrics(),
+                );
+            }
+            break 'answer (forwarded, route);
         }
 
         // Read the body only when a rule identifies callers by it; then forward the copy.
@@ -156,6 +181,12 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         let started = Instant::now();
         let answer = forward(&pool, &config.upstream, parts, body, &client, header).await;
         engine.metrics().upstream_latency(started.elapsed());
+        if let Some(admitted) = admitted {
+            let status = match &answer {
+                Ok(response) | Err(response) => response.status().as_u16(),
+            };
+            admitted.finish(started.elapsed(), status, engine.metrics());
+        }
         // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
         let (mut response, status) = match answer {
             Ok(response) => {

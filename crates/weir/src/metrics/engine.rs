@@ -8,8 +8,8 @@ use weir_core::Decision;
 use weir_store::StoreError;
 
 use super::families::{
-    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS, StoreErrorLabels,
-    StoreOpLabels,
+    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS, ShedLabels,
+    StoreErrorLabels, StoreOpLabels,
 };
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
@@ -307,6 +307,26 @@ impl EngineMetrics {
             Refusal::UnknownHost => 2,
         };
         self.refused[index].inc();
+    }
+
+    /// Counts a request the gateway shed: `route` is the shedding route's path prefix
+    /// (`None`: no route, a default request).
+    pub fn shed(&self, route: Option<&str>, priority: weir_core::Priority) {
+        let priority = match priority {
+            weir_core::Priority::Critical => "critical",
+            weir_core::Priority::Default => "default",
+            weir_core::Priority::Sheddable => "sheddable",
+        };
+        let labels = ShedLabels {
+            route: route.unwrap_or(NONE).to_owned(),
+            priority,
+        };
+        self.metrics.families.shed.get_or_create(&labels).inc();
+    }
+
+    /// Sets the shedder's current limit on requests in flight.
+    pub fn shed_limit(&self, limit: u32) {
+        self.metrics.families.shed_limit.set(i64::from(limit));
     }
 
     /// Notes whether a decision needing the shared store was made on the fallback.

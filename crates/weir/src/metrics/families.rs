@@ -86,6 +86,14 @@ pub(super) struct GatewayLabels {
     pub(super) status: &'static str,
 }
 
+/// Requests the gateway shed: the shedding route (its path prefix; `(none)` for other
+/// requests) and its priority.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ShedLabels {
+    pub(super) route: String,
+    pub(super) priority: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn store_buckets() -> Histogram {
@@ -118,6 +126,8 @@ pub(super) struct Families {
     pub(super) lease_grants: Family<RuleLabels, Counter>,
     pub(super) lease_units: Family<LeaseUnitLabels, Counter>,
     pub(super) lease_denials: Family<RuleLabels, Counter>,
+    pub(super) shed: Family<ShedLabels, Counter>,
+    pub(super) shed_limit: Gauge,
 }
 
 impl Families {
@@ -140,6 +150,8 @@ impl Families {
             lease_grants: Family::default(),
             lease_units: Family::default(),
             lease_denials: Family::default(),
+            shed: Family::default(),
+            shed_limit: Gauge::default(),
         };
         let f = &families;
         registry.register(
@@ -228,6 +240,16 @@ impl Families {
             "lease_local_denials",
             "Requests this instance denied from a denial the store gave for a leased key, without asking it again",
             f.lease_denials.clone(),
+        );
+        registry.register(
+            "gateway_shed_requests",
+            "Requests the gateway shed (503 overloaded) by shedding route (its path prefix; (none) for others) and priority",
+            f.shed.clone(),
+        );
+        registry.register(
+            "gateway_concurrency_limit",
+            "The shedder's current limit on requests in flight to the upstream (0 without a shedding section)",
+            f.shed_limit.clone(),
         );
         families
     }

@@ -1,0 +1,6 @@
+//! What the end-to-end tests share with the measuring example.
+
+// Each test file compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
+pub mod fleet;

@@ -1,0 +1,171 @@
+//! The `shedding` section: which routes the gateway sheds first when its upstream is
+//! overloaded (`weir_core::Shedder` decides), and the bounds of its adaptive limit.
+//!
+//! ```yaml
+//! shedding:
+//!   routes:                      # first match wins; other requests are `default`
+//!     - { path_prefix: /checkout, priority: critical }
+//!     - { path_prefix: /analytics, priority: sheddable }
+//!   min_limit: 4                 # requests in flight to the upstream, at least
+//!   max_limit: 1000              # ... at most
+//!   initial_limit: 20            # where the limit starts
+//! ```
+
+use weir_core::{Priority, ShedConfig};
+
+use super::error::{ConfigError, Errors};
+use super::file::{PriorityName, RawShedding};
+
+/// The most requests in flight a limit may name.
+const MAX_LIMIT: u32 = 1_000_000;
+
+/// Load shedding by route priority.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SheddingConfig {
+    /// Path prefixes and their priorities, first match wins.
+    pub routes: Vec<(String, Priority)>,
+    /// The adaptive limit's bounds.
+    pub limits: ShedConfig,
+}
+
+impl SheddingConfig {
+    /// The priority of a request for `path` (the canonical path, as forwarded).
+    pub fn priority(&self, path: &str) -> Priority {
+        self.route(path)
+            .map_or(Priority::Default, |(_, priority)| priority)
+    }
+
+    /// The route (its path prefix) and priority of a request for `path`; `None` for a
+    /// request no route names (`default`).
+    pub fn route(&self, path: &str) -> Option<(&str, Priority)> {
+        self.routes
+            .iter()
+            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
+            .map(|(prefix, priority)| (prefix.as_str(), *priority))
+    }
+}
+
+/// The section, checked.
+pub(super) fn shedding(
+    raw: &serde_saphyr::Spanned<RawShedding>,
+    errors: &Errors<'_>,
+) -> Result<SheddingConfig, ConfigError> {
+    let section = &raw.value;
+    let routes = section
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, route)| {
+            let prefix = &route.path_prefix;
+            if !prefix.value.starts_with('/') {
+                return Err(errors.at(
+                    prefix.referenced,
+                    format!("shedding.routes[{i}].path_prefix"),
+                    "a path prefix starts with /",
+                ));
+            }
+            let priority = match route.priority {
+                PriorityName::Critical => Priority::Critical,
+                PriorityName::Default => Priority::Default,
+                PriorityName::Sheddable => Priority::Sheddable,
+            };
+            Ok((prefix.value.clone(), priority))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let defaults = ShedConfig::default();
+    let limit = |field: &Option<serde_saphyr::Spanned<u32>>, name: &str, default: u32| match field {
+        None => Ok(default),
+        Some(value) if (1..=MAX_LIMIT).contains(&value.value) => Ok(value.value),
+        Some(value) => Err(errors.at(
+            value.referenced,
+            format!("shedding.{name}"),
+            format!("{name} must be between 1 and {MAX_LIMIT}"),
+        )),
+    };
+    let min_limit = limit(&section.min_limit, "min_limit", defaults.min_limit)?;
+    let max_limit = limit(
+        &section.max_limit,
+        "max_limit",
+        defaults.max_limit.max(min_limit),
+    )?;
+    let initial_limit = limit(
+        &section.initial_limit,
+        "initial_limit",
+        defaults
+            .initial_limit
+            .clamp(min_limit, max_limit.max(min_limit)),
+    )?;
+    if !(min_limit <= initial_limit && initial_limit <= max_limit) {
+        return Err(errors.at(
+            raw.referenced,
+            "shedding",
+            "the limits must be in order: min_limit <= initial_limit <= max_limit",
+        ));
+    }
+    Ok(SheddingConfig {
+        routes,
+        limits: ShedConfig {
+            min_limit,
+            max_limit,
+            initial_limit,
+            ..defaults
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use weir_core::Priority;
+
+    use crate::config::Config;
+
+    fn parse(shedding: &str) -> Result<Config, String> {
+        let yaml = format!(
+            "upstream:\n  url: http://127.0.0.1:9000\n{shedding}rules:\n  - name: a\n    algorithm: gcra\n    limit: 1\n    period: 1s\n"
+        );
+        Config::parse(&yaml, Path::new("weir.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn routes_take_their_priority_first_match_first_and_others_are_default() {
+        let config = parse(
+            "shedding:\n  routes:\n    - { path_prefix: /api/checkout, priority: critical }\n    - { path_prefix: /api, priority: sheddable }\n  min_limit: 2\n",
+        )
+        .unwrap();
+        let shedding = config.gateway.unwrap().shedding.unwrap();
+        assert_eq!(shedding.priority("/api/checkout/1"), Priority::Critical);
+        assert_eq!(shedding.priority("/api/stats"), Priority::Sheddable);
+        assert_eq!(shedding.priority("/health"), Priority::Default);
+        assert_eq!(shedding.limits.min_limit, 2);
+        assert_eq!(shedding.limits.initial_limit, 20);
+    }
+
+    #[test]
+    fn bad_sections_are_refused_with_their_place() {
+        for (section, says) in [
+            (
+                "shedding:\n  routes:\n    - { path_prefix: api, priority: critical }\n",
+                "starts with /",
+            ),
+            (
+                "shedding:\n  routes:\n    - { path_prefix: /a, priority: urgent }\n",
+                "urgent",
+            ),
+            ("shedding:\n  min_limit: 0\n", "between 1"),
+            ("shedding:\n  min_limit: 50\n  max_limit: 10\n", "in order"),
+            ("shedding:\n  limit: 5\n", "limit"),
+        ] {
+            let error = parse(section).unwrap_err();
+            assert!(error.contains(says), "{section}: {error}");
+        }
+        let error = Config::parse(
+            "shedding: {}\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 1\n    period: 1s\n",
+            Path::new("weir.yaml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("has none"), "{error}");
+    }
+}
