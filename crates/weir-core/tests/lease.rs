@@ -528,3 +528,25 @@ fn other_algorithms_are_refused_with_the_reason() {
         }
     }
 }
+
+/// With every record in use ([`MAX_LEASES`]), a take grants exactly its `min`, spent at
+/// once: units beyond it could not be held with no record, and would be lost.
+#[test]
+fn with_no_room_for_a_record_a_take_grants_only_its_min() {
+    for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
+        let p = Policy::new(algorithm, 10_000, Duration::from_secs(1), None).unwrap();
+        let (mut state, mut leases) = (None, Leases::default());
+        for _ in 0..weir_core::MAX_LEASES {
+            let grant = take(&p, &mut state, &mut leases, START, &lease(1, 10, 10)).unwrap();
+            assert!(grant.lease.is_some(), "{algorithm}");
+        }
+        let full = take(&p, &mut state, &mut leases, START, &lease(3, 100, 10)).unwrap();
+        assert_eq!((full.units, full.lease), (3, None), "{algorithm}");
+        let left = 10_000 - 10 * weir_core::MAX_LEASES as u64 - 3;
+        let peek = take(&p, &mut state, &mut leases, START, &Take::check(0)).unwrap();
+        assert_eq!(
+            peek.decision.remaining, left,
+            "{algorithm}: nothing else taken"
+        );
+    }
+}

@@ -319,18 +319,48 @@ async fn denials_are_answered_here_until_the_retry_time() {
     clock.advance(Duration::from_millis(999));
     assert!(!check(1).await.allowed);
     assert_eq!(script_calls(&server), calls + 1);
-    // At the retry time the instance asks again, for a whole batch now: a key denied
-    // once costs a call per batch, not one per unit refilled.
+    // At the retry time the instance asks again, for what refills in a quarter of the
+    // hold (one unit here) up to a batch: the wait for a starving key is at most a
+    // quarter hold more than one unit's.
     clock.advance(Duration::from_millis(1));
+    assert!(check(1).await.allowed, "the unit refilled");
+    assert_eq!(script_calls(&server), calls + 2);
     let starving = check(1).await;
     assert!(!starving.allowed);
-    assert_eq!(starving.retry_after, Some(Duration::from_secs(4)));
-    assert_eq!(script_calls(&server), calls + 2);
-    clock.advance(Duration::from_secs(4));
-    for _ in 0..5 {
-        assert!(check(1).await.allowed, "five units have refilled");
-    }
+    assert_eq!(starving.retry_after, Some(Duration::from_secs(1)));
     assert_eq!(script_calls(&server), calls + 3);
+}
+
+/// Callers of different plans can share a key: a lease taken under one policy is never
+/// spent by a caller of another (a smaller custom limit), who checks on the store, where
+/// the units out in the lease count against its capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_spent_only_under_the_policy_it_was_taken_under() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let events = Arc::new(Counted::default());
+    let big = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(3600), None).unwrap();
+    let small = Policy::new(Algorithm::TokenBucket, 5, Duration::from_secs(3600), None).unwrap();
+    let plan = LeasePlan {
+        batch: Batch::Fixed(50),
+        hold: Duration::from_secs(60),
+    };
+    let store = instances(&server, &clock, 1, plan, &events).await.remove(0);
+    assert!(store.check(hot("org"), &big, 1).await.unwrap().allowed);
+    let mut small_admitted = 0;
+    for _ in 0..40 {
+        small_admitted += u64::from(store.check(hot("org"), &small, 1).await.unwrap().allowed);
+    }
+    assert!(
+        small_admitted <= 5,
+        "a 5-unit caller admitted {small_admitted}"
+    );
+    // The big caller's lease is intact: its 49 units are spent here.
+    let calls = script_calls(&server);
+    for _ in 0..49 {
+        assert!(store.check(hot("org"), &big, 1).await.unwrap().allowed);
+    }
+    assert_eq!(script_calls(&server), calls);
 }
 
 /// Leases given back on release come back whole: another instance can take every

@@ -84,7 +84,8 @@ pub struct Closing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
     /// The lease to spend the units from and give back, or `None` when the units are
-    /// spent at once (no hold, nothing granted, or [`MAX_LEASES`] already out).
+    /// spent at once (no hold, nothing granted, or [`MAX_LEASES`] already out: then
+    /// exactly `min` units are granted).
     pub lease: Option<LeaseId>,
     /// Units granted: 0 on a denial; else between `min` and `max`.
     pub units: u64,
@@ -170,7 +171,11 @@ pub fn take(
             closed,
         });
     }
-    let units = take.max.max(take.min).min(available);
+    // With no room for a record, only `min` is granted (spent at once): units beyond it
+    // with no record could not be held, and would be lost.
+    let room = take.hold.is_zero() || l.len() < MAX_LEASES;
+    let max = if room { take.max } else { take.min };
+    let units = max.max(take.min).min(available);
     let decision = check(policy, &mut s, now, units);
     let mut lease = None;
     if units > 0 && !take.hold.is_zero() {

@@ -6,8 +6,8 @@
 //! spent (its holder may have spent them all before it stopped answering).
 
 /// The most lease records one key holds. A take that finds them all in use grants its
-/// units spent at once, with no record (as a take with no hold does): never more than
-/// the bucket allows, at the cost of that holder's unspent units.
+/// `min` units spent at once, with no record (as a take with no hold does): never more
+/// than the bucket allows, and nothing granted that could not be held.
 pub const MAX_LEASES: usize = 64;
 
 /// A lease's name, unique on its key: the grant's time or, for several grants within

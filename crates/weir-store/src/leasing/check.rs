@@ -165,9 +165,10 @@ impl LeasingStore {
         let entry = match cost {
             0 => None,
             _ if self.closed.load(std::sync::atomic::Ordering::SeqCst) => None,
-            _ => rule.slots.get_or_make(key.identity),
+            _ => rule.slots.get_or_make(key.identity, policy),
         };
-        let Some(entry) = entry else {
+        // A key shared by callers of another policy (plans) is checked on the store.
+        let Some(entry) = entry.filter(|e| e.policy == *policy) else {
             return self.direct(key, policy, cost).await;
         };
         let asked = entry.slot.note(cost, self.clock.now());
@@ -195,9 +196,13 @@ impl LeasingStore {
             tokio::pin!(taken);
             taken.as_mut().enable();
             if let Some(closing) = entry.slot.begin_take() {
-                let (min, max, hold) =
-                    rule.plan
-                        .take_sizes(policy, asked, entry.slot.starving(), cost);
+                let (min, max, hold) = rule.plan.take_sizes(
+                    policy,
+                    asked,
+                    entry.slot.starving(),
+                    entry.slot.unsure(),
+                    cost,
+                );
                 let take = Taking {
                     store: self.inner.clone(),
                     events: self.events.clone(),
@@ -214,6 +219,7 @@ impl LeasingStore {
                     },
                     cost,
                     entry: Arc::clone(&entry),
+                    closed: Arc::clone(&self.closed),
                 };
                 // Spawned, so that a request given up (a client gone, a timeout) does
                 // not abandon a grant: its units are installed for the others.
@@ -288,6 +294,9 @@ struct Taking {
     /// What the request that asked spends of the grant.
     cost: u64,
     entry: Arc<Entry>,
+    /// The store's leases went back while this take was on its way: give the grant
+    /// back at once.
+    closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Ends a take once, even if its task is dropped (the runtime shutting down): then the
@@ -338,6 +347,15 @@ impl Taking {
         let (install, decision) = self.settle(&grant, sent, now);
         let installs = install.lease.is_some();
         let generation = finish.finish(Some(install));
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst)
+            && let Some((closing, policy)) = self.entry.slot.release_if(|_| true)
+        {
+            let back = self
+                .store
+                .give_back(key, &policy, closing.lease, closing.unspent)
+                .await;
+            self.count_closing(closing, back.unwrap_or(false));
+        }
         let source = decision.allowed.then(|| match installs {
             true => Source::Lease {
                 entry: Arc::clone(&self.entry),
@@ -397,7 +415,8 @@ impl Taking {
             lease,
             deadline: sent.saturating_add(hold - hold / 4),
             denied: None,
-            scarce: grant.units < self.take.max,
+            // A grant with no record (the key's records all in use) is not scarcity.
+            scarce: grant.lease.is_some() && grant.units < self.take.max,
             remaining: grant.decision.remaining,
             full_at,
         };

@@ -54,8 +54,9 @@ pub const AUTO_CAPACITY_SHARE: u64 = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Batch {
     /// Each key's batch is what this instance was asked for it in its busiest recent
-    /// second (at most a sixteenth of the capacity), held [`AUTO_HOLD`]; a key asked
-    /// for fewer than [`AUTO_MIN_BATCH`] units a second is not leased.
+    /// second (at most a sixteenth of the capacity, and at most what the key refills
+    /// in a second), held [`AUTO_HOLD`]; a key whose batch would be fewer than
+    /// [`AUTO_MIN_BATCH`] units is not leased.
     Auto,
     /// Every key is leased, in batches of this many units (at most the capacity).
     Fixed(u64),
@@ -81,19 +82,30 @@ impl LeasePlan {
     }
 
     /// What a take for `cost` units asks for: `(min, max, hold)`. `asked` is the most
-    /// units asked for here in a recent second; `starving`, whether the last take was
-    /// denied (then a whole batch at least). A zero hold takes `cost` spent at once.
+    /// units asked for here in a recent second; `starving`, whether the last take got
+    /// less than it asked for (then at least what refills in a quarter of the hold, up
+    /// to a batch: a call per batch, and a wait of at most a quarter hold more than one
+    /// unit's); `unsure`, whether the last take failed (then a plain check, until one
+    /// answers: a take that timed out may still have been granted, and its units are
+    /// out until its hold ends, so a stalled store strands at most one batch). A zero
+    /// hold takes `cost` spent at once.
     fn take_sizes(
         &self,
         policy: &Policy,
         asked: u64,
         starving: bool,
+        unsure: bool,
         cost: u64,
     ) -> (u64, u64, Duration) {
+        if unsure {
+            return (cost, cost, Duration::ZERO);
+        }
         let capacity = policy.capacity();
         let batch = match self.batch {
             Batch::Auto => {
-                let batch = asked.min((capacity / AUTO_CAPACITY_SHARE).max(1));
+                let batch = asked
+                    .min((capacity / AUTO_CAPACITY_SHARE).max(1))
+                    .min(refill(policy, Duration::from_secs(1)));
                 if batch < AUTO_MIN_BATCH {
                     return (cost, cost, Duration::ZERO);
                 }
@@ -102,9 +114,18 @@ impl LeasePlan {
             Batch::Fixed(batch) => batch.min(capacity),
         };
         let max = batch.max(cost);
-        let min = if starving { max } else { cost };
+        let min = match starving {
+            true => batch.min(refill(policy, self.hold / 4)).max(cost),
+            false => cost,
+        };
         (min, max, self.hold)
     }
+}
+
+/// Units `policy` refills in `within` (rounded down).
+fn refill(policy: &Policy, within: Duration) -> u64 {
+    let units = within.as_nanos() * u128::from(policy.limit()) / policy.period().as_nanos().max(1);
+    u64::try_from(units).unwrap_or(u64::MAX)
 }
 
 /// What the leases do, per rule (by the index the rule was given): for metrics.
@@ -143,8 +164,9 @@ pub struct LeasingStore {
     rules: std::collections::HashMap<String, LeasedRule, foldhash::fast::RandomState>,
     clock: Arc<dyn Clock>,
     events: Arc<dyn LeaseEvents>,
-    /// Every lease given back for good: new requests check on the store directly.
-    closed: AtomicBool,
+    /// Every lease given back for good: new requests check on the store directly, and a
+    /// take still on its way gives its grant back at once.
+    closed: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for LeasingStore {
@@ -187,7 +209,7 @@ impl LeasingStore {
             rules,
             clock,
             events,
-            closed: AtomicBool::new(false),
+            closed: Arc::new(AtomicBool::new(false)),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let weak = Arc::downgrade(&store);

@@ -95,6 +95,8 @@ pub(super) struct Slot {
     /// so that a key offered more than its limit costs a call per batch, not one per
     /// few units refilled.
     starving: AtomicBool,
+    /// The last take failed (it may have been granted all the same).
+    unsure: AtomicBool,
     /// Units asked for in this second and the one before it (auto batch sizes), and
     /// which second this is.
     second: AtomicU64,
@@ -116,6 +118,7 @@ impl Default for Slot {
             remaining: AtomicU64::new(0),
             full_at: AtomicU64::new(0),
             starving: AtomicBool::new(false),
+            unsure: AtomicBool::new(false),
             second: AtomicU64::new(0),
             this_second: AtomicU64::new(0),
             last_second: AtomicU64::new(0),
@@ -194,11 +197,13 @@ impl Slot {
     }
 
     /// Ends a take: installs what it granted (or remembers its denial) and lets the
-    /// next take start. Returns the generation of the lease installed.
+    /// next take start; `None`: the take failed. Returns the generation of the lease
+    /// installed.
     pub(super) fn finish_take(&self, install: Option<Install>) -> u64 {
         let mut held = self.lock();
         held.taking = false;
         let generation = unpack(self.word.load(Ordering::SeqCst)).0;
+        self.unsure.store(install.is_none(), Ordering::SeqCst);
         let Some(install) = install else {
             return generation;
         };
@@ -262,6 +267,11 @@ impl Slot {
         }
         let held = self.lock();
         !held.taking && held.lease.is_none() && now >= self.denied_until.load(Ordering::SeqCst)
+    }
+
+    /// Whether the last take failed.
+    pub(super) fn unsure(&self) -> bool {
+        self.unsure.load(Ordering::SeqCst)
     }
 
     /// Whether a lease is held.

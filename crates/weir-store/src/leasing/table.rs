@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use weir_core::Policy;
 
 use super::slot::Slot;
 
@@ -12,10 +13,15 @@ use super::slot::Slot;
 /// quiet keys are forgotten: never a weaker check, only a costlier one.
 pub const MAX_SLOTS: usize = 100_000;
 
-/// A key's slot, and the wake-up of the requests waiting for its take.
-#[derive(Debug, Default)]
+/// A key's slot, the policy its leases are taken under, and the wake-up of the
+/// requests waiting for its take.
+#[derive(Debug)]
 pub(super) struct Entry {
     pub(super) slot: Slot,
+    /// Only requests under this policy spend the slot's leases: callers of different
+    /// plans can share a key, and a lease taken under a larger limit must not be
+    /// spent by a caller of a smaller one.
+    pub(super) policy: Policy,
     pub(super) taken: tokio::sync::Notify,
 }
 
@@ -26,8 +32,8 @@ pub(super) struct Slots {
 }
 
 impl Slots {
-    /// The slot of `identity`, made if there is room.
-    pub(super) fn get_or_make(&self, identity: &str) -> Option<Arc<Entry>> {
+    /// The slot of `identity`, made for `policy` if there is room.
+    pub(super) fn get_or_make(&self, identity: &str, policy: &Policy) -> Option<Arc<Entry>> {
         if let Some(entry) = self.get(identity) {
             return Some(entry);
         }
@@ -38,7 +44,11 @@ impl Slots {
         if by_key.len() >= MAX_SLOTS {
             return None;
         }
-        let entry = Arc::new(Entry::default());
+        let entry = Arc::new(Entry {
+            slot: Slot::default(),
+            policy: *policy,
+            taken: tokio::sync::Notify::new(),
+        });
         by_key.insert(identity.into(), Arc::clone(&entry));
         Some(entry)
     }

@@ -15,7 +15,7 @@
 -- give_back (mode "5"): argv[3..] = algorithm, capacity, L, P, lease id, unspent.
 -- Returns { 1 } if the lease was found (and given back), else { 0 }, changing nothing.
 
--- A key's records above this many: a take grants its units spent at once (MAX_LEASES).
+-- A key's records above this many: a take grants `min`, spent at once (MAX_LEASES).
 local MAX_LEASES = 64
 
 -- The policy of argv: its algorithm's check, refund and cap, and numbers.
@@ -193,6 +193,9 @@ function lease_take(keys, argv, now)
     if closed then lease_write(keys, p, stored, state, l, now, argv[1]) end
     return { 0, remaining, reset, retry, delay, 0, 0, closed and 1 or 0 }
   end
+  -- With no room for a record (MAX_LEASES out), only `min` is granted, spent at once:
+  -- units granted beyond it with no record could not be held, and would be lost.
+  if hold > 0 and #l.records >= MAX_LEASES then max = min end
   local units = math.min(math.max(max, min), available)
   local allowed, remaining, reset, retry, delay, kept = lease_decide(p, state, now, units)
   local id = 0
