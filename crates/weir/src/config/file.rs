@@ -27,6 +27,9 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) requests: RawRequests,
     pub(super) admin: Option<Spanned<RawAdmin>>,
+    /// Envoy's rate limit service: with it, `rules` may be left out.
+    pub(super) envoy: Option<Spanned<super::envoy::RawEnvoy>>,
+    #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }
 

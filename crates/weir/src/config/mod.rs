@@ -8,6 +8,7 @@
 //! this, and `weir serve` refuses to start on an error.
 
 mod admin;
+mod envoy;
 mod error;
 mod file;
 mod identities;
@@ -28,6 +29,7 @@ use crate::engine::{EngineSpec, NamedPolicy};
 use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
+pub use self::envoy::EnvoyConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
@@ -54,6 +56,8 @@ pub struct Config {
     pub gateway: Option<GatewayConfig>,
     /// The admin API, when an `admin` section is configured.
     pub admin: Option<AdminConfig>,
+    /// Envoy's rate limit service, when an `envoy` section is configured.
+    pub envoy: Option<EnvoyConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
@@ -68,10 +72,12 @@ impl Config {
 
     /// Validates configuration text; `source` names it in errors.
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
-        let mut raw = yaml::read_yaml(text, source)?;
+        let mut raw: file::RawConfig = yaml::read_yaml(text, source)?;
         let store = store::store(std::mem::take(&mut raw.store), source)?;
         let on_redis = matches!(store, StoreConfig::Redis(..));
-        let rules = rules(&raw.rules, source, on_redis)?;
+        let errors = error::Errors { file: source };
+        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors)?;
+        let rules = rules(&raw.rules, source, on_redis, envoy.is_some())?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
         let check_policy = |policy: &Policy| -> Result<(), String> {
             if on_redis {
@@ -80,7 +86,6 @@ impl Config {
                 Ok(())
             }
         };
-        let errors = error::Errors { file: source };
         let fallback = match &store {
             StoreConfig::Redis(_, fallback) => *fallback,
             StoreConfig::Memory(_) => Fallback { instances: 1 },
@@ -108,6 +113,7 @@ impl Config {
             client_ip,
             gateway,
             admin,
+            envoy,
             sha256: sha256_hex(text.as_bytes()),
         })
     }
@@ -123,7 +129,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy>, ConfigError> {
+fn rules(
+    raw: &[RawRule],
+    file: &Path,
+    on_redis: bool,
+    envoy: bool,
+) -> Result<Vec<NamedPolicy>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
     for (i, rule) in raw.iter().enumerate() {
@@ -169,7 +180,7 @@ fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy
         }
         rules.push(NamedPolicy { name, policy });
     }
-    if rules.is_empty() {
+    if rules.is_empty() && !envoy {
         return Err(
             ConfigError::new(file, "no rules: add at least one under `rules:`").field("rules"),
         );

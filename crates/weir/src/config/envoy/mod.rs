@@ -1,0 +1,91 @@
+//! The `envoy:` section: where envoyproxy/ratelimit's configuration files are, read
+//! unchanged into the engine's [`Descriptors`], and how requests are decided.
+//!
+//! ```yaml
+//! envoy:
+//!   config_dir: ratelimit/config   # *.yaml and *.yml, relative to this file
+//!   all_or_nothing: false          # true: a denied request consumes nothing elsewhere
+//!   shadow_mode: false             # true: every answer is OK (statuses still tell)
+//!   response_headers: false        # true: RateLimit-* headers for Envoy to add
+//! ```
+//!
+//! Every file of the directory is one domain (files named with a leading `.` are left
+//! out, as Kubernetes' ConfigMap bookkeeping is); they are read in name order, and
+//! an error names the file, the line and the field, as weir's own errors do.
+
+mod file;
+mod raw;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::error::{ConfigError, Errors};
+use crate::engine::Descriptors;
+
+/// The `envoy:` section as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEnvoy {
+    config_dir: Spanned<String>,
+    #[serde(default)]
+    all_or_nothing: bool,
+    #[serde(default)]
+    shadow_mode: bool,
+    #[serde(default)]
+    response_headers: bool,
+}
+
+/// Envoy's rate limit service, configured.
+#[derive(Debug, Clone)]
+pub struct EnvoyConfig {
+    /// The directory of envoyproxy/ratelimit files.
+    pub dir: PathBuf,
+    /// The files read, in the order read.
+    pub files: Vec<PathBuf>,
+    /// Their descriptors, with the section's options.
+    pub descriptors: Descriptors,
+}
+
+/// Reads the section and the files it names.
+pub(super) fn envoy(
+    raw: Option<&Spanned<RawEnvoy>>,
+    errors: &Errors<'_>,
+) -> Result<Option<EnvoyConfig>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let section = &raw.value;
+    let dir = errors.resolve(&section.config_dir.value);
+    let at =
+        |message: String| errors.at(section.config_dir.referenced, "envoy.config_dir", message);
+    let files = files(&dir).map_err(|e| at(format!("cannot read `{}`: {e}", dir.display())))?;
+    let mut descriptors = Descriptors::default();
+    descriptors.all_or_nothing = section.all_or_nothing;
+    descriptors.shadow_mode = section.shadow_mode;
+    descriptors.response_headers = section.response_headers;
+    for path in &files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(path, format!("cannot read the file: {e}")))?;
+        file::read(&text, path, &mut descriptors)?;
+    }
+    Ok(Some(EnvoyConfig {
+        dir,
+        files,
+        descriptors,
+    }))
+}
+
+/// The configuration files in `dir`, by name.
+pub(super) fn files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let named = path.file_name().and_then(|n| n.to_str()).unwrap_or(".");
+        let yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+        if yaml && !named.starts_with('.') && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}

@@ -1,0 +1,241 @@
+//! `ShouldRateLimit` decided: each descriptor's limit looked up, `replaces` applied,
+//! the counted ones checked on the store in one call, and the statuses composed as
+//! envoyproxy/ratelimit composes them.
+//!
+//! Store keys: rule [`RULE`], identity the domain and the request's entries
+//! (`domain|key=value|key=value`, with `\`, `|` and `=` escaped), so that a wildcard
+//! or value-less descriptor counts per value, as in envoyproxy/ratelimit, and no two
+//! descriptors share a key unless their entries are the same.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use weir_core::Decision;
+use weir_store::{Check, Key, StoreError};
+
+use super::{
+    CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
+    Unit,
+};
+use crate::engine::{Engine, key};
+
+/// The rule name the descriptors' counters are kept under.
+pub const RULE: &str = "envoy";
+
+impl Engine {
+    /// Decides a `ShouldRateLimit` request against `limits`. An unknown domain, or a
+    /// descriptor that matches no limit, is OK. A store that cannot decide is an
+    /// error: the door answers `UNAVAILABLE`, and Envoy's own failure mode decides.
+    pub async fn should_rate_limit(
+        &self,
+        limits: &Descriptors,
+        ask: &EnvoyAsk<'_>,
+    ) -> Result<EnvoyAnswer, StoreError> {
+        let applied = applied(limits, ask);
+        let keys: Vec<String> = ask
+            .descriptors
+            .iter()
+            .map(|d| key::stored_form(&identity(ask.domain, &d.entries)).into_owned())
+            .collect();
+        let counted = |shadow: bool| {
+            applied
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, limit)| match limit.as_deref() {
+                    Some(DescriptorLimit {
+                        quota: Quota::Counted(policy),
+                        shadow_mode,
+                        ..
+                    }) if !limits.all_or_nothing || *shadow_mode == shadow => Some((i, policy)),
+                    _ => None,
+                })
+        };
+        let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
+        // All-or-nothing binds the enforcing limits together; shadow limits are
+        // counted apart, so that they never hold the others back.
+        let groups: &[bool] = if limits.all_or_nothing {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &shadow in groups {
+            let indexes: Vec<usize> = counted(shadow).map(|(i, _)| i).collect();
+            let checks: Vec<Check<'_>> = counted(shadow)
+                .map(|(i, policy)| Check {
+                    key: Key {
+                        rule: RULE,
+                        identity: &keys[i],
+                    },
+                    policy,
+                    cost: ask.descriptors[i].hits,
+                })
+                .collect();
+            if checks.is_empty() {
+                continue;
+            }
+            let decided = self.decide_checks(&checks, limits.all_or_nothing).await?;
+            for (i, decision) in indexes.into_iter().zip(decided) {
+                decisions[i] = Some(decision);
+            }
+        }
+        let statuses: Vec<DescriptorAnswer> = applied
+            .iter()
+            .zip(&decisions)
+            .zip(&ask.descriptors)
+            .map(|((limit, decision), asked)| self.status(limit.as_deref(), *decision, asked.hits))
+            .collect();
+        let over_limit = !limits.shadow_mode && statuses.iter().any(|s| s.over_limit);
+        Ok(EnvoyAnswer {
+            over_limit,
+            statuses,
+        })
+    }
+
+    /// The checks decided on the store: together, or (`all_or_nothing` off) each on
+    /// its own, as envoyproxy/ratelimit charges every descriptor that is within its
+    /// limit. One store call when all pass; when one is over, the others are charged
+    /// one by one.
+    async fn decide_checks(
+        &self,
+        checks: &[Check<'_>],
+        all_or_nothing: bool,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let mut decisions = self.store.check_all(checks).await?;
+        if all_or_nothing || decisions.iter().all(|d| d.allowed) {
+            return Ok(decisions);
+        }
+        // Nothing was consumed: charge the ones that passed.
+        for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
+            if decision.allowed && check.cost > 0 {
+                *decision = self
+                    .store
+                    .check(check.key, check.policy, check.cost)
+                    .await?;
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// One descriptor's status from its limit and the store's decision.
+    fn status(
+        &self,
+        limit: Option<&DescriptorLimit>,
+        decision: Option<Decision>,
+        hits: u64,
+    ) -> DescriptorAnswer {
+        let Some(limit) = limit else {
+            return DescriptorAnswer::no_limit();
+        };
+        let (over, remaining, until_reset) = match (limit.quota, decision) {
+            (Quota::Unlimited, _) => return DescriptorAnswer::unlimited(),
+            (Quota::Counted(_), Some(d)) => {
+                let left = if d.reset_after.is_zero() {
+                    self.window_left(limit.unit)
+                } else {
+                    d.reset_after
+                };
+                let until = d.retry_after.unwrap_or(left);
+                let remaining = u32::try_from(d.remaining).unwrap_or(u32::MAX);
+                (!d.allowed, if d.allowed { remaining } else { 0 }, until)
+            }
+            // A zero limit, or (never) a counted one left undecided.
+            _ => (hits > 0, 0, self.window_left(limit.unit)),
+        };
+        DescriptorAnswer {
+            over_limit: over && !limit.shadow_mode,
+            limit: Some(CurrentLimit {
+                name: limit.name.clone().unwrap_or_default(),
+                requests_per_unit: limit.requests_per_unit,
+                unit: limit.unit,
+            }),
+            remaining,
+            until_reset: Some(until_reset),
+        }
+    }
+
+    /// What is left of the current window of `unit` (windows aligned to the epoch).
+    fn window_left(&self, unit: Unit) -> Duration {
+        let period = u64::try_from(unit.period().as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(period - self.clock.now() % period)
+    }
+}
+
+/// Each descriptor's limit: the one it was sent with, else the configuration's; an
+/// unlimited one stays (it is answered as such); a named limit that another matched
+/// limit `replaces` is dropped.
+fn applied<'l>(
+    limits: &'l Descriptors,
+    ask: &EnvoyAsk<'_>,
+) -> Vec<Option<Cow<'l, DescriptorLimit>>> {
+    let mut applied: Vec<Option<Cow<'l, DescriptorLimit>>> = ask
+        .descriptors
+        .iter()
+        .map(|d| match d.limit {
+            Some((requests_per_unit, unit)) => Some(Cow::Owned(DescriptorLimit::counted(
+                requests_per_unit,
+                unit,
+            ))),
+            None => limits
+                .lookup(ask.domain, d.entries.iter().copied())
+                .map(Cow::Borrowed),
+        })
+        .collect();
+    let replaced: Vec<String> = applied
+        .iter()
+        .flatten()
+        .flat_map(|limit| limit.replaces.iter().cloned())
+        .collect();
+    if !replaced.is_empty() {
+        for slot in &mut applied {
+            let drop = slot.as_deref().is_some_and(|limit| {
+                limit.quota != Quota::Unlimited
+                    && limit
+                        .name
+                        .as_ref()
+                        .is_some_and(|name| replaced.contains(name))
+            });
+            if drop {
+                *slot = None;
+            }
+        }
+    }
+    applied
+}
+
+/// The identity a descriptor's counter is kept under: the domain and the entries,
+/// escaped so that different entries never meet.
+fn identity(domain: &str, entries: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(domain.len() + entries.len() * 16);
+    escape(&mut out, domain);
+    for (key, value) in entries {
+        out.push('|');
+        escape(&mut out, key);
+        out.push('=');
+        escape(&mut out, value);
+    }
+    out
+}
+
+fn escape(out: &mut String, text: &str) {
+    for c in text.chars() {
+        if matches!(c, '\\' | '|' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_never_meet() {
+        assert_eq!(identity("d", &[("k", "v")]), "d|k=v");
+        assert_ne!(
+            identity("d", &[("a", "b|c=d")]),
+            identity("d", &[("a", "b"), ("c", "d")])
+        );
+        assert_ne!(identity("d|a", &[]), identity("d", &[("a", "")]));
+    }
+}
