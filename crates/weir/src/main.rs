@@ -60,6 +60,10 @@ enum Command {
         /// status page (/admin/) too, in either mode.
         #[arg(long, default_value = "127.0.0.1:9090")]
         admin_listen: SocketAddr,
+        /// Envoy's rate limit service (gRPC `ShouldRateLimit` and `grpc.health.v1`),
+        /// served when the configuration has an `envoy` section.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        grpc_listen: SocketAddr,
         /// How log lines are written to standard error: `text` for people, `json` (one
         /// object a line) for log pipelines. The level comes from RUST_LOG (default
         /// info).
@@ -98,18 +102,27 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { file } => Config::load(&file)
-            .map(|config| {
-                println!(
+            .map(|config| match &config.envoy {
+                Some(envoy) => println!(
+                    "{}: ok ({} rules, {} envoy domains from {} files in {})",
+                    file.display(),
+                    config.engine.rules.len(),
+                    envoy.descriptors.domains(),
+                    envoy.files.len(),
+                    envoy.dir.display(),
+                ),
+                None => println!(
                     "{}: ok ({} rules)",
                     file.display(),
                     config.engine.rules.len()
-                )
+                ),
             })
             .map_err(anyhow::Error::from),
         Command::Serve {
             config,
             listen,
             admin_listen,
+            grpc_listen,
             header_timeout_ms,
             log_format,
         } => {
@@ -117,7 +130,12 @@ fn main() -> ExitCode {
                 header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
                 ..ConnectionLimits::default()
             };
-            serve(&config, listen, admin_listen, limits, log_format)
+            let listeners = Listeners {
+                listen,
+                admin: admin_listen,
+                grpc: grpc_listen,
+            };
+            serve(&config, listeners, limits, log_format)
         }
         #[cfg(feature = "simulate")]
         Command::Simulate(args) => simulate(&args),
@@ -150,10 +168,20 @@ fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
     Ok(weir_simulate::run(args, &load)?)
 }
 
+/// Where `weir serve` listens.
+struct Listeners {
+    listen: SocketAddr,
+    admin: SocketAddr,
+    grpc: SocketAddr,
+}
+
 fn serve(
     config_path: &std::path::Path,
-    listen: SocketAddr,
-    admin_listen: SocketAddr,
+    Listeners {
+        listen,
+        admin: admin_listen,
+        grpc: grpc_listen,
+    }: Listeners,
     limits: ConnectionLimits,
     log_format: LogFormat,
 ) -> anyhow::Result<()> {
@@ -185,6 +213,7 @@ fn serve(
         };
         let api = weir::api_router(service.engine.clone());
         let admin_router = weir::admin_router(&service);
+        let envoy_door = weir::envoy_door(&service);
         let has_admin = service.admin.is_some();
         let gateway = service.gateway.clone();
         let metrics = Arc::clone(&service.metrics);
@@ -222,8 +251,24 @@ fn serve(
                 )))
             }
         };
+        let grpc = match envoy_door {
+            Some(door) => {
+                let listener = bind(grpc_listen).await?;
+                announce(&format!(
+                    "weir grpc listening on {}",
+                    listener.local_addr()?
+                ));
+                Some(tokio::spawn(weir::serve_grpc(
+                    listener,
+                    door,
+                    until_stopped(),
+                )))
+            }
+            None => None,
+        };
         tracing::info!(
             rules = config.engine.rules.len(),
+            envoy = grpc.is_some(),
             gateway = config.gateway.is_some(),
             threads,
             "serving"
@@ -238,6 +283,9 @@ fn serve(
         let _ = stop.send(());
         if let Some(admin) = admin {
             admin.await??;
+        }
+        if let Some(grpc) = grpc {
+            grpc.await??;
         }
         // The server threads finish their requests in flight, then end.
         tokio::task::spawn_blocking(move || {

@@ -18,6 +18,7 @@ pub use self::reload::ReloadError;
 pub use self::workers::serve_on_threads;
 use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::{Engine, EngineHandle};
+use crate::envoy::{RateLimitDoor, SharedDescriptors};
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
 
@@ -42,6 +43,10 @@ pub struct Service {
     /// The admin API's settings, when configured: a reload may change the token, not
     /// add or remove the section (the listener is opened at start).
     pub admin: Option<Shared<AdminConfig>>,
+    /// The descriptors of Envoy's rate limit service, when the configuration has an
+    /// `envoy` section: a reload may change them, not add or remove the section (the
+    /// gRPC listener is opened at start).
+    pub envoy: Option<SharedDescriptors>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
@@ -91,6 +96,10 @@ impl Service {
         ));
         Service {
             admin: config.admin.clone().map(shared),
+            envoy: config
+                .envoy
+                .as_ref()
+                .map(|envoy| shared(envoy.descriptors.clone())),
             metrics,
             gateway: config
                 .gateway
@@ -117,6 +126,16 @@ pub fn admin_router(service: &Service) -> axum::Router {
         )),
         None => api,
     }
+}
+
+/// The Envoy door of the service, when the configuration has an `envoy` section:
+/// what `serve_grpc` serves.
+pub fn envoy_door(service: &Service) -> Option<RateLimitDoor> {
+    let descriptors = service.envoy.as_ref()?;
+    Some(RateLimitDoor::new(
+        service.engine.clone(),
+        Arc::clone(descriptors),
+    ))
 }
 
 /// The store the configuration describes, and how the metrics watch it.

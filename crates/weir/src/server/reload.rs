@@ -31,6 +31,10 @@ pub enum ReloadError {
     /// It would add or remove the admin API, whose listener is opened at start.
     #[error("adding or removing `admin` needs a restart")]
     AdminChange,
+    /// It would add or remove Envoy's rate limit service, whose listener is opened at
+    /// start.
+    #[error("adding or removing `envoy` needs a restart")]
+    EnvoyChange,
 }
 
 impl Service {
@@ -51,6 +55,9 @@ impl Service {
         if config.admin.is_some() != self.admin.is_some() {
             return Err(ReloadError::AdminChange);
         }
+        if config.envoy.is_some() != self.envoy.is_some() {
+            return Err(ReloadError::EnvoyChange);
+        }
         if config.store != self.store_config {
             let (store, watch) = store(&config.store, self.clock.clone()).await?;
             self.store = store;
@@ -69,6 +76,9 @@ impl Service {
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
             shared.store(Arc::new(admin));
+        }
+        if let (Some(shared), Some(envoy)) = (&self.envoy, config.envoy) {
+            shared.store(Arc::new(envoy.descriptors));
         }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.store(Arc::new(Gateway::new(gateway, engine)));
