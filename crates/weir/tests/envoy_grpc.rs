@@ -22,6 +22,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use envoy_types::pb::google::protobuf::UInt64Value;
 use harness::{Harness, config_dir, fixture, request};
 
+/// A descriptor's entries, `(key, value)`.
+type Entries<'a> = &'a [(&'a str, &'a str)];
+
+/// A limit as `(requests_per_unit, unit, name)`.
+type Limit<'a> = (u32, Unit, &'a str);
+
 const OK: i32 = Code::Ok as i32;
 const OVER: i32 = Code::OverLimit as i32;
 
@@ -51,7 +57,7 @@ async fn basic() -> Harness {
 #[tokio::test]
 async fn basic_config_finds_the_limits_its_own_tests_expect() {
     let weir = basic().await;
-    let cases: &[(&[(&str, &str)], Option<(u32, Unit, &str)>)] = &[
+    let cases: &[(Entries, Option<Limit>)] = &[
         (&[("key1", "something")], None),
         (&[("key1", "value1")], None),
         (&[("key2", "value2"), ("subkey", "subvalue")], None),
@@ -221,7 +227,7 @@ async fn shadow_mode_per_descriptor_and_global() {
 #[tokio::test]
 async fn wildcards_match_as_upstream_documents() {
     let weir = Harness::memory(config_dir(&[fixture("wildcard.yaml")], "", "")).await;
-    let cases: &[(&[(&str, &str)], Option<u32>)] = &[
+    let cases: &[(Entries, Option<u32>)] = &[
         (&[("wild", "foo1")], Some(20)),
         (&[("wild", "foo")], Some(20)),
         (&[("wild", "bar")], None),
