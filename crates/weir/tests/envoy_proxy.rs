@@ -16,13 +16,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+#[path = "envoy/harness.rs"]
+mod harness;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::weir;
+use harness::WeirProcess;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -66,37 +69,10 @@ impl Drop for Process {
 
 /// `weir serve` of `examples/envoy/weir.yaml` on free ports: the process and its gRPC
 /// address.
-fn start_weir() -> (Process, SocketAddr) {
-    let mut child = weir()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--config")
-        .arg(workspace().join("examples/envoy/weir.yaml"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut grpc = None;
-    for _ in 0..3 {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        if let Some(addr) = line.trim().strip_prefix("weir grpc listening on ") {
-            grpc = Some(addr.parse().unwrap());
-            break;
-        }
-    }
-    // Its standard output stays open (and unread) while it runs.
-    std::mem::forget(stdout);
-    (
-        Process(child),
-        grpc.expect("weir announced its gRPC listener"),
-    )
+fn start_weir() -> (WeirProcess, SocketAddr) {
+    let weir = WeirProcess::start(&workspace().join("examples/envoy/weir.yaml"));
+    let grpc = weir.grpc;
+    (weir, grpc)
 }
 
 /// An Envoy of `examples/envoy/envoy.yaml` in front of `app`, asking weir at
@@ -250,8 +226,8 @@ fn with_weir_stopped_envoy_follows_its_failure_mode() {
     let closed = Envoy::start(app, grpc, true);
     assert_eq!(open.get(&[("x-api-key", "carol")]).0, 200);
     assert_eq!(closed.get(&[("x-api-key", "carol")]).0, 200);
-    weir.0.kill().unwrap();
-    weir.0.wait().unwrap();
+    weir.child.kill().unwrap();
+    weir.child.wait().unwrap();
     // failure_mode_deny: false lets the request through; true refuses it (a 500).
     assert_eq!(open.get(&[("x-api-key", "carol")]).0, 200);
     assert_eq!(closed.get(&[("x-api-key", "carol")]).0, 500);

@@ -119,6 +119,27 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What a reload compares to see a change: the file's SHA-256, and with an
+    /// `envoy` section, its directory's.
+    pub fn fingerprint(&self) -> String {
+        match &self.envoy {
+            Some(envoy) => format!("{}+{}", self.sha256, envoy.sha256),
+            None => self.sha256.clone(),
+        }
+    }
+}
+
+/// [`Config::fingerprint`] of the files as they are now: the configuration at `path`
+/// and, if given, the envoy directory `envoy_dir`; none if one cannot be read.
+pub fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
+    let file = sha256_hex(&std::fs::read(path).ok()?);
+    match envoy_dir {
+        Some(dir) => Some(format!("{file}+{}", envoy::dir_sha256(dir)?)),
+        None => Some(file),
+    }
+}
+
 /// The SHA-256 of `bytes`, in lower-case hex: how a configuration file is named in
 /// metrics, and how a reload sees that it changed.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -52,7 +52,10 @@ pub struct Service {
     store: Arc<dyn Store>,
     store_config: StoreConfig,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
+    /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
     config_sha256: String,
+    /// The envoy directory serving now, watched for changes with the file.
+    envoy_dir: Option<std::path::PathBuf>,
     clock: Arc<dyn Clock>,
 }
 
@@ -108,7 +111,8 @@ impl Service {
             engine: EngineHandle::from_arc(engine),
             store,
             store_config: config.store.clone(),
-            config_sha256: config.sha256.clone(),
+            config_sha256: config.fingerprint(),
+            envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
             clock,
         }
     }

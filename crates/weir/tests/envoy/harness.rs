@@ -47,6 +47,73 @@ pub fn fixture(name: &str) -> (&str, String) {
     (name, std::fs::read_to_string(upstream(name)).unwrap())
 }
 
+/// A `weir serve` child process, killed (by its PID, through `Child`) on drop.
+pub struct WeirProcess {
+    pub child: std::process::Child,
+    /// Where its gRPC door listens.
+    pub grpc: std::net::SocketAddr,
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl WeirProcess {
+    /// `weir serve --config config` on free loopback ports, once it listens.
+    pub fn start(config: &Path) -> Self {
+        Self::start_logging(config, None)
+    }
+
+    /// [`WeirProcess::start`], its log (standard error) written to `log` if given.
+    pub fn start_logging(config: &Path, log: Option<&Path>) -> Self {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--grpc-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--config")
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(match log {
+                Some(log) => Stdio::from(std::fs::File::create(log).unwrap()),
+                None => Stdio::null(),
+            })
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut grpc = None;
+        for _ in 0..3 {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            if let Some(addr) = line.trim().strip_prefix("weir grpc listening on ") {
+                grpc = Some(addr.parse().unwrap());
+                break;
+            }
+        }
+        Self {
+            child,
+            grpc: grpc.expect("weir announced its gRPC listener"),
+            _stdout: stdout,
+        }
+    }
+
+    /// A client of its gRPC door.
+    pub async fn client(&self) -> RateLimitServiceClient<Channel> {
+        RateLimitServiceClient::connect(format!("http://{}", self.grpc))
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for WeirProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A running door and a client for it.
 pub struct Harness {
     pub client: RateLimitServiceClient<Channel>,

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
+use sha2::{Digest, Sha256};
 
 use super::error::{ConfigError, Errors};
 use crate::engine::Descriptors;
@@ -46,6 +47,9 @@ pub struct EnvoyConfig {
     pub files: Vec<PathBuf>,
     /// Their descriptors, with the section's options.
     pub descriptors: Descriptors,
+    /// The SHA-256 of the files read (names and contents, in hex): how a reload sees
+    /// that the directory changed.
+    pub sha256: String,
 }
 
 /// Reads the section and the files it names.
@@ -63,16 +67,45 @@ pub(super) fn envoy(
     descriptors.all_or_nothing = section.all_or_nothing;
     descriptors.shadow_mode = section.shadow_mode;
     descriptors.response_headers = section.response_headers;
+    let mut digest = Sha256::new();
     for path in &files {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(path, format!("cannot read the file: {e}")))?;
+        add_file(&mut digest, path, text.as_bytes());
         file::read(&text, path, &mut descriptors)?;
     }
     Ok(Some(EnvoyConfig {
         dir,
         files,
         descriptors,
+        sha256: hex(&digest.finalize()),
     }))
+}
+
+/// The SHA-256 of the configuration files in `dir` as they are now, as
+/// [`EnvoyConfig::sha256`] names those read; none if the directory or a file cannot
+/// be read.
+pub fn dir_sha256(dir: &Path) -> Option<String> {
+    let mut digest = Sha256::new();
+    for path in files(dir).ok()? {
+        add_file(&mut digest, &path, &std::fs::read(&path).ok()?);
+    }
+    Some(hex(&digest.finalize()))
+}
+
+fn add_file(digest: &mut Sha256, path: &Path, bytes: &[u8]) {
+    let name = path
+        .file_name()
+        .map(|n| n.as_encoded_bytes())
+        .unwrap_or_default();
+    for part in [name, bytes] {
+        digest.update((part.len() as u64).to_le_bytes());
+        digest.update(part);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The configuration files in `dir`, by name.
