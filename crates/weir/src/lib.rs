@@ -78,6 +78,6 @@ pub use self::layer::{WeirLayer, WeirService};
 pub use self::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use self::request::client_ip;
 pub use self::server::{
-    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared, envoy_door,
-    serve, serve_on_threads, service, shared,
+    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared,
+    decision_router, envoy_door, serve, serve_on_threads, service, shared,
 };

@@ -211,7 +211,7 @@ fn serve(
                 let _ = stopped.changed().await;
             }
         };
-        let api = weir::api_router(service.engine.clone());
+        let api = weir::decision_router(&service);
         let admin_router = weir::admin_router(&service);
         let envoy_door = weir::envoy_door(&service);
         let has_admin = service.admin.is_some();

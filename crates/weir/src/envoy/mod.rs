@@ -8,6 +8,7 @@
 //! (`failure_mode_deny`) decides, at once rather than after Envoy's timeout. `serve`
 //! runs the gRPC server on a listener.
 
+mod json;
 mod serve;
 mod translate;
 
@@ -18,6 +19,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response, Status};
 
+pub use self::json::json_router;
 pub use self::serve::serve_grpc;
 use crate::engine::{Descriptors, EngineHandle};
 
@@ -47,8 +49,14 @@ impl RateLimitService for RateLimitDoor {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let request = request.into_inner();
-        let ask = translate::ask(&request)?;
+        self.decide(&request.into_inner()).await.map(Response::new)
+    }
+}
+
+impl RateLimitDoor {
+    /// The answer to one request: what gRPC and `/json` both send.
+    async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let ask = translate::ask(request)?;
         let engine = self.engine.current();
         let descriptors = self.descriptors.load();
         let answer = engine
@@ -58,9 +66,6 @@ impl RateLimitService for RateLimitDoor {
                 tracing::warn!(%error, domain = ask.domain, "ShouldRateLimit: the store cannot decide");
                 Status::unavailable("the rate limit store cannot decide now")
             })?;
-        Ok(Response::new(translate::response(
-            &answer,
-            descriptors.response_headers,
-        )))
+        Ok(translate::response(&answer, descriptors.response_headers))
     }
 }

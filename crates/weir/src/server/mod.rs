@@ -118,11 +118,21 @@ impl Service {
     }
 }
 
-/// What the admin listener answers: the decision API, `/healthz`, `/readyz`,
-/// `/metrics`, and the admin API and status page when the configuration has an
-/// `admin` section.
-pub fn admin_router(service: &Service) -> axum::Router {
+/// The decision API, `/healthz`, `/readyz` and `/metrics`; with an `envoy` section,
+/// envoyproxy/ratelimit's `POST /json` too: what `--listen` answers when there is no
+/// gateway.
+pub fn decision_router(service: &Service) -> axum::Router {
     let api = crate::api::router(service.engine.clone());
+    match envoy_door(service) {
+        Some(door) => api.merge(crate::envoy::json_router(door)),
+        None => api,
+    }
+}
+
+/// What the admin listener answers: [`decision_router`]'s routes, and the admin API
+/// and status page when the configuration has an `admin` section.
+pub fn admin_router(service: &Service) -> axum::Router {
+    let api = decision_router(service);
     match &service.admin {
         Some(admin) => api.merge(crate::admin::router(
             service.engine.clone(),

@@ -52,6 +52,8 @@ pub struct WeirProcess {
     pub child: std::process::Child,
     /// Where its gRPC door listens.
     pub grpc: std::net::SocketAddr,
+    /// Where its HTTP listener (`--listen`) listens.
+    pub http: std::net::SocketAddr,
     _stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
@@ -83,10 +85,13 @@ impl WeirProcess {
             .spawn()
             .unwrap();
         let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut grpc = None;
+        let (mut grpc, mut http) = (None, None);
         for _ in 0..3 {
             let mut line = String::new();
             stdout.read_line(&mut line).unwrap();
+            if let Some(addr) = line.trim().strip_prefix("weir listening on http://") {
+                http = Some(addr.parse().unwrap());
+            }
             if let Some(addr) = line.trim().strip_prefix("weir grpc listening on ") {
                 grpc = Some(addr.parse().unwrap());
                 break;
@@ -95,6 +100,7 @@ impl WeirProcess {
         Self {
             child,
             grpc: grpc.expect("weir announced its gRPC listener"),
+            http: http.expect("weir announced its HTTP listener"),
             _stdout: stdout,
         }
     }
