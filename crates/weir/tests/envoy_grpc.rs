@@ -172,8 +172,29 @@ async fn hits_addend_on_the_request_and_per_descriptor() {
     ask.descriptors[0].hits_addend = Some(UInt64Value { value: 26 });
     let over = weir.send(ask.clone()).await.unwrap();
     assert_eq!(codes(&over), (OVER, vec![OVER]));
-    // weir consumes nothing for a denied descriptor (envoyproxy/ratelimit counts it).
-    ask.descriptors[0].hits_addend = Some(UInt64Value { value: 25 });
+    // As in envoyproxy/ratelimit (which counts the 26 past the limit), every hit is
+    // over until the window ends: the window was filled.
+    ask.descriptors[0].hits_addend = Some(UInt64Value { value: 1 });
+    let rest = weir.send(ask.clone()).await.unwrap();
+    assert_eq!(codes(&rest), (OVER, vec![OVER]));
+    weir.clock.advance(Duration::from_secs(50));
+    assert_eq!(weir.send(ask).await.unwrap().overall_code, OK);
+}
+
+#[tokio::test]
+async fn all_or_nothing_spends_nothing_on_a_denial() {
+    let weir = Harness::memory(config_dir(
+        &[fixture("basic_config.yaml")],
+        "  all_or_nothing: true\n",
+        "",
+    ))
+    .await;
+    let mut ask = request("test-domain", &[&[("key2", "value2")]]); // 30 a minute
+    ask.hits_addend = 26;
+    assert_eq!(weir.send(ask.clone()).await.unwrap().overall_code, OK);
+    assert_eq!(weir.send(ask.clone()).await.unwrap().overall_code, OVER);
+    // weir's way: the denied 26 took nothing; the 4 left are there.
+    ask.hits_addend = 4;
     let rest = weir.send(ask).await.unwrap();
     assert_eq!(codes(&rest), (OK, vec![OK]));
     assert_eq!(rest.statuses[0].limit_remaining, 0);

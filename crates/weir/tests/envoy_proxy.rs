@@ -75,8 +75,8 @@ fn start_weir() -> (WeirProcess, SocketAddr) {
     (weir, grpc)
 }
 
-/// An Envoy of `examples/envoy/envoy.yaml` in front of `app`, asking weir at
-/// `weir`, with `failure_mode_deny` as given; ready when this returns.
+/// An Envoy of `examples/envoy/envoy.yaml` (or another example's) in front of `app`,
+/// asking weir at `weir`, with `failure_mode_deny` as given; ready when this returns.
 struct Envoy {
     _process: Process,
     listen: SocketAddr,
@@ -85,9 +85,13 @@ struct Envoy {
 
 impl Envoy {
     fn start(app: SocketAddr, weir: SocketAddr, deny: bool) -> Self {
+        Self::start_example("examples/envoy/envoy.yaml", app, weir, deny)
+    }
+
+    fn start_example(example: &str, app: SocketAddr, weir: SocketAddr, deny: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (listen, admin) = (free_port(), free_port());
-        let config = std::fs::read_to_string(workspace().join("examples/envoy/envoy.yaml"))
+        let config = std::fs::read_to_string(workspace().join(example))
             .unwrap()
             .replace("port_value: 10000", &format!("port_value: {listen}"))
             .replace("port_value: 8000", &format!("port_value: {}", app.port()))
@@ -231,4 +235,74 @@ fn with_weir_stopped_envoy_follows_its_failure_mode() {
     // failure_mode_deny: false lets the request through; true refuses it (a 500).
     assert_eq!(open.get(&[("x-api-key", "carol")]).0, 200);
     assert_eq!(closed.get(&[("x-api-key", "carol")]).0, 500);
+}
+
+/// The model server of the AI example: every answer used 400 tokens.
+fn start_model() -> (tokio::runtime::Runtime, SocketAddr) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let addr = runtime.block_on(async {
+        let app = axum::Router::new().fallback(|| async { ([("x-tokens-used", "400")], "ok\n") });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    });
+    (runtime, addr)
+}
+
+/// What is left of `user`'s budget, asked of weir's `/json` with 0 hits (a look).
+fn budget_left(weir: SocketAddr, user: &str) -> u64 {
+    let body = format!(
+        r#"{{"domain":"weir-ai","descriptors":[{{"entries":[{{"key":"user","value":"{user}"}}],"hitsAddend":0}}]}}"#
+    );
+    let mut stream = TcpStream::connect(weir).unwrap();
+    write!(
+        stream,
+        "POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(response.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    // proto3 JSON leaves a 0 out.
+    json["statuses"][0]["limitRemaining"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn an_ai_route_is_charged_the_tokens_a_response_used_when_it_ends() {
+    // examples/envoy/ai, with a day's budget rather than a minute's, so that no
+    // window ends during the test.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ratelimit")).unwrap();
+    let example = workspace().join("examples/envoy/ai");
+    for file in ["weir.yaml", "ratelimit/ai.yaml"] {
+        let text = std::fs::read_to_string(example.join(file)).unwrap();
+        std::fs::write(
+            dir.path().join(file),
+            text.replace("unit: minute", "unit: day"),
+        )
+        .unwrap();
+    }
+    let (_runtime, model) = start_model();
+    let weir = WeirProcess::start(&dir.path().join("weir.yaml"));
+    let envoy = Envoy::start_example("examples/envoy/ai/envoy.yaml", model, weir.grpc, false);
+    // 1,000 tokens: each request takes 1 before it and 400 when its response ends
+    // (Envoy sends that charge after the response: wait for it to land).
+    for left in [599, 198, 0] {
+        assert_eq!(envoy.get(&[("x-user", "alice")]).0, 200);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while budget_left(weir.http, "alice") != left {
+            assert!(
+                Instant::now() < deadline,
+                "the charge did not land: {} left, not {left}",
+                budget_left(weir.http, "alice")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // The third response overdrew the budget: spent until the day ends.
+    assert_eq!(envoy.get(&[("x-user", "alice")]).0, 429);
+    assert_eq!(envoy.get(&[("x-user", "bob")]).0, 200);
 }

@@ -95,6 +95,14 @@ impl Engine {
     /// its own, as envoyproxy/ratelimit charges every descriptor that is within its
     /// limit. One store call when all pass; when one is over, the others are charged
     /// one by one.
+    ///
+    /// Charged as there, a descriptor over its limit also spends what its window had
+    /// left: envoyproxy/ratelimit counts hits past the limit, so after an over-limit
+    /// answer every hit is over until the window ends, however few the hits; a hit
+    /// of several units (`hits_addend`) that did not fit must not leave room for
+    /// smaller ones. (weir's fixed window never counts past its limit, so it fills
+    /// it instead; a look, 0 hits, at a full window is OK with 0 remaining, where
+    /// envoyproxy/ratelimit, counting past, says over.)
     async fn decide_checks(
         &self,
         checks: &[Check<'_>],
@@ -104,12 +112,16 @@ impl Engine {
         if all_or_nothing || decisions.iter().all(|d| d.allowed) {
             return Ok(decisions);
         }
-        // Nothing was consumed: charge the ones that passed.
+        // Nothing was consumed: charge the ones that passed, fill the ones that did not.
         for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
             if decision.allowed && check.cost > 0 {
                 *decision = self
                     .store
                     .check(check.key, check.policy, check.cost)
+                    .await?;
+            } else if !decision.allowed && check.cost > 0 && decision.remaining > 0 {
+                self.store
+                    .check(check.key, check.policy, decision.remaining)
                     .await?;
             }
         }
