@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Envoy's rate limit service under load, beside the decision API in the same run:
 #   bench/envoy_grpc.sh [seconds]
-# For the memory store, Redis (Lua, FCALL) and Redis with `window_counters` (INCRBY +
+# For the memory store (gRPC on a thread per core, then on the runtime's pool), Redis
+# (Lua, FCALL) and Redis with `window_counters` (INCRBY +
 # PEXPIRE, envoyproxy/ratelimit's own commands): ShouldRateLimit flat out from
 # crates/weir/examples/rls_load.rs (64 tasks over 4 HTTP/2 connections, one thread)
 # with 1 and 3 descriptors, then POST /v1/check from wrk (2 threads, 64 connections)
@@ -42,8 +43,11 @@ printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n%s\n'
 printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n  clock: local\n  window_counters: true\n%s\n' "$redis_port" "$body" > "$dir/redis_counters.yaml"
 
 # Starts weir with the configuration $1 on free ports; sets weir_pid, url and grpc.
+# With $2 = pool, gRPC runs on the main runtime's pool (WEIR_GRPC_POOL) rather than on
+# a thread per core.
 serve_envoy() {
   rm -f "$dir/out"
+  if [ "${2:-}" = pool ]; then export WEIR_GRPC_POOL=1; else unset WEIR_GRPC_POOL; fi
   ./target/dist/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
     --config "$1" > "$dir/out" 2>/dev/null &
   weir_pid=$!
@@ -57,8 +61,10 @@ serve_envoy() {
 cpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
 per_call() { python3 -c "print(f'{($2 - $1) / $3 * 1e6:.1f}')"; }
 
-for store in memory redis redis_counters; do
-  serve_envoy "$dir/$store.yaml"
+for variant in memory memory/pool redis redis_counters; do
+  store=${variant%/*}
+  serve_envoy "$dir/$store.yaml" "${variant#*/}"
+  store=$variant
   for n in 1 3; do
     redis-cli -p "$redis_port" flushall >/dev/null
     w0=$(cpu "$weir_pid"); r0=$(cpu "$redis_pid")
@@ -67,7 +73,7 @@ for store in memory redis redis_counters; do
     calls=$(echo "$line" | sed -n 's/^calls \([0-9]*\) .*/\1/p')
     echo "== $store, ShouldRateLimit, $n descriptor(s): $line"
     echo "   weir CPU per call: $(per_call "$w0" "$w1" "$calls") us"
-    [ "$store" = memory ] || echo "   Redis CPU per descriptor: $(per_call "$r0" "$r1" $((calls * n))) us"
+    [ "${store%/*}" = memory ] || echo "   Redis CPU per descriptor: $(per_call "$r0" "$r1" $((calls * n))) us"
   done
   redis-cli -p "$redis_port" flushall >/dev/null
   w0=$(cpu "$weir_pid"); r0=$(cpu "$redis_pid")
@@ -78,6 +84,6 @@ for store in memory redis redis_counters; do
     "p50 $(echo "$out" | awk '$1=="50%"{print $2}'), p90 $(echo "$out" | awk '$1=="90%"{print $2}')," \
     "p99 $(echo "$out" | awk '$1=="99%"{print $2}'), non-2xx: $(echo "$out" | grep -c Non-2xx)"
   echo "   weir CPU per request: $(per_call "$w0" "$w1" "$requests") us"
-  [ "$store" = memory ] || echo "   Redis CPU per check: $(per_call "$r0" "$r1" "$requests") us"
+  [ "${store%/*}" = memory ] || echo "   Redis CPU per check: $(per_call "$r0" "$r1" "$requests") us"
   kill "$weir_pid"
 done

@@ -79,5 +79,5 @@ pub use self::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use self::request::client_ip;
 pub use self::server::{
     ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared,
-    decision_router, envoy_door, serve, serve_on_threads, service, shared,
+    decision_router, envoy_door, serve, serve_grpc_on_threads, serve_on_threads, service, shared,
 };

@@ -168,6 +168,14 @@ fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
     Ok(weir_simulate::run(args, &load)?)
 }
 
+/// How the gRPC door runs.
+enum Grpc {
+    /// On the main runtime's pool.
+    Pool(tokio::task::JoinHandle<Result<(), tonic::transport::Error>>),
+    /// A thread per core, each with its own runtime and listening socket.
+    Threads(Vec<std::thread::JoinHandle<std::io::Result<()>>>),
+}
+
 /// Where `weir serve` listens.
 struct Listeners {
     listen: SocketAddr,
@@ -251,18 +259,33 @@ fn serve(
                 )))
             }
         };
+        // WEIR_GRPC_POOL (set) serves gRPC on the main runtime's pool instead of
+        // a thread per core (kept to measure the two; see BENCHMARKS.md).
         let grpc = match envoy_door {
-            Some(door) => {
+            Some(door) if std::env::var_os("WEIR_GRPC_POOL").is_some() => {
                 let listener = bind(grpc_listen).await?;
                 announce(&format!(
                     "weir grpc listening on {}",
                     listener.local_addr()?
                 ));
-                Some(tokio::spawn(weir::serve_grpc(
+                Some(Grpc::Pool(tokio::spawn(weir::serve_grpc(
                     listener,
                     door,
                     until_stopped(),
-                )))
+                ))))
+            }
+            Some(door) => {
+                let listeners = weir::bind_shared(grpc_listen, threads)
+                    .with_context(|| format!("cannot listen on {grpc_listen}"))?;
+                announce(&format!(
+                    "weir grpc listening on {}",
+                    listeners[0].local_addr()?
+                ));
+                Some(Grpc::Threads(weir::serve_grpc_on_threads(
+                    listeners,
+                    door,
+                    stopped_rx.clone(),
+                )?))
             }
             None => None,
         };
@@ -284,8 +307,20 @@ fn serve(
         if let Some(admin) = admin {
             admin.await??;
         }
-        if let Some(grpc) = grpc {
-            grpc.await??;
+        match grpc {
+            Some(Grpc::Pool(task)) => task.await??,
+            Some(Grpc::Threads(threads)) => {
+                tokio::task::spawn_blocking(move || {
+                    for thread in threads {
+                        thread
+                            .join()
+                            .map_err(|_| anyhow::anyhow!("a gRPC thread panicked"))??;
+                    }
+                    Ok::<_, anyhow::Error>(())
+                })
+                .await??;
+            }
+            None => {}
         }
         // The server threads finish their requests in flight, then end.
         tokio::task::spawn_blocking(move || {

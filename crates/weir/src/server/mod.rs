@@ -15,7 +15,7 @@ use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreEr
 
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
-pub use self::workers::serve_on_threads;
+pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
 use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::{Engine, EngineHandle};
 use crate::envoy::{RateLimitDoor, SharedDescriptors};
