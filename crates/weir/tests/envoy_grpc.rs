@@ -383,3 +383,17 @@ async fn health_is_served_for_the_server_and_the_rate_limit_service() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_same_descriptor_twice_in_a_request_counts_twice() {
+    let weir = basic().await;
+    // key3: 1 an hour. envoyproxy/ratelimit adds both hits to one counter.
+    let twice: &[(&str, &str)] = &[("key3", "x")];
+    let response = weir.ask("test-domain", &[twice, twice]).await;
+    assert_eq!(response.overall_code, OVER, "{response:?}");
+    let key2: &[(&str, &str)] = &[("key2", "value2")]; // 30 a minute
+    let response = weir.ask("test-domain", &[key2, key2]).await;
+    assert_eq!(codes(&response), (OK, vec![OK, OK]));
+    let after = weir.ask("test-domain", &[key2]).await;
+    assert_eq!(after.statuses[0].limit_remaining, 27);
+}

@@ -49,6 +49,10 @@ async fn two_instances_share_the_counts_on_redis() {
     // Another value is another counter.
     let other = b.ask("test-domain", &[&[("key4", "other")]]).await;
     assert_eq!(other.overall_code, Code::Ok as i32);
+    // One descriptor twice in a request: both hits on one counter, as upstream.
+    let twice: &[(&str, &str)] = &[("key3", "twice")];
+    let both = a.ask("test-domain", &[twice, twice]).await;
+    assert_eq!(both.overall_code, Code::OverLimit as i32, "{both:?}");
     // The counters are Redis keys of weir's prefix, rule `envoy`.
     let keys = redis.cli(&["KEYS", "*"]);
     assert!(keys.contains("{test-domain%7Ckey4=shared}:envoy"), "{keys}");

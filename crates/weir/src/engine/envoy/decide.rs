@@ -32,10 +32,17 @@ impl Engine {
         ask: &EnvoyAsk<'_>,
     ) -> Result<EnvoyAnswer, StoreError> {
         let applied = applied(limits, ask);
+        // A key only for the descriptors counted on the store.
         let keys: Vec<String> = ask
             .descriptors
             .iter()
-            .map(|d| key::stored_form(&identity(ask.domain, &d.entries)).into_owned())
+            .zip(&applied)
+            .map(|(d, limit)| match limit.as_deref().map(|l| l.quota) {
+                Some(Quota::Counted(_)) => {
+                    key::stored_form(&identity(ask.domain, &d.entries)).into_owned()
+                }
+                _ => String::new(),
+            })
             .collect();
         let counted = |shadow: bool| {
             applied
