@@ -23,11 +23,16 @@ use weir_testkit::RedisServer;
 
 /// A weir serving `basic_config.yaml` on `redis` (100 ms timeout), in process.
 async fn on_redis(redis: &RedisServer) -> Harness {
+    on_redis_with(redis, "", "").await
+}
+
+/// [`on_redis`] with more of the `envoy` and `store` sections.
+async fn on_redis_with(redis: &RedisServer, envoy: &str, store: &str) -> Harness {
     let store = format!(
-        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n",
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n{store}",
         redis.url()
     );
-    let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
+    let dir = config_dir(&[fixture("basic_config.yaml")], envoy, &store);
     let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
     let service = weir::service(&config).await.unwrap();
     // The service reads Redis' clock; the harness's manual clock goes unused.
@@ -109,4 +114,45 @@ async fn a_hung_redis_is_unavailable_within_the_timeout() {
     redis.pause();
     unavailable_within_the_timeout(&weir).await;
     redis.resume();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_open_decides_on_this_instances_share_while_redis_is_down() {
+    let mut redis = RedisServer::start();
+    let weir = on_redis_with(&redis, "  failure: open\n", "  fallback_instances: 2\n").await;
+    let entries: &[(&str, &str)] = &[("key2", "value2")]; // 30 a minute: 15 each
+    assert_eq!(
+        weir.ask("test-domain", &[entries]).await.overall_code,
+        Code::Ok as i32
+    );
+    redis.kill();
+    // Count the answers until the first over-limit one (the fallback's window holds
+    // the one request before the kill only if it was decided there: it was not).
+    let mut allowed = 0;
+    loop {
+        let started = Instant::now();
+        let response = weir.ask("test-domain", &[entries]).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            response.statuses[0]
+                .current_limit
+                .as_ref()
+                .unwrap()
+                .requests_per_unit,
+            30
+        );
+        if response.overall_code == Code::OverLimit as i32 {
+            break;
+        }
+        allowed += 1;
+        assert!(allowed <= 30, "no limit on the fallback");
+    }
+    assert!(
+        (1..=15).contains(&allowed),
+        "{allowed} allowed on a share of 15"
+    );
 }

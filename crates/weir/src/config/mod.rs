@@ -72,11 +72,28 @@ impl Config {
 
     /// Validates configuration text; `source` names it in errors.
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
+        // Every section may be left out (`rules:` when there is `envoy:`), so an empty
+        // file would read as one with nothing in it: say so instead.
+        let blank = text
+            .lines()
+            .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
+        if blank {
+            let mut error = ConfigError::new(
+                source,
+                "the file ends before any configuration: it needs at least `rules:`",
+            );
+            error.position = Some((1, 1));
+            return Err(error);
+        }
         let mut raw: file::RawConfig = yaml::read_yaml(text, source)?;
         let store = store::store(std::mem::take(&mut raw.store), source)?;
         let on_redis = matches!(store, StoreConfig::Redis(..));
         let errors = error::Errors { file: source };
-        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors)?;
+        let instances = match &store {
+            StoreConfig::Redis(_, fallback) => fallback.instances,
+            StoreConfig::Memory(_) => 1,
+        };
+        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors, instances)?;
         let rules = rules(&raw.rules, source, on_redis, envoy.is_some())?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
         let check_policy = |policy: &Policy| -> Result<(), String> {
@@ -202,9 +219,11 @@ fn rules(
         rules.push(NamedPolicy { name, policy });
     }
     if rules.is_empty() && !envoy {
-        return Err(
-            ConfigError::new(file, "no rules: add at least one under `rules:`").field("rules"),
-        );
+        return Err(ConfigError::new(
+            file,
+            "no rules: add at least one under `rules:` (or an `envoy:` section)",
+        )
+        .field("rules"));
     }
     Ok(rules)
 }

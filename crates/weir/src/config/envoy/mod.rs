@@ -7,6 +7,7 @@
 //!   all_or_nothing: false          # true: a denied request consumes nothing elsewhere
 //!   shadow_mode: false             # true: every answer is OK (statuses still tell)
 //!   response_headers: false        # true: RateLimit-* headers for Envoy to add
+//!   failure: unavailable           # open: decide on this instance's local fallback
 //! ```
 //!
 //! Every file of the directory is one domain (files named with a leading `.` are left
@@ -36,6 +37,19 @@ pub(super) struct RawEnvoy {
     shadow_mode: bool,
     #[serde(default)]
     response_headers: bool,
+    #[serde(default)]
+    failure: FailureName,
+}
+
+/// What a store that cannot decide means.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FailureName {
+    /// `UNAVAILABLE`: Envoy's `failure_mode_deny` decides.
+    #[default]
+    Unavailable,
+    /// Decide on this instance's local fallback, with its share of each limit.
+    Open,
 }
 
 /// Envoy's rate limit service, configured.
@@ -56,6 +70,7 @@ pub struct EnvoyConfig {
 pub(super) fn envoy(
     raw: Option<&Spanned<RawEnvoy>>,
     errors: &Errors<'_>,
+    fallback_instances: u64,
 ) -> Result<Option<EnvoyConfig>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     let section = &raw.value;
@@ -67,6 +82,8 @@ pub(super) fn envoy(
     descriptors.all_or_nothing = section.all_or_nothing;
     descriptors.shadow_mode = section.shadow_mode;
     descriptors.response_headers = section.response_headers;
+    descriptors.fail_open = matches!(section.failure, FailureName::Open);
+    descriptors.fallback_instances = fallback_instances;
     let mut digest = Sha256::new();
     for path in &files {
         let text = std::fs::read_to_string(path)

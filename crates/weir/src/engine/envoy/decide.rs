@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use weir_core::Decision;
-use weir_store::{Check, Key, StoreError};
+use weir_store::{Check, Key, Store, StoreError};
 
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
@@ -80,7 +80,13 @@ impl Engine {
             if checks.is_empty() {
                 continue;
             }
-            let decided = self.decide_checks(&checks, limits.all_or_nothing).await?;
+            let decided = match self
+                .decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
+                .await
+            {
+                Ok(decided) => decided,
+                Err(error) => self.on_fallback(limits, &checks, error).await?,
+            };
             for (i, decision) in indexes.into_iter().zip(decided) {
                 decisions[i] = Some(decision);
             }
@@ -112,26 +118,60 @@ impl Engine {
     /// envoyproxy/ratelimit, counting past, says over.)
     async fn decide_checks(
         &self,
+        store: &dyn Store,
         checks: &[Check<'_>],
         all_or_nothing: bool,
     ) -> Result<Vec<Decision>, StoreError> {
-        let mut decisions = self.store.check_all(checks).await?;
+        let mut decisions = store.check_all(checks).await?;
         if all_or_nothing || decisions.iter().all(|d| d.allowed) {
             return Ok(decisions);
         }
         // Nothing was consumed: charge the ones that passed, fill the ones that did not.
         for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
             if decision.allowed && check.cost > 0 {
-                *decision = self
-                    .store
-                    .check(check.key, check.policy, check.cost)
-                    .await?;
+                *decision = store.check(check.key, check.policy, check.cost).await?;
             } else if !decision.allowed && check.cost > 0 && decision.remaining > 0 {
-                self.store
+                store
                     .check(check.key, check.policy, decision.remaining)
                     .await?;
             }
         }
+        Ok(decisions)
+    }
+
+    /// The checks the shared store could not decide (`error`), decided on this
+    /// instance's local fallback with its share of each limit when the descriptors
+    /// fail open and the error is an outage; else the error.
+    async fn on_fallback(
+        &self,
+        limits: &Descriptors,
+        checks: &[Check<'_>],
+        error: StoreError,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let fallback = self
+            .fallback_store()
+            .filter(|_| limits.fail_open && error.is_unavailable());
+        let Some(fallback) = fallback else {
+            return Err(error);
+        };
+        self.log_fallback(&error);
+        let shares: Vec<Quota> = checks
+            .iter()
+            .map(|c| Quota::Counted(*c.policy).share(limits.fallback_instances))
+            .collect();
+        let mut decisions = Vec::with_capacity(checks.len());
+        let mut shared = Vec::with_capacity(checks.len());
+        for (check, share) in checks.iter().zip(&shares) {
+            match share {
+                Quota::Counted(policy) => shared.push(Check { policy, ..*check }),
+                // A share of nothing (never: a limit of 1 or more shares to 1 or more).
+                _ => shared.push(*check),
+            }
+        }
+        decisions.extend(
+            self.decide_checks(fallback, &shared, limits.all_or_nothing)
+                .await?,
+        );
         Ok(decisions)
     }
 

@@ -176,6 +176,12 @@ pub struct Descriptors {
     /// Add `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` for the
     /// descriptor closest to its limit to the response headers Envoy sends.
     pub response_headers: bool,
+    /// While a shared store cannot decide, decide on this instance's local fallback,
+    /// each limit divided by `fallback_instances` (rounded up), rather than answer
+    /// `UNAVAILABLE`.
+    pub fail_open: bool,
+    /// The instances that share the traffic (the store's `fallback_instances`).
+    pub fallback_instances: u64,
 }
 
 impl Descriptors {
@@ -290,6 +296,23 @@ fn wildcard_match(parts: &[String], value: &str) -> bool {
         }
     }
     true
+}
+
+impl Quota {
+    /// This quota divided among `instances` (rounded up): an instance's share while
+    /// the shared store is down.
+    pub fn share(self, instances: u64) -> Self {
+        match self {
+            Quota::Counted(policy) if instances > 1 => Policy::new(
+                policy.algorithm(),
+                policy.limit().div_ceil(instances),
+                policy.period(),
+                None,
+            )
+            .map_or(Quota::Zero, Quota::Counted),
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
