@@ -194,3 +194,28 @@ fn a_missing_directory_names_the_section() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_examples_are_valid() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/envoy");
+    for (config, summary) in [
+        ("weir.yaml", "ok (0 rules, 1 envoy domains from 1 files in"),
+        (
+            "ai/weir.yaml",
+            "ok (0 rules, 1 envoy domains from 1 files in",
+        ),
+    ] {
+        let out = weir()
+            .arg("check-config")
+            .arg(examples.join(config))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{config}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains(summary), "{config}: {stdout}");
+    }
+}

@@ -32,13 +32,13 @@ impl Engine {
         ask: &EnvoyAsk<'_>,
     ) -> Result<EnvoyAnswer, StoreError> {
         let applied = applied(limits, ask);
-        // A key only for the descriptors counted on the store.
+        // A key only for the descriptors that can be over their limit.
         let keys: Vec<String> = ask
             .descriptors
             .iter()
             .zip(&applied)
             .map(|(d, limit)| match limit.as_deref().map(|l| l.quota) {
-                Some(Quota::Counted(_)) => {
+                Some(Quota::Counted(_) | Quota::Zero) => {
                     key::stored_form(&identity(ask.domain, &d.entries)).into_owned()
                 }
                 _ => String::new(),
@@ -97,6 +97,12 @@ impl Engine {
             .zip(&ask.descriptors)
             .map(|((limit, decision), asked)| self.status(limit.as_deref(), *decision, asked.hits))
             .collect();
+        for (status, key) in statuses.iter().zip(&keys) {
+            if status.over_limit {
+                // At info, at most once a minute per key (and 20 a second in all).
+                self.log_denial(RULE, key, None, None, "ShouldRateLimit: over the limit");
+            }
+        }
         let over_limit = !limits.shadow_mode && statuses.iter().any(|s| s.over_limit);
         Ok(EnvoyAnswer {
             over_limit,
