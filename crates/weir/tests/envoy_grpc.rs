@@ -397,3 +397,28 @@ async fn the_same_descriptor_twice_in_a_request_counts_twice() {
     let after = weir.ask("test-domain", &[key2]).await;
     assert_eq!(after.statuses[0].limit_remaining, 27);
 }
+
+#[tokio::test]
+async fn descriptors_are_counted_in_the_metrics_by_outcome() {
+    let weir = basic().await;
+    let key3: &[(&str, &str)] = &[("key3", "m")];
+    weir.ask("test-domain", &[key3]).await;
+    weir.ask(
+        "test-domain",
+        &[key3, &[("key6", "x")], &[("nothing", "x")]],
+    )
+    .await;
+    let text = weir.service.metrics.encode();
+    let count = |outcome: &str| {
+        let series = format!("weir_envoy_descriptors_total{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+            .to_owned()
+    };
+    assert_eq!(count("ok"), "1");
+    assert_eq!(count("over_limit"), "1");
+    assert_eq!(count("unlimited"), "1");
+    assert_eq!(count("no_limit"), "1");
+    assert_eq!(count("unavailable"), "0");
+}

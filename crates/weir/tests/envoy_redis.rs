@@ -85,6 +85,9 @@ async fn a_dead_redis_is_unavailable_within_the_timeout() {
     assert_eq!(allowed.overall_code, Code::Ok as i32);
     redis.kill();
     unavailable_within_the_timeout(&weir).await;
+    let text = weir.service.metrics.encode();
+    let unavailable = "weir_envoy_descriptors_total{outcome=\"unavailable\"} 5";
+    assert!(text.contains(unavailable), "{text}");
     // The health service follows the store.
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_check_response::ServingStatus;
@@ -155,4 +158,7 @@ async fn failing_open_decides_on_this_instances_share_while_redis_is_down() {
         (1..=15).contains(&allowed),
         "{allowed} allowed on a share of 15"
     );
+    let text = weir.service.metrics.encode();
+    let fallback = format!("weir_envoy_descriptors_total{{outcome=\"fallback\"}} {allowed}");
+    assert!(text.contains(&fallback), "{text}");
 }

@@ -55,6 +55,12 @@ pub(super) struct ResultLabels {
     pub(super) result: &'static str,
 }
 
+/// What became of one descriptor of a `ShouldRateLimit` call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct EnvoyLabels {
+    pub(super) outcome: &'static str,
+}
+
 /// The kinds of store errors counted (see `StoreTimer::finish`).
 pub(super) const STORE_ERROR_KINDS: [&str; 6] = [
     "timeout",
@@ -108,6 +114,7 @@ pub(super) struct Families {
     pub(super) gateway_requests: Family<GatewayLabels, Counter>,
     pub(super) upstream_latency: Histogram,
     pub(super) in_flight: SharedGauge,
+    pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
 }
 
 impl Families {
@@ -127,6 +134,7 @@ impl Families {
             gateway_requests: Family::default(),
             upstream_latency: upstream_buckets(),
             in_flight: SharedGauge::default(),
+            envoy_descriptors: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -200,6 +208,11 @@ impl Families {
             "gateway_in_flight",
             "Gateway requests being answered now",
             f.in_flight.clone(),
+        );
+        registry.register(
+            "envoy_descriptors",
+            "Descriptors of Envoy's ShouldRateLimit calls by outcome: ok, over_limit, over_limit_shadow (over, in shadow mode: answered OK), unlimited, no_limit (no limit matched), fallback (decided on this instance's local fallback), unavailable (the store could not decide)",
+            f.envoy_descriptors.clone(),
         );
         families
     }

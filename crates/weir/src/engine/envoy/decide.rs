@@ -18,6 +18,7 @@ use super::{
     Unit,
 };
 use crate::engine::{Engine, key};
+use crate::metrics::EnvoyOutcome;
 
 /// The rule name the descriptors' counters are kept under.
 pub const RULE: &str = "envoy";
@@ -58,6 +59,7 @@ impl Engine {
                 })
         };
         let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
+        let mut fell_back = false;
         // All-or-nothing binds the enforcing limits together; shadow limits are
         // counted apart, so that they never hold the others back.
         let groups: &[bool] = if limits.all_or_nothing {
@@ -85,7 +87,18 @@ impl Engine {
                 .await
             {
                 Ok(decided) => decided,
-                Err(error) => self.on_fallback(limits, &checks, error).await?,
+                Err(error) => match self.on_fallback(limits, &checks, error).await {
+                    Ok(decided) => {
+                        fell_back = true;
+                        decided
+                    }
+                    Err(error) => {
+                        for _ in &checks {
+                            self.metrics.envoy_descriptor(EnvoyOutcome::Unavailable);
+                        }
+                        return Err(error);
+                    }
+                },
             };
             for (i, decision) in indexes.into_iter().zip(decided) {
                 decisions[i] = Some(decision);
@@ -97,6 +110,19 @@ impl Engine {
             .zip(&ask.descriptors)
             .map(|((limit, decision), asked)| self.status(limit.as_deref(), *decision, asked.hits))
             .collect();
+        for ((status, limit), decision) in statuses.iter().zip(&applied).zip(&decisions) {
+            let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
+                None => EnvoyOutcome::NoLimit,
+                Some((Quota::Unlimited, _)) => EnvoyOutcome::Unlimited,
+                _ if status.over_limit => EnvoyOutcome::OverLimit,
+                Some((_, true)) if decision.is_some_and(|d| !d.allowed) => {
+                    EnvoyOutcome::ShadowOverLimit
+                }
+                _ if fell_back && decision.is_some() => EnvoyOutcome::Fallback,
+                _ => EnvoyOutcome::Ok,
+            };
+            self.metrics.envoy_descriptor(outcome);
+        }
         for (status, key) in statuses.iter().zip(&keys) {
             if status.over_limit {
                 // At info, at most once a minute per key (and 20 a second in all).
