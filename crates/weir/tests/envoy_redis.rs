@@ -1,7 +1,8 @@
 //! Envoy's rate limit service on Redis (a `redis-server` of the test's own): two
 //! weir instances share the descriptors' counts, and a Redis that is down or hangs is
 //! `UNAVAILABLE` within the store's timeout (never Envoy's 10 s wait), so that Envoy's
-//! own failure mode decides; the health service says NOT_SERVING meanwhile.
+//! own failure mode decides; the health service says NOT_SERVING meanwhile. weir
+//! starts while Redis is down, and answers once it is back.
 
 #![allow(
     clippy::unwrap_used,
@@ -161,4 +162,35 @@ async fn failing_open_decides_on_this_instances_share_while_redis_is_down() {
     let text = weir.service.metrics.encode();
     let fallback = format!("weir_envoy_descriptors_total{{outcome=\"fallback\"}} {allowed}");
     assert!(text.contains(&fallback), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_starts_while_redis_is_down_and_answers_once_it_is_back() {
+    let port = RedisServer::free_port();
+    let store =
+        format!("store:\n  type: redis\n  url: redis://127.0.0.1:{port}\n  timeout: 100ms\n");
+    let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    unavailable_within_the_timeout(&weir).await;
+    let _redis = RedisServer::start_on(port);
+    // The store's health loop reconnects by itself: poll, bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match weir
+            .send(request("test-domain", &[&[("key3", "back")]]))
+            .await
+        {
+            Ok(answer) => {
+                assert_eq!(answer.overall_code, Code::Ok as i32);
+                break;
+            }
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::Unavailable);
+                assert!(Instant::now() < deadline, "not back after 10 s");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
