@@ -5,8 +5,9 @@
 //! [`MemoryStore`] keeps state in this process: the embedded default, exact for one
 //! instance. The [`RedisStore`] keeps it in Redis or Redis Cluster, shared by every
 //! instance, each check one atomic Lua script; it also leases units of a bucket to the
-//! instances ([`Store::take`], [`Store::give_back`]), so a hot key costs a store call
-//! per batch rather than per request.
+//! instances ([`Store::take`], [`Store::give_back`]), and the [`LeasingStore`] in front
+//! of it spends those units on this instance, so a hot key costs a store call per
+//! batch rather than per request.
 
 #![deny(missing_docs)]
 
@@ -15,6 +16,7 @@ mod clock;
 mod error;
 mod health;
 mod jitter;
+mod leasing;
 mod memory;
 mod redis_store;
 mod store;
@@ -23,6 +25,10 @@ pub use breaker::{Breaker, BreakerConfig};
 pub use clock::SystemClock;
 pub use error::StoreError;
 pub use health::StoreHealth;
+pub use leasing::{
+    AUTO_CAPACITY_SHARE, AUTO_HOLD, AUTO_MIN_BATCH, Batch, LeaseEvents, LeasePlan, LeasingStore,
+    MAX_SLOTS,
+};
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
     RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,

@@ -219,6 +219,7 @@ fn serve(
                 let _ = stopped.changed().await;
             }
         };
+        let engine = service.engine.clone();
         let api = weir::decision_router(&service);
         let admin_router = weir::admin_router(&service);
         let envoy_door = weir::envoy_door(&service);
@@ -332,6 +333,8 @@ fn serve(
             Ok::<_, anyhow::Error>(())
         })
         .await??;
+        // Units this instance holds in leases go back to the shared store.
+        engine.current().release_leases().await;
         tracing::info!("stopped");
         Ok(())
     })

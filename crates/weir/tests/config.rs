@@ -264,3 +264,86 @@ fn a_missing_file_is_a_clear_error() {
         "{error}"
     );
 }
+
+/// `lease`: `auto` or a fixed batch and hold, on the buckets only, never on an
+/// abuse-critical rule; each refusal names the line and says why.
+#[test]
+fn leases_are_read_and_refused_with_the_reason() {
+    let rule = |extra: &str| {
+        format!(
+            "rules:\n  - name: api\n    algorithm: token_bucket\n    limit: 100\n    period: 1m\n{extra}"
+        )
+    };
+    let config = parse(&rule("    lease: auto\n")).unwrap();
+    assert_eq!(
+        config.engine.rules[0].lease,
+        Some(weir_store::LeasePlan::auto())
+    );
+    let config = parse(&rule("    lease: { batch: 20, hold: 500ms }\n")).unwrap();
+    assert_eq!(
+        config.engine.rules[0].lease,
+        Some(weir_store::LeasePlan {
+            batch: weir_store::Batch::Fixed(20),
+            hold: Duration::from_millis(500),
+        })
+    );
+    assert_eq!(parse(&rule("")).unwrap().engine.rules[0].lease, None);
+    let refused = [
+        (
+            "rules:\n  - name: api\n    algorithm: sliding_window\n    limit: 100\n    period: 1m\n    lease: auto\n".to_owned(),
+            "weir.yaml:6:12: rules[0].lease: leases are for token_bucket and gcra, not sliding_window: a window forgets its counts",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: fixed_window\n    limit: 100\n    period: 1m\n    lease: auto\n".to_owned(),
+            "rules[0].lease: leases are for token_bucket and gcra, not fixed_window",
+        ),
+        (
+            "rules:\n  - name: api\n    algorithm: leaky_bucket\n    limit: 100\n    period: 1m\n    lease: auto\n".to_owned(),
+            "rules[0].lease: leases are for token_bucket and gcra, not leaky_bucket: units spent from a lease would skip its queue's delay",
+        ),
+        (
+            rule("    lease: sometimes\n"),
+            "weir.yaml:6:12: rules[0].lease: `sometimes` is not a lease: write `auto` or `{ batch: N, hold: DURATION }`",
+        ),
+        (
+            rule("    lease: { batch: 0, hold: 1s }\n"),
+            "rules[0].lease: lease.batch must be from 1 to the rule's capacity (100: its burst, or its limit)",
+        ),
+        (
+            rule("    lease: { batch: 101, hold: 1s }\n"),
+            "lease.batch must be from 1 to the rule's capacity (100",
+        ),
+        (
+            rule("    lease: { batch: 10, hold: 50ms }\n"),
+            "rules[0].lease: lease.hold must be from 100ms to 10m",
+        ),
+        (
+            rule("    lease: { batch: 10, hold: 11m }\n"),
+            "lease.hold must be from 100ms to 10m",
+        ),
+        (rule("    lease: { batch: 10 }\n"), "missing field `hold`"),
+        (
+            rule("    lease: { batch: 10, hold: 1s, size: 3 }\n"),
+            "unknown field `size`",
+        ),
+        (
+            rule("    match: { path: /login }\n    count_statuses: [401]\n    lease: auto\n"),
+            "rules[0].lease: a rule with `count_statuses` is never leased: an abuse-critical limit",
+        ),
+        (
+            rule("    match: { path: /login }\n    reset_statuses: [200]\n    lease: auto\n"),
+            "a rule with `reset_statuses` is never leased",
+        ),
+        (
+            rule("    match: { path: /login }\n    count_statuses: [401]\n    lockout: { growth: 2, max: 1h }\n    lease: { batch: 5, hold: 1s }\n"),
+            "a rule with `count_statuses` is never leased",
+        ),
+    ];
+    for (text, expected) in refused {
+        let error = parse(&text).expect_err(&text);
+        assert!(
+            error.contains(expected),
+            "{text}\n{error}\nwanted: {expected}"
+        );
+    }
+}

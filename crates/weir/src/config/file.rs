@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 use weir_core::Algorithm;
 
+use super::lease::RawLease;
 use super::period::Period;
 
 #[derive(Debug, Deserialize)]
@@ -266,6 +267,7 @@ pub(super) struct RawRule {
     #[serde(default)]
     pub(super) failure: FailureName,
     pub(super) store_timeout: Option<Spanned<Period>>,
+    pub(super) lease: Option<Spanned<RawLease>>,
 }
 
 /// What a rule does when the store cannot decide.

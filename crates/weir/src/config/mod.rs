@@ -12,6 +12,7 @@ mod envoy;
 mod error;
 mod file;
 mod identities;
+mod lease;
 mod period;
 mod plans;
 mod rules;
@@ -216,7 +217,18 @@ fn rules(
             weir_store::check_redis_policy(&policy)
                 .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;
         }
-        rules.push(NamedPolicy { name, policy });
+        let lease = lease::lease_plan(rule, &policy).map_err(|message| {
+            let at = rule
+                .lease
+                .as_ref()
+                .map_or(rule.name.referenced, |l| l.referenced);
+            fail(at, "lease", message)
+        })?;
+        rules.push(NamedPolicy {
+            name,
+            policy,
+            lease,
+        });
     }
     if rules.is_empty() && !envoy {
         return Err(ConfigError::new(

@@ -40,7 +40,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use weir_core::Clock;
-use weir_store::{MemoryStore, MemoryStoreConfig, Store};
+use weir_store::{LeasingStore, MemoryStore, MemoryStoreConfig, Store};
 
 use self::denial_log::DenialLog;
 pub use self::envoy::{
@@ -58,7 +58,7 @@ pub use self::rule::{Failure, Lockout, Rule};
 pub use self::settlement::Settlement;
 pub use self::spec::{EngineSpec, NamedPolicy, StoreKind};
 pub use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
-use crate::metrics::{EngineMetrics, Metrics};
+use crate::metrics::{EngineMetrics, LeaseMetrics, Metrics};
 use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
@@ -107,6 +107,9 @@ pub struct Engine {
     /// The hosts the routed rules name (empty: no rule names one).
     named_hosts: Vec<String>,
     store: Arc<dyn Store>,
+    /// The leases of the rules with `lease` (the store above, when there are any on a
+    /// shared store).
+    leasing: Option<Arc<LeasingStore>>,
     /// This instance's own limiter, for fail-open rules while a shared store is down;
     /// none when the store is in process (it never becomes unreachable).
     fallback: Option<MemoryStore>,
@@ -157,6 +160,11 @@ impl Engine {
             };
             MemoryStore::new(limits, clock.clone())
         });
+        let leasing = leasing(spec, &store, &clock, &metrics);
+        let store = match &leasing {
+            Some(leasing) => Arc::clone(leasing) as Arc<dyn Store>,
+            None => store,
+        };
         let routing = spec.routing.clone();
         let reads_body = routing
             .rules
@@ -191,6 +199,7 @@ impl Engine {
             reads_body,
             named_hosts,
             store,
+            leasing,
             fallback,
             pending: Pending::default(),
             clock,
@@ -209,6 +218,15 @@ impl Engine {
     /// The store the engine decides on.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Gives back every lease this engine holds, and takes no more (requests still in
+    /// flight on it check on the shared store directly): when a reload replaces it,
+    /// and at shutdown.
+    pub async fn release_leases(&self) {
+        if let Some(leasing) = &self.leasing {
+            leasing.release_all().await;
+        }
     }
 
     /// The rule with this name (for `POST /v1/check`).
@@ -236,4 +254,33 @@ impl Engine {
     pub fn unpark(&self, id: SettlementId) -> Option<Settlement> {
         self.pending.unpark(id, self.clock.now())
     }
+}
+
+/// The leasing store in front of `store` for the rules with `lease`, when the store is
+/// shared (on the memory store, one process already holds every key: nothing to gain).
+fn leasing(
+    spec: &EngineSpec,
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    metrics: &Arc<Metrics>,
+) -> Option<Arc<LeasingStore>> {
+    let leased: Vec<_> = spec
+        .rules
+        .iter()
+        .filter_map(|rule| Some((rule.name.as_str(), rule.lease?)))
+        .collect();
+    if leased.is_empty() || !spec.store.is_shared() {
+        return None;
+    }
+    let events = LeaseMetrics::new(metrics, leased.iter().map(|(name, _)| *name));
+    let rules = leased
+        .iter()
+        .enumerate()
+        .map(|(i, (name, plan))| ((*name).to_owned(), *plan, i));
+    Some(LeasingStore::new(
+        Arc::clone(store),
+        rules,
+        Arc::clone(clock),
+        events,
+    ))
 }

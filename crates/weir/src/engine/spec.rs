@@ -3,6 +3,7 @@
 //! (`Config::parse`, whose `engine` it is); the engine never reads configuration itself.
 
 use weir_core::Policy;
+use weir_store::LeasePlan;
 
 use super::Routing;
 
@@ -25,6 +26,8 @@ pub struct NamedPolicy {
     pub name: String,
     /// Its policy.
     pub policy: Policy,
+    /// How its keys are leased on a shared store (`lease:`), if they are.
+    pub lease: Option<LeasePlan>,
 }
 
 /// The kind of store an engine decides on.

@@ -49,6 +49,13 @@ pub(super) struct StoreErrorLabels {
     pub(super) kind: &'static str,
 }
 
+/// What became of units leased under one rule.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct LeaseUnitLabels {
+    pub(super) rule: String,
+    pub(super) fate: &'static str,
+}
+
 /// A reload's result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ResultLabels {
@@ -114,6 +121,9 @@ pub(super) struct Families {
     pub(super) gateway_requests: Family<GatewayLabels, Counter>,
     pub(super) upstream_latency: Histogram,
     pub(super) in_flight: SharedGauge,
+    pub(super) lease_grants: Family<RuleLabels, Counter>,
+    pub(super) lease_units: Family<LeaseUnitLabels, Counter>,
+    pub(super) lease_denials: Family<RuleLabels, Counter>,
     pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
 }
 
@@ -134,6 +144,9 @@ impl Families {
             gateway_requests: Family::default(),
             upstream_latency: upstream_buckets(),
             in_flight: SharedGauge::default(),
+            lease_grants: Family::default(),
+            lease_units: Family::default(),
+            lease_denials: Family::default(),
             envoy_descriptors: Family::default(),
         };
         let f = &families;
@@ -208,6 +221,21 @@ impl Families {
             "gateway_in_flight",
             "Gateway requests being answered now",
             f.in_flight.clone(),
+        );
+        registry.register(
+            "lease_grants",
+            "Token leases this instance was granted, by rule (rules with `lease`)",
+            f.lease_grants.clone(),
+        );
+        registry.register(
+            "lease_units",
+            "Units of leases by rule and fate: leased (granted to this instance), returned (given back unspent), expired (not spent and not given back in time: counted as spent)",
+            f.lease_units.clone(),
+        );
+        registry.register(
+            "lease_local_denials",
+            "Requests this instance denied from a denial the store gave for a leased key, without asking it again",
+            f.lease_denials.clone(),
         );
         registry.register(
             "envoy_descriptors",

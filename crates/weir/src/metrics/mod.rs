@@ -9,6 +9,7 @@
 
 mod engine;
 mod families;
+mod leases;
 mod live;
 mod near_limit;
 mod rates;
@@ -26,6 +27,7 @@ use weir_core::Clock;
 
 pub use self::engine::{EngineMetrics, EnvoyOutcome, NONE, Outcome, RuleShape, StoreOp};
 use self::families::{ConfigLabels, Families, StoreLabels};
+pub use self::leases::LeaseMetrics;
 pub use self::live::{RuleLive, RuleTotals};
 pub use self::rates::Rates;
 use self::rates::Samples;

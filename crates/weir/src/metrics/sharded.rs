@@ -39,7 +39,12 @@ pub struct Counter(Arc<[Slot<AtomicU64>; SHARDS]>);
 impl Counter {
     /// Adds one.
     pub fn inc(&self) {
-        self.0[shard()].0.fetch_add(1, Ordering::Relaxed);
+        self.inc_by(1);
+    }
+
+    /// Adds `n`.
+    pub fn inc_by(&self, n: u64) {
+        self.0[shard()].0.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The total.

@@ -73,7 +73,10 @@ impl Service {
         self.metrics.serving_config(&config.sha256);
         self.config_sha256 = config.fingerprint();
         self.envoy_dir = config.envoy.as_ref().map(|envoy| envoy.dir.clone());
+        let replaced = self.engine.current();
         self.engine.replace(Arc::clone(&engine));
+        // The old engine's leases go back; the new one takes its own.
+        tokio::spawn(async move { replaced.release_leases().await });
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
             shared.store(Arc::new(admin));

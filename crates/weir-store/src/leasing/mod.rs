@@ -1,0 +1,347 @@
+//! Token leases spent locally: a [`Store`] in front of a shared one that, for the rules
+//! leased, takes units of a hot key in batches ([`Store::take`]) and spends them on
+//! this instance without a store call, and remembers denials until their retry time.
+//!
+//! Every door asks the engine, and the engine asks its store: with this store in front
+//! of Redis, the gateway, `/v1/check` and `/v1/decide` spend the same leases. What it
+//! does per leased key (the protocol `weir-lease-model` checks):
+//!
+//! - A request spends from the units this instance holds, before the lease's local
+//!   deadline (three quarters of the hold after the take was *sent*, on this
+//!   instance's clock: the store's record lives a whole hold from when it *received*
+//!   the take, so the last quarter is the time to give back the units left while the
+//!   record is still there).
+//! - With too few units held, one take (one atomic script) gives back the lease held
+//!   with its unspent units and grants a new batch of what the key has available now;
+//!   the other requests for the key wait for that take rather than ask too.
+//! - A denied take is remembered: requests of at least that cost are denied here until
+//!   the retry time the store gave (exact for the buckets: nothing refills earlier,
+//!   though a lease given back early may make units available sooner). The next take
+//!   asks for a whole batch at least, so that a key offered more than its limit costs
+//!   one call per batch rather than one per unit refilled.
+//! - A background loop gives back the units of leases at their deadline;
+//!   [`LeasingStore::release_all`] gives back every lease (reload, shutdown).
+//!
+//! The bound: units held in leases count against the key's capacity in the store, so
+//! the instances together never admit more than the bucket alone would (zero
+//! over-admission); the cost is units held by one instance while another is denied.
+
+mod check;
+mod slot;
+mod sync;
+mod table;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use weir_core::{Clock, Decision, Policy, leasable};
+
+pub use self::table::MAX_SLOTS;
+use self::table::Slots;
+use crate::{Check, Key, Store, StoreError, StoreFuture};
+
+/// The hold of `lease: auto`.
+pub const AUTO_HOLD: Duration = Duration::from_secs(2);
+/// `lease: auto` leases a key only when a batch would be at least this many units
+/// (the key is asked for at least this many units a second here): below, a lease saves
+/// too few calls to be worth units held away from the other instances.
+pub const AUTO_MIN_BATCH: u64 = 4;
+/// `lease: auto` batches hold at most this fraction of the key's capacity.
+pub const AUTO_CAPACITY_SHARE: u64 = 16;
+
+/// How a rule's keys are leased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    /// Each key's batch is what this instance was asked for it in its busiest recent
+    /// second (at most a sixteenth of the capacity), held [`AUTO_HOLD`]; a key asked
+    /// for fewer than [`AUTO_MIN_BATCH`] units a second is not leased.
+    Auto,
+    /// Every key is leased, in batches of this many units (at most the capacity).
+    Fixed(u64),
+}
+
+/// How one rule leases: the batch and the hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeasePlan {
+    /// How many units a take asks for.
+    pub batch: Batch,
+    /// How long the store keeps a lease's record (units not given back by then count
+    /// as spent): the longest a crashed instance's units stay out of use.
+    pub hold: Duration,
+}
+
+impl LeasePlan {
+    /// `lease: auto`.
+    pub fn auto() -> Self {
+        Self {
+            batch: Batch::Auto,
+            hold: AUTO_HOLD,
+        }
+    }
+
+    /// What a take for `cost` units asks for: `(min, max, hold)`. `asked` is the most
+    /// units asked for here in a recent second; `starving`, whether the last take was
+    /// denied (then a whole batch at least). A zero hold takes `cost` spent at once.
+    fn take_sizes(
+        &self,
+        policy: &Policy,
+        asked: u64,
+        starving: bool,
+        cost: u64,
+    ) -> (u64, u64, Duration) {
+        let capacity = policy.capacity();
+        let batch = match self.batch {
+            Batch::Auto => {
+                let batch = asked.min((capacity / AUTO_CAPACITY_SHARE).max(1));
+                if batch < AUTO_MIN_BATCH {
+                    return (cost, cost, Duration::ZERO);
+                }
+                batch
+            }
+            Batch::Fixed(batch) => batch.min(capacity),
+        };
+        let max = batch.max(cost);
+        let min = if starving { max } else { cost };
+        (min, max, self.hold)
+    }
+}
+
+/// What the leases do, per rule (by the index the rule was given): for metrics.
+pub trait LeaseEvents: Send + Sync + 'static {
+    /// A take granted a lease of `units`.
+    fn granted(&self, rule: usize, units: u64);
+    /// `units` not spent were given back to a lease still held.
+    fn returned(&self, rule: usize, units: u64);
+    /// `units` not spent could not be given back (the lease had expired, the store
+    /// failed, or the grant came with no lease): they count as spent.
+    fn expired(&self, rule: usize, units: u64);
+    /// A request was denied here, from a denial remembered.
+    fn denied_locally(&self, rule: usize);
+}
+
+/// Counts nothing.
+impl LeaseEvents for () {
+    fn granted(&self, _: usize, _: u64) {}
+    fn returned(&self, _: usize, _: u64) {}
+    fn expired(&self, _: usize, _: u64) {}
+    fn denied_locally(&self, _: usize) {}
+}
+
+/// One leased rule: its plan, the index its events carry, and its keys' slots.
+struct LeasedRule {
+    plan: LeasePlan,
+    index: usize,
+    slots: Slots,
+}
+
+/// A [`Store`] that leases the keys of some rules of a shared store (see the module's
+/// doc). Checks of other rules, refunds, resets and everything else go to the store
+/// it wraps.
+pub struct LeasingStore {
+    inner: Arc<dyn Store>,
+    rules: std::collections::HashMap<String, LeasedRule, foldhash::fast::RandomState>,
+    clock: Arc<dyn Clock>,
+    events: Arc<dyn LeaseEvents>,
+    /// Every lease given back for good: new requests check on the store directly.
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for LeasingStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasingStore")
+            .field("rules", &self.rules.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeasingStore {
+    /// Leases the keys of `rules` (name, plan, the index events carry) on `inner`,
+    /// reading time from `clock`. Inside a Tokio runtime, starts the loop that gives
+    /// back leases at their deadline (it ends when the store is dropped).
+    pub fn new(
+        inner: Arc<dyn Store>,
+        rules: impl IntoIterator<Item = (String, LeasePlan, usize)>,
+        clock: Arc<dyn Clock>,
+        events: Arc<dyn LeaseEvents>,
+    ) -> Arc<Self> {
+        let rules: std::collections::HashMap<_, _, _> = rules
+            .into_iter()
+            .map(|(name, plan, index)| {
+                let rule = LeasedRule {
+                    plan,
+                    index,
+                    slots: Slots::default(),
+                };
+                (name, rule)
+            })
+            .collect();
+        let every = rules
+            .values()
+            .map(|r| r.plan.hold / 8)
+            .min()
+            .unwrap_or(Duration::from_millis(250))
+            .clamp(Duration::from_millis(5), Duration::from_millis(250));
+        let store = Arc::new(Self {
+            inner,
+            rules,
+            clock,
+            events,
+            closed: AtomicBool::new(false),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&store);
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(store) = weak.upgrade() else { break };
+                    store.give_back_due().await;
+                }
+            });
+        }
+        store
+    }
+
+    /// Gives back every lease held and leases nothing more: on reload (a new engine
+    /// takes its own) and shutdown. Requests still in flight on this store check on
+    /// the shared store directly.
+    pub async fn release_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.give_back_where(|_| true).await;
+    }
+
+    /// Gives back the leases at their deadline, and forgets the quiet keys.
+    async fn give_back_due(&self) {
+        let now = self.clock.now();
+        self.give_back_where(|deadline| deadline <= now).await;
+        for rule in self.rules.values() {
+            rule.slots.forget_idle(now);
+        }
+    }
+
+    async fn give_back_where(&self, due: impl Fn(u64) -> bool) {
+        for (name, rule) in &self.rules {
+            for (identity, slot) in rule.slots.leased() {
+                let Some((closing, policy)) = slot.slot.release_if(&due) else {
+                    continue;
+                };
+                let key = Key {
+                    rule: name,
+                    identity: &identity,
+                };
+                self.give_back_closing(rule.index, key, &policy, closing)
+                    .await;
+            }
+        }
+    }
+
+    /// Gives a lease back on the store and counts what became of its units.
+    async fn give_back_closing(
+        &self,
+        index: usize,
+        key: Key<'_>,
+        policy: &Policy,
+        closing: weir_core::Closing,
+    ) {
+        let found = self
+            .inner
+            .give_back(key, policy, closing.lease, closing.unspent)
+            .await;
+        match found {
+            Ok(true) => self.events.returned(index, closing.unspent),
+            Ok(false) => self.events.expired(index, closing.unspent),
+            Err(error) => {
+                tracing::debug!(%error, rule = key.rule, "a lease could not be given back; its units count as spent until it expires");
+                self.events.expired(index, closing.unspent);
+            }
+        }
+    }
+
+    /// The leased rule of `check`, if its rule is leased and its algorithm can be.
+    fn leased(&self, check: &Check<'_>) -> Option<&LeasedRule> {
+        self.rules
+            .get(check.key.rule)
+            .filter(|_| leasable(check.policy).is_ok())
+    }
+}
+
+impl Store for LeasingStore {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> StoreFuture<'a, Decision> {
+        Box::pin(async move {
+            let checks = [Check { key, policy, cost }];
+            let mut decisions = self.decide(&checks, false, None).await?;
+            decisions
+                .pop()
+                .ok_or_else(|| StoreError::Protocol("no decision".into()))
+        })
+    }
+
+    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.decide(checks, false, None))
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.decide(checks, true, None))
+    }
+
+    fn decide_within<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+        preview: bool,
+        timeout: Duration,
+    ) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(async move {
+            tokio::time::timeout(timeout, self.decide(checks, preview, Some(timeout)))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(timeout)))
+        })
+    }
+
+    /// Refunds go to the shared store, leased keys' too: the state there is capped by
+    /// the units out in leases at the next take, so a refund can only give back what
+    /// was spent.
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        self.inner.refund_all(checks)
+    }
+
+    fn take<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        take: weir_core::Take,
+    ) -> StoreFuture<'a, weir_core::Grant> {
+        self.inner.take(key, policy, take)
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: weir_core::LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.give_back(key, policy, lease, unspent)
+    }
+
+    /// Forgets this instance's lease of the key (its record goes with the state) and
+    /// resets the key on the store.
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        if let Some(rule) = self.rules.get(key.rule)
+            && let Some(slot) = rule.slots.get(key.identity)
+        {
+            slot.slot.forget();
+        }
+        self.inner.reset(key, policy)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.inner.is_ready()
+    }
+}
