@@ -323,6 +323,19 @@ async fn a_request_without_a_domain_or_descriptors_is_an_invalid_argument() {
     assert_eq!(no_domain.code(), tonic::Code::InvalidArgument);
     let none = weir.send(request("test-domain", &[])).await.unwrap_err();
     assert_eq!(none.code(), tonic::Code::InvalidArgument);
+    // Bounded: 256 descriptors of 64 entries at most.
+    let entries: Vec<(&str, &str)> = vec![("key2", "x"); 64];
+    let many: Vec<&[(&str, &str)]> = vec![&entries[..]; 256];
+    assert!(weir.send(request("test-domain", &many)).await.is_ok());
+    let more: Vec<&[(&str, &str)]> = vec![&entries[..1]; 257];
+    let refused = weir.send(request("test-domain", &more)).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    let long: Vec<(&str, &str)> = vec![("key2", "x"); 65];
+    let refused = weir
+        .send(request("test-domain", &[&long]))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 }
 
 #[tokio::test]

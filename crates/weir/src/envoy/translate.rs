@@ -13,9 +13,27 @@ use tonic::Status;
 
 use crate::engine::{DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk, Unit};
 
+/// The most descriptors one request may carry (Envoy sends one per matching
+/// `rate_limits` entry: a handful).
+pub const MAX_DESCRIPTORS: usize = 256;
+
+/// The most entries one descriptor may have.
+pub const MAX_ENTRIES: usize = 64;
+
 /// The engine's question, or `INVALID_ARGUMENT` for a request envoyproxy/ratelimit
-/// refuses too (no domain, no descriptors) or a limit override in an unknown unit.
+/// refuses too (no domain, no descriptors), a limit override in an unknown unit, or
+/// more than [`MAX_DESCRIPTORS`] descriptors or [`MAX_ENTRIES`] entries in one.
 pub(super) fn ask(request: &RateLimitRequest) -> Result<EnvoyAsk<'_>, Status> {
+    if request.descriptors.len() > MAX_DESCRIPTORS
+        || request
+            .descriptors
+            .iter()
+            .any(|d| d.entries.len() > MAX_ENTRIES)
+    {
+        return Err(Status::invalid_argument(format!(
+            "at most {MAX_DESCRIPTORS} descriptors of at most {MAX_ENTRIES} entries each"
+        )));
+    }
     if request.domain.is_empty() {
         return Err(Status::invalid_argument(
             "rate limit domain must not be empty",
