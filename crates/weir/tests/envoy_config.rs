@@ -157,6 +157,18 @@ fn weir_refuses_what_it_does_not_implement_and_bad_values() {
             "# nothing\n",
             "rl/a.yaml: domain: config file cannot have empty domain",
         ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    x-weir: {period: 30s}\n",
+            "rl/a.yaml:4:13: descriptors[0].x-weir: x-weir needs a rate_limit beside it",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {algorithm: gcrb}\n",
+            "rl/a.yaml:5:25: descriptors[0].x-weir.algorithm: unknown variant `gcrb`",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {burst: 5}\n",
+            "rl/a.yaml:5:21: descriptors[0].x-weir: burst applies to token_bucket, gcra and leaky_bucket",
+        ),
     ];
     for (text, want) in cases {
         let (ok, _, stderr) = check(&[("a.yaml", text.to_owned())]);

@@ -435,3 +435,36 @@ async fn descriptors_are_counted_in_the_metrics_by_outcome() {
     assert_eq!(count("no_limit"), "1");
     assert_eq!(count("unavailable"), "0");
 }
+
+/// weir's additions (`x-weir`): any algorithm, any period, a burst.
+const WEIR_FILE: &str = "domain: w
+descriptors:
+  - key: half_minute
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    x-weir: {period: 30s}
+  - key: bucket
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    x-weir: {algorithm: token_bucket, burst: 1}
+";
+
+#[tokio::test]
+async fn x_weir_decides_a_rate_limit_by_any_algorithm_and_period() {
+    let weir = Harness::memory(config_dir(&[("w.yaml", WEIR_FILE.to_owned())], "", "")).await;
+    // 2 per 30 s, fixed windows aligned to the epoch: T0 is 10 s into one.
+    let half: &[(&str, &str)] = &[("half_minute", "a")];
+    let first = weir.ask("w", &[half]).await;
+    assert_eq!(codes(&first), (OK, vec![OK]));
+    assert_eq!(first.statuses[0].duration_until_reset.unwrap().seconds, 20);
+    // The configured limit is what is reported.
+    assert_eq!(limit_of(&first.statuses[0]).unwrap().0, 2);
+    assert_eq!(weir.ask("w", &[half]).await.overall_code, OK);
+    assert_eq!(weir.ask("w", &[half]).await.overall_code, OVER);
+    weir.clock.advance(Duration::from_secs(20));
+    assert_eq!(weir.ask("w", &[half]).await.overall_code, OK);
+    // A token bucket of 10 a minute holding 1: one now, the next 6 s later.
+    let bucket: &[(&str, &str)] = &[("bucket", "a")];
+    assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OK);
+    assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OVER);
+    weir.clock.advance(Duration::from_secs(6));
+    assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OK);
+}

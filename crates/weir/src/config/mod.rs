@@ -94,7 +94,7 @@ impl Config {
             StoreConfig::Redis(_, fallback) => fallback.instances,
             StoreConfig::Memory(_) => 1,
         };
-        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors, instances)?;
+        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors, instances, on_redis)?;
         let rules = rules(&raw.rules, source, on_redis, envoy.is_some())?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
         let check_policy = |policy: &Policy| -> Result<(), String> {

@@ -8,13 +8,16 @@ use std::path::Path;
 
 use serde_saphyr::{Location, Spanned};
 
-use super::raw::{RawDescriptor, RawFile, RawRateLimit};
+use super::raw::{RawDescriptor, RawFile, RawRateLimit, RawWeir};
 use crate::config::error::ConfigError;
 use crate::config::yaml::read_yaml;
-use crate::engine::{DescriptorLimit, Descriptors, NodeId, Unit};
+use weir_core::{Algorithm, Policy, PolicyError};
+
+use crate::engine::{DescriptorLimit, Descriptors, NodeId, Quota, Unit};
 
 /// Reads `text` (the file at `path`) into `descriptors`: one more domain.
 pub(super) fn read(
+    on_redis: bool,
     text: &str,
     path: &Path,
     descriptors: &mut Descriptors,
@@ -40,7 +43,11 @@ pub(super) fn read(
     let root = descriptors
         .add_domain(&domain.value)
         .map_err(|e| fail(Some(domain.referenced), "domain", e.to_string()))?;
-    let mut reader = Reader { path, descriptors };
+    let mut reader = Reader {
+        path,
+        descriptors,
+        on_redis,
+    };
     let prefix = format!("{}.", domain.value);
     reader.level(
         root,
@@ -58,7 +65,8 @@ fn in_words(mut error: ConfigError) -> ConfigError {
     if let Some(field) = &error.field {
         let field = field
             .replace("].value.", "].")
-            .replace("rate_limit.value.", "rate_limit.");
+            .replace("rate_limit.value.", "rate_limit.")
+            .replace("x-weir.value.", "x-weir.");
         error.field = Some(field);
     }
     let unknown = error
@@ -78,6 +86,8 @@ fn in_words(mut error: ConfigError) -> ConfigError {
 struct Reader<'a> {
     path: &'a Path,
     descriptors: &'a mut Descriptors,
+    /// Whether the store is Redis (whose scripts bound some policies).
+    on_redis: bool,
 }
 
 impl Reader<'_> {
@@ -129,6 +139,17 @@ impl Reader<'_> {
                 Some(limit) => Some(self.limit(limit, &format!("{field}.rate_limit"))?),
                 None => None,
             };
+            let limit = match (&raw.x_weir, limit) {
+                (Some(weir), Some(limit)) => Some(self.weir(weir, limit, &field)?),
+                (Some(weir), None) => {
+                    return Err(self.fail(
+                        weir.referenced,
+                        format!("{field}.x-weir"),
+                        "x-weir needs a rate_limit beside it (its requests_per_unit is the limit)",
+                    ));
+                }
+                (None, limit) => limit,
+            };
             let limit = limit.map(|limit| DescriptorLimit {
                 shadow_mode: raw.shadow_mode.unwrap_or(false),
                 ..limit
@@ -146,6 +167,52 @@ impl Reader<'_> {
             )?;
         }
         Ok(())
+    }
+
+    /// The `rate_limit` decided as its `x-weir` says: the algorithm (`fixed_window` by
+    /// default), the period (the unit's by default) and the burst.
+    fn weir(
+        &self,
+        raw: &Spanned<RawWeir>,
+        limit: DescriptorLimit,
+        field: &str,
+    ) -> Result<DescriptorLimit, ConfigError> {
+        let weir = &raw.value;
+        let field = format!("{field}.x-weir");
+        let Quota::Counted(fixed) = limit.quota else {
+            return Err(self.fail(
+                raw.referenced,
+                field,
+                "x-weir applies to a counted limit: not to `unlimited` or 0 requests_per_unit",
+            ));
+        };
+        let algorithm = weir
+            .algorithm
+            .map_or(Algorithm::FixedWindow, Algorithm::from);
+        let period = weir.period.as_ref().map_or(fixed.period(), |p| p.value.0);
+        let burst = weir.burst.as_ref().map(|b| b.value);
+        let policy = Policy::new(algorithm, fixed.limit(), period, burst).map_err(|error| {
+            let at = match error {
+                PolicyError::PeriodOutOfRange(_) => weir.period.as_ref().map(|p| p.referenced),
+                PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
+                    weir.burst.as_ref().map(|b| b.referenced)
+                }
+                _ => None,
+            };
+            self.fail(
+                at.unwrap_or(raw.referenced),
+                field.clone(),
+                error.to_string(),
+            )
+        })?;
+        if self.on_redis {
+            weir_store::check_redis_policy(&policy)
+                .map_err(|e| self.fail(raw.referenced, field.clone(), e.to_string()))?;
+        }
+        Ok(DescriptorLimit {
+            quota: Quota::Counted(policy),
+            ..limit
+        })
     }
 
     fn limit(

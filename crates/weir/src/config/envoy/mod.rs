@@ -71,6 +71,7 @@ pub(super) fn envoy(
     raw: Option<&Spanned<RawEnvoy>>,
     errors: &Errors<'_>,
     fallback_instances: u64,
+    on_redis: bool,
 ) -> Result<Option<EnvoyConfig>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     let section = &raw.value;
@@ -89,7 +90,7 @@ pub(super) fn envoy(
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(path, format!("cannot read the file: {e}")))?;
         add_file(&mut digest, path, text.as_bytes());
-        file::read(&text, path, &mut descriptors)?;
+        file::read(on_redis, &text, path, &mut descriptors)?;
     }
     Ok(Some(EnvoyConfig {
         dir,

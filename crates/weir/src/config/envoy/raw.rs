@@ -10,6 +10,9 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
+use crate::config::file::AlgorithmName;
+use crate::config::period::Period;
+
 /// A file: one domain and its descriptors.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +44,20 @@ pub(super) struct RawDescriptor {
     /// Dynamic metadata for Envoy: accepted, not sent.
     #[serde(rename = "metadata")]
     _metadata: Option<IgnoredAny>,
+    /// weir's additions to the descriptor's `rate_limit` (envoyproxy/ratelimit refuses
+    /// the field: a file that has it is weir's).
+    #[serde(rename = "x-weir")]
+    pub(super) x_weir: Option<Spanned<RawWeir>>,
+}
+
+/// `x-weir`: how weir decides the descriptor's `rate_limit`: `requests_per_unit`
+/// requests by `algorithm` per `period` (the unit's by default), with a `burst`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWeir {
+    pub(super) algorithm: Option<AlgorithmName>,
+    pub(super) period: Option<Spanned<Period>>,
+    pub(super) burst: Option<Spanned<u64>>,
 }
 
 /// A descriptor's `rate_limit`.

@@ -219,8 +219,11 @@ impl Engine {
         };
         let (over, remaining, until_reset) = match (limit.quota, decision) {
             (Quota::Unlimited, _) => return DescriptorAnswer::unlimited(),
-            (Quota::Counted(_), Some(d)) => {
-                let left = if d.reset_after.is_zero() {
+            (Quota::Counted(policy), Some(d)) => {
+                // A fixed window's end, even when nothing is counted in it yet (as
+                // envoyproxy/ratelimit reports it); other algorithms' own time to full.
+                let fixed = policy.algorithm() == weir_core::Algorithm::FixedWindow;
+                let left = if d.reset_after.is_zero() && fixed {
                     self.window_left(limit.unit)
                 } else {
                     d.reset_after
