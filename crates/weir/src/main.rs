@@ -333,8 +333,10 @@ fn serve(
             Ok::<_, anyhow::Error>(())
         })
         .await??;
-        // Units this instance holds in leases go back to the shared store.
-        engine.current().release_leases().await;
+        // Units this instance holds in leases go back to the shared store (what is
+        // not back within 5 s stays out until its lease expires).
+        let _ = tokio::time::timeout(Duration::from_secs(5), engine.current().release_leases())
+            .await;
         tracing::info!("stopped");
         Ok(())
     })

@@ -170,9 +170,11 @@ impl LeasingStore {
         let Some(entry) = entry else {
             return self.direct(key, policy, cost).await;
         };
-        let now = self.clock.now();
-        let asked = entry.slot.note(cost, now);
+        let asked = entry.slot.note(cost, self.clock.now());
         for _ in 0..ROUNDS {
+            // Read again after each wait: a unit is spent only before the deadline as
+            // it is when the unit is spent.
+            let now = self.clock.now();
             match entry.slot.spend(cost, now) {
                 Spend::Spent { generation, left } => {
                     return Ok(Leased {
