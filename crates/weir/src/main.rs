@@ -335,8 +335,8 @@ fn serve(
         .await??;
         // Units this instance holds in leases go back to the shared store (what is
         // not back within 5 s stays out until its lease expires).
-        let _ = tokio::time::timeout(Duration::from_secs(5), engine.current().release_leases())
-            .await;
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), engine.current().release_leases()).await;
         tracing::info!("stopped");
         Ok(())
     })
