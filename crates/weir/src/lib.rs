@@ -5,6 +5,7 @@
 //! ```text
 //! server                  listeners, threads, reloads: builds the rest from a Config
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
+//! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
 //! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
@@ -50,6 +51,7 @@ mod api;
 mod config;
 mod edge;
 mod engine;
+mod envoy;
 mod gateway;
 mod layer;
 mod metrics;
@@ -59,17 +61,23 @@ mod server;
 pub use self::api::{
     MAX_BODY_BYTES, MAX_DECIDE_BYTES, MAX_KEY_BYTES, SETTLE_WITHIN, router as api_router,
 };
+pub use self::config::EnvoyConfig;
 pub use self::config::{
     AdminConfig, Config, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, GatewayConfig,
     MAX_RULE_NAME, Period, PeriodError, SheddingConfig, StoreConfig, Upstream,
 };
 pub use self::edge::SHADOW_HEADER;
-pub use self::engine::{Engine, EngineHandle, EngineSpec, NamedPolicy, StoreKind};
+pub use self::engine::{
+    CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
+    EngineHandle, EngineSpec, EnvoyAnswer, EnvoyAsk, NamedPolicy, NodeId, Quota, StoreKind,
+    TreeError, Unit,
+};
+pub use self::envoy::{RateLimitDoor, SharedDescriptors, serve_grpc};
 pub use self::gateway::Gateway;
 pub use self::layer::{WeirLayer, WeirService};
 pub use self::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 pub use self::request::client_ip;
 pub use self::server::{
-    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared, serve,
-    serve_on_threads, service, shared,
+    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared,
+    decision_router, envoy_door, serve, serve_grpc_on_threads, serve_on_threads, service, shared,
 };

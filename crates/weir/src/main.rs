@@ -60,6 +60,10 @@ enum Command {
         /// status page (/admin/) too, in either mode.
         #[arg(long, default_value = "127.0.0.1:9090")]
         admin_listen: SocketAddr,
+        /// Envoy's rate limit service (gRPC `ShouldRateLimit` and `grpc.health.v1`),
+        /// served when the configuration has an `envoy` section.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        grpc_listen: SocketAddr,
         /// How log lines are written to standard error: `text` for people, `json` (one
         /// object a line) for log pipelines. The level comes from RUST_LOG (default
         /// info).
@@ -98,18 +102,27 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { file } => Config::load(&file)
-            .map(|config| {
-                println!(
+            .map(|config| match &config.envoy {
+                Some(envoy) => println!(
+                    "{}: ok ({} rules, {} envoy domains from {} files in {})",
+                    file.display(),
+                    config.engine.rules.len(),
+                    envoy.descriptors.domains(),
+                    envoy.files.len(),
+                    envoy.dir.display(),
+                ),
+                None => println!(
                     "{}: ok ({} rules)",
                     file.display(),
                     config.engine.rules.len()
-                )
+                ),
             })
             .map_err(anyhow::Error::from),
         Command::Serve {
             config,
             listen,
             admin_listen,
+            grpc_listen,
             header_timeout_ms,
             log_format,
         } => {
@@ -117,7 +130,12 @@ fn main() -> ExitCode {
                 header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
                 ..ConnectionLimits::default()
             };
-            serve(&config, listen, admin_listen, limits, log_format)
+            let listeners = Listeners {
+                listen,
+                admin: admin_listen,
+                grpc: grpc_listen,
+            };
+            serve(&config, listeners, limits, log_format)
         }
         #[cfg(feature = "simulate")]
         Command::Simulate(args) => simulate(&args),
@@ -150,10 +168,28 @@ fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
     Ok(weir_simulate::run(args, &load)?)
 }
 
+/// How the gRPC door runs.
+enum Grpc {
+    /// On the main runtime's pool.
+    Pool(tokio::task::JoinHandle<Result<(), tonic::transport::Error>>),
+    /// A thread per core, each with its own runtime and listening socket.
+    Threads(Vec<std::thread::JoinHandle<std::io::Result<()>>>),
+}
+
+/// Where `weir serve` listens.
+struct Listeners {
+    listen: SocketAddr,
+    admin: SocketAddr,
+    grpc: SocketAddr,
+}
+
 fn serve(
     config_path: &std::path::Path,
-    listen: SocketAddr,
-    admin_listen: SocketAddr,
+    Listeners {
+        listen,
+        admin: admin_listen,
+        grpc: grpc_listen,
+    }: Listeners,
     limits: ConnectionLimits,
     log_format: LogFormat,
 ) -> anyhow::Result<()> {
@@ -184,8 +220,9 @@ fn serve(
             }
         };
         let engine = service.engine.clone();
-        let api = weir::api_router(service.engine.clone());
+        let api = weir::decision_router(&service);
         let admin_router = weir::admin_router(&service);
+        let envoy_door = weir::envoy_door(&service);
         let has_admin = service.admin.is_some();
         let gateway = service.gateway.clone();
         let metrics = Arc::clone(&service.metrics);
@@ -223,8 +260,39 @@ fn serve(
                 )))
             }
         };
+        // WEIR_GRPC_POOL (set) serves gRPC on the main runtime's pool instead of
+        // a thread per core (kept to measure the two; see BENCHMARKS.md).
+        let grpc = match envoy_door {
+            Some(door) if std::env::var_os("WEIR_GRPC_POOL").is_some() => {
+                let listener = bind(grpc_listen).await?;
+                announce(&format!(
+                    "weir grpc listening on {}",
+                    listener.local_addr()?
+                ));
+                Some(Grpc::Pool(tokio::spawn(weir::serve_grpc(
+                    listener,
+                    door,
+                    until_stopped(),
+                ))))
+            }
+            Some(door) => {
+                let listeners = weir::bind_shared(grpc_listen, threads)
+                    .with_context(|| format!("cannot listen on {grpc_listen}"))?;
+                announce(&format!(
+                    "weir grpc listening on {}",
+                    listeners[0].local_addr()?
+                ));
+                Some(Grpc::Threads(weir::serve_grpc_on_threads(
+                    listeners,
+                    door,
+                    stopped_rx.clone(),
+                )?))
+            }
+            None => None,
+        };
         tracing::info!(
             rules = config.engine.rules.len(),
+            envoy = grpc.is_some(),
             gateway = config.gateway.is_some(),
             threads,
             "serving"
@@ -239,6 +307,21 @@ fn serve(
         let _ = stop.send(());
         if let Some(admin) = admin {
             admin.await??;
+        }
+        match grpc {
+            Some(Grpc::Pool(task)) => task.await??,
+            Some(Grpc::Threads(threads)) => {
+                tokio::task::spawn_blocking(move || {
+                    for thread in threads {
+                        thread
+                            .join()
+                            .map_err(|_| anyhow::anyhow!("a gRPC thread panicked"))??;
+                    }
+                    Ok::<_, anyhow::Error>(())
+                })
+                .await??;
+            }
+            None => {}
         }
         // The server threads finish their requests in flight, then end.
         tokio::task::spawn_blocking(move || {

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("api", 5),
     ("admin", 5),
     ("layer", 5),
+    ("envoy", 5),
     ("server", 6),
 ];
 

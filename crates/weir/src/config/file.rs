@@ -29,6 +29,9 @@ pub(super) struct RawConfig {
     pub(super) requests: RawRequests,
     pub(super) admin: Option<Spanned<RawAdmin>>,
     pub(super) shedding: Option<Spanned<RawShedding>>,
+    /// Envoy's rate limit service: with it, `rules` may be left out.
+    pub(super) envoy: Option<Spanned<super::envoy::RawEnvoy>>,
+    #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }
 

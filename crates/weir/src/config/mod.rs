@@ -8,6 +8,7 @@
 //! this, and `weir serve` refuses to start on an error.
 
 mod admin;
+mod envoy;
 mod error;
 mod file;
 mod identities;
@@ -30,6 +31,7 @@ use crate::engine::{EngineSpec, NamedPolicy};
 use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
+pub use self::envoy::EnvoyConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
@@ -57,6 +59,8 @@ pub struct Config {
     pub gateway: Option<GatewayConfig>,
     /// The admin API, when an `admin` section is configured.
     pub admin: Option<AdminConfig>,
+    /// Envoy's rate limit service, when an `envoy` section is configured.
+    pub envoy: Option<EnvoyConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
@@ -71,10 +75,29 @@ impl Config {
 
     /// Validates configuration text; `source` names it in errors.
     pub fn parse(text: &str, source: &Path) -> Result<Self, ConfigError> {
-        let mut raw = yaml::read_yaml(text, source)?;
+        // Every section may be left out (`rules:` when there is `envoy:`), so an empty
+        // file would read as one with nothing in it: say so instead.
+        let blank = text
+            .lines()
+            .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
+        if blank {
+            let mut error = ConfigError::new(
+                source,
+                "the file ends before any configuration: it needs at least `rules:`",
+            );
+            error.position = Some((1, 1));
+            return Err(error);
+        }
+        let mut raw: file::RawConfig = yaml::read_yaml(text, source)?;
         let store = store::store(std::mem::take(&mut raw.store), source)?;
         let on_redis = matches!(store, StoreConfig::Redis(..));
-        let rules = rules(&raw.rules, source, on_redis)?;
+        let errors = error::Errors { file: source };
+        let instances = match &store {
+            StoreConfig::Redis(_, fallback) => fallback.instances,
+            StoreConfig::Memory(_) => 1,
+        };
+        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors, instances, on_redis)?;
+        let rules = rules(&raw.rules, source, on_redis, envoy.is_some())?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
         let check_policy = |policy: &Policy| -> Result<(), String> {
             if on_redis {
@@ -83,7 +106,6 @@ impl Config {
                 Ok(())
             }
         };
-        let errors = error::Errors { file: source };
         let fallback = match &store {
             StoreConfig::Redis(_, fallback) => *fallback,
             StoreConfig::Memory(_) => Fallback { instances: 1 },
@@ -111,8 +133,30 @@ impl Config {
             client_ip,
             gateway,
             admin,
+            envoy,
             sha256: sha256_hex(text.as_bytes()),
         })
+    }
+}
+
+impl Config {
+    /// What a reload compares to see a change: the file's SHA-256, and with an
+    /// `envoy` section, its directory's.
+    pub fn fingerprint(&self) -> String {
+        match &self.envoy {
+            Some(envoy) => format!("{}+{}", self.sha256, envoy.sha256),
+            None => self.sha256.clone(),
+        }
+    }
+}
+
+/// [`Config::fingerprint`] of the files as they are now: the configuration at `path`
+/// and, if given, the envoy directory `envoy_dir`; none if one cannot be read.
+pub fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
+    let file = sha256_hex(&std::fs::read(path).ok()?);
+    match envoy_dir {
+        Some(dir) => Some(format!("{file}+{}", envoy::dir_sha256(dir)?)),
+        None => Some(file),
     }
 }
 
@@ -126,7 +170,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy>, ConfigError> {
+fn rules(
+    raw: &[RawRule],
+    file: &Path,
+    on_redis: bool,
+    envoy: bool,
+) -> Result<Vec<NamedPolicy>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
     for (i, rule) in raw.iter().enumerate() {
@@ -183,10 +232,12 @@ fn rules(raw: &[RawRule], file: &Path, on_redis: bool) -> Result<Vec<NamedPolicy
             lease,
         });
     }
-    if rules.is_empty() {
-        return Err(
-            ConfigError::new(file, "no rules: add at least one under `rules:`").field("rules"),
-        );
+    if rules.is_empty() && !envoy {
+        return Err(ConfigError::new(
+            file,
+            "no rules: add at least one under `rules:` (or an `envoy:` section)",
+        )
+        .field("rules"));
     }
     Ok(rules)
 }

@@ -15,10 +15,13 @@ use serde_saphyr::{Error, Location, Options};
 use weir_core::MAX_LIMIT;
 
 use super::error::ConfigError;
-use super::file::RawConfig;
 
-/// Deserializes the YAML, keeping the path of the field that failed.
-pub(super) fn read_yaml(text: &str, file: &Path) -> Result<RawConfig, ConfigError> {
+/// Deserializes the YAML (weir's configuration, or an envoyproxy/ratelimit file),
+/// keeping the path of the field that failed.
+pub(super) fn read_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &Path,
+) -> Result<T, ConfigError> {
     let mut failed_path = None;
     let typed =
         serde_saphyr::with_deserializer_from_str_with_options(text, options(), |deserializer| {

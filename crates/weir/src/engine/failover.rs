@@ -29,6 +29,12 @@ impl Engine {
             tracing::warn!(%error, rule = %closed.rule.name, "store unavailable: failing closed");
             return Err(Outcome::FailedClosed);
         }
+        self.log_fallback(error);
+        Ok(fallback)
+    }
+
+    /// Logs that the engine decides on its local fallback, at most every 10 s.
+    pub(super) fn log_fallback(&self, error: &StoreError) {
         let now = self.clock.now();
         let last = self.fallback_logged.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= FALLBACK_LOG_EVERY
@@ -39,7 +45,11 @@ impl Engine {
         {
             tracing::warn!(%error, "store unavailable: deciding fail-open rules on this instance's local fallback limits");
         }
-        Ok(fallback)
+    }
+
+    /// This instance's local fallback store, when the shared store may fail.
+    pub(super) fn fallback_store(&self) -> Option<&MemoryStore> {
+        self.fallback.as_ref()
     }
 
     /// The store a request was decided on.

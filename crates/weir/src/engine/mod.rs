@@ -18,6 +18,7 @@ mod applied;
 mod check;
 mod decide;
 mod denial_log;
+mod envoy;
 mod failover;
 mod handle;
 mod identity;
@@ -42,6 +43,10 @@ use weir_core::Clock;
 use weir_store::{LeasingStore, MemoryStore, MemoryStoreConfig, Store};
 
 use self::denial_log::DenialLog;
+pub use self::envoy::{
+    CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, EnvoyAnswer,
+    EnvoyAsk, NodeId, Quota, TreeError, Unit,
+};
 pub use self::handle::EngineHandle;
 pub use self::identity::{IdentitySource, Normalize, Source};
 use self::pending::Pending;

@@ -8,8 +8,8 @@ use weir_core::Decision;
 use weir_store::StoreError;
 
 use super::families::{
-    DecisionLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS, ShedLabels,
-    StoreErrorLabels, StoreOpLabels,
+    DecisionLabels, EnvoyLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS,
+    ShedLabels, StoreErrorLabels, StoreOpLabels,
 };
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
@@ -130,6 +130,51 @@ pub struct EngineMetrics {
     refused: [Counter; 3],
     /// Per route (the first rule matched; the last entry: none), per status class.
     gateway: Vec<[Counter; CLASSES.len()]>,
+    /// The Envoy door's descriptors, per [`EnvoyOutcome`].
+    envoy: [Counter; EnvoyOutcome::ALL.len()],
+}
+
+/// What became of one descriptor of a `ShouldRateLimit` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvoyOutcome {
+    /// Within its limit.
+    Ok,
+    /// Over its limit.
+    OverLimit,
+    /// Over its limit, in shadow mode: answered OK.
+    ShadowOverLimit,
+    /// `unlimited: true`.
+    Unlimited,
+    /// No limit matched (or it was replaced).
+    NoLimit,
+    /// Decided on this instance's local fallback.
+    Fallback,
+    /// The store could not decide.
+    Unavailable,
+}
+
+impl EnvoyOutcome {
+    const ALL: [EnvoyOutcome; 7] = [
+        Self::Ok,
+        Self::OverLimit,
+        Self::ShadowOverLimit,
+        Self::Unlimited,
+        Self::NoLimit,
+        Self::Fallback,
+        Self::Unavailable,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::OverLimit => "over_limit",
+            Self::ShadowOverLimit => "over_limit_shadow",
+            Self::Unlimited => "unlimited",
+            Self::NoLimit => "no_limit",
+            Self::Fallback => "fallback",
+            Self::Unavailable => "unavailable",
+        }
+    }
 }
 
 impl std::fmt::Debug for EngineMetrics {
@@ -227,12 +272,18 @@ impl EngineMetrics {
                 })
             })
             .collect();
+        let envoy = EnvoyOutcome::ALL.map(|outcome| {
+            f.envoy_descriptors.get_or_create_owned(&EnvoyLabels {
+                outcome: outcome.as_str(),
+            })
+        });
         Self {
             metrics,
             rules,
             latency,
             errors,
             refused,
+            envoy,
             gateway: routes,
         }
     }
@@ -327,6 +378,11 @@ impl EngineMetrics {
     /// Sets the shedder's current limit on requests in flight.
     pub fn shed_limit(&self, limit: u32) {
         self.metrics.families.shed_limit.set(i64::from(limit));
+    }
+
+    /// Counts one descriptor of a `ShouldRateLimit` call.
+    pub fn envoy_descriptor(&self, outcome: EnvoyOutcome) {
+        self.envoy[outcome as usize].inc();
     }
 
     /// Notes whether a decision needing the shared store was made on the fallback.

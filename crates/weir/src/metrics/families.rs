@@ -62,6 +62,12 @@ pub(super) struct ResultLabels {
     pub(super) result: &'static str,
 }
 
+/// What became of one descriptor of a `ShouldRateLimit` call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct EnvoyLabels {
+    pub(super) outcome: &'static str,
+}
+
 /// The kinds of store errors counted (see `StoreTimer::finish`).
 pub(super) const STORE_ERROR_KINDS: [&str; 6] = [
     "timeout",
@@ -128,6 +134,7 @@ pub(super) struct Families {
     pub(super) lease_denials: Family<RuleLabels, Counter>,
     pub(super) shed: Family<ShedLabels, Counter>,
     pub(super) shed_limit: Gauge,
+    pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
 }
 
 impl Families {
@@ -152,6 +159,7 @@ impl Families {
             lease_denials: Family::default(),
             shed: Family::default(),
             shed_limit: Gauge::default(),
+            envoy_descriptors: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -250,6 +258,11 @@ impl Families {
             "gateway_concurrency_limit",
             "The shedder's current limit on requests in flight to the upstream (0 without a shedding section)",
             f.shed_limit.clone(),
+        );
+        registry.register(
+            "envoy_descriptors",
+            "Descriptors of Envoy's ShouldRateLimit calls by outcome: ok, over_limit, over_limit_shadow (over, in shadow mode: answered OK), unlimited, no_limit (no limit matched), fallback (decided on this instance's local fallback), unavailable (the store could not decide)",
+            f.envoy_descriptors.clone(),
         );
         families
     }

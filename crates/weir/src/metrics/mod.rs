@@ -25,7 +25,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
-pub use self::engine::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
+pub use self::engine::{EngineMetrics, EnvoyOutcome, NONE, Outcome, RuleShape, StoreOp};
 use self::families::{ConfigLabels, Families, StoreLabels};
 pub use self::leases::LeaseMetrics;
 pub use self::live::{RuleLive, RuleTotals};

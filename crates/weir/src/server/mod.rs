@@ -15,9 +15,10 @@ use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreEr
 
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
-pub use self::workers::serve_on_threads;
+pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
 use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::{Engine, EngineHandle};
+use crate::envoy::{RateLimitDoor, SharedDescriptors};
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
 
@@ -42,12 +43,19 @@ pub struct Service {
     /// The admin API's settings, when configured: a reload may change the token, not
     /// add or remove the section (the listener is opened at start).
     pub admin: Option<Shared<AdminConfig>>,
+    /// The descriptors of Envoy's rate limit service, when the configuration has an
+    /// `envoy` section: a reload may change them, not add or remove the section (the
+    /// gRPC listener is opened at start).
+    pub envoy: Option<SharedDescriptors>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
     store_config: StoreConfig,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
+    /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
     config_sha256: String,
+    /// The envoy directory serving now, watched for changes with the file.
+    envoy_dir: Option<std::path::PathBuf>,
     clock: Arc<dyn Clock>,
 }
 
@@ -91,6 +99,10 @@ impl Service {
         ));
         Service {
             admin: config.admin.clone().map(shared),
+            envoy: config
+                .envoy
+                .as_ref()
+                .map(|envoy| shared(envoy.descriptors.clone())),
             metrics,
             gateway: config
                 .gateway
@@ -99,17 +111,28 @@ impl Service {
             engine: EngineHandle::from_arc(engine),
             store,
             store_config: config.store.clone(),
-            config_sha256: config.sha256.clone(),
+            config_sha256: config.fingerprint(),
+            envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
             clock,
         }
     }
 }
 
-/// What the admin listener answers: the decision API, `/healthz`, `/readyz`,
-/// `/metrics`, and the admin API and status page when the configuration has an
-/// `admin` section.
-pub fn admin_router(service: &Service) -> axum::Router {
+/// The decision API, `/healthz`, `/readyz` and `/metrics`; with an `envoy` section,
+/// envoyproxy/ratelimit's `POST /json` too: what `--listen` answers when there is no
+/// gateway.
+pub fn decision_router(service: &Service) -> axum::Router {
     let api = crate::api::router(service.engine.clone());
+    match envoy_door(service) {
+        Some(door) => api.merge(crate::envoy::json_router(door)),
+        None => api,
+    }
+}
+
+/// What the admin listener answers: [`decision_router`]'s routes, and the admin API
+/// and status page when the configuration has an `admin` section.
+pub fn admin_router(service: &Service) -> axum::Router {
+    let api = decision_router(service);
     match &service.admin {
         Some(admin) => api.merge(crate::admin::router(
             service.engine.clone(),
@@ -117,6 +140,16 @@ pub fn admin_router(service: &Service) -> axum::Router {
         )),
         None => api,
     }
+}
+
+/// The Envoy door of the service, when the configuration has an `envoy` section:
+/// what `serve_grpc` serves.
+pub fn envoy_door(service: &Service) -> Option<RateLimitDoor> {
+    let descriptors = service.envoy.as_ref()?;
+    Some(RateLimitDoor::new(
+        service.engine.clone(),
+        Arc::clone(descriptors),
+    ))
 }
 
 /// The store the configuration describes, and how the metrics watch it.

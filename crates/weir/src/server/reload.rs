@@ -9,7 +9,7 @@ use std::time::Duration;
 use weir_store::StoreError;
 
 use super::{Service, store};
-use crate::config::{Config, ConfigError, sha256_hex};
+use crate::config::{Config, ConfigError, fingerprint_of};
 use crate::engine::Engine;
 use crate::gateway::Gateway;
 
@@ -31,6 +31,10 @@ pub enum ReloadError {
     /// It would add or remove the admin API, whose listener is opened at start.
     #[error("adding or removing `admin` needs a restart")]
     AdminChange,
+    /// It would add or remove Envoy's rate limit service, whose listener is opened at
+    /// start.
+    #[error("adding or removing `envoy` needs a restart")]
+    EnvoyChange,
 }
 
 impl Service {
@@ -51,6 +55,9 @@ impl Service {
         if config.admin.is_some() != self.admin.is_some() {
             return Err(ReloadError::AdminChange);
         }
+        if config.envoy.is_some() != self.envoy.is_some() {
+            return Err(ReloadError::EnvoyChange);
+        }
         if config.store != self.store_config {
             let (store, watch) = store(&config.store, self.clock.clone()).await?;
             self.store = store;
@@ -64,7 +71,8 @@ impl Service {
             Arc::clone(&self.metrics),
         ));
         self.metrics.serving_config(&config.sha256);
-        self.config_sha256 = config.sha256.clone();
+        self.config_sha256 = config.fingerprint();
+        self.envoy_dir = config.envoy.as_ref().map(|envoy| envoy.dir.clone());
         let replaced = self.engine.current();
         self.engine.replace(Arc::clone(&engine));
         // The old engine's leases go back; the new one takes its own.
@@ -72,6 +80,9 @@ impl Service {
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
             shared.store(Arc::new(admin));
+        }
+        if let (Some(shared), Some(envoy)) = (&self.envoy, config.envoy) {
+            shared.store(Arc::new(envoy.descriptors));
         }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.store(Arc::new(Gateway::new(gateway, engine)));
@@ -83,6 +94,7 @@ impl Service {
     /// refused configuration is logged; the old one keeps serving.
     ///
     /// A change is a change of the file's SHA-256 (what `weir_config_loaded` names),
+    /// or with an `envoy` section of its directory's files (names and contents),
     /// looked at every second: a rewrite of the same size within the file system's
     /// time resolution is still seen, and a touch that changes nothing reloads nothing.
     /// It polls rather than asking the kernel (inotify): reading a small file once a
@@ -90,7 +102,9 @@ impl Service {
     /// editor's rename, a Kubernetes ConfigMap's symlink swap, a network file system)
     /// with no platform code or watcher crate.
     pub async fn watch(mut self, path: PathBuf) {
-        let fingerprint = |path: &Path| std::fs::read(path).ok().map(|bytes| sha256_hex(&bytes));
+        // With an `envoy` section, its directory's files count too: a change there
+        // reloads, and a refused file leaves the last good ones serving.
+        let fingerprint = |path: &Path, dir: Option<&Path>| fingerprint_of(path, dir);
         // What serves now, not what the file holds by now: a file changed before this
         // loop started is reloaded.
         let mut seen = Some(self.config_sha256.clone());
@@ -100,7 +114,7 @@ impl Service {
             let cause = tokio::select! {
                 _ = hangups.recv() => "SIGHUP",
                 _ = every.tick() => {
-                    let now = fingerprint(&path);
+                    let now = fingerprint(&path, self.envoy_dir.as_deref());
                     if now == seen { continue }
                     seen = now;
                     "the file changed"

@@ -37,3 +37,37 @@ pub fn serve_on_threads(
         })
         .collect()
 }
+
+/// Serves the Envoy door on each listener from its own thread, each with a
+/// single-threaded runtime, as [`serve_on_threads`] serves HTTP: a gRPC connection's
+/// calls and their store checks stay on one thread. Returns when `stopped` fires and
+/// every thread has finished its calls in flight.
+pub fn serve_grpc_on_threads(
+    listeners: Vec<std::net::TcpListener>,
+    door: crate::envoy::RateLimitDoor,
+    stopped: tokio::sync::watch::Receiver<()>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<std::io::Result<()>>>> {
+    listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let (door, mut stopped) = (door.clone(), stopped.clone());
+            std::thread::Builder::new()
+                .name(format!("weir-grpc-{i}"))
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    runtime.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        let shutdown = async move {
+                            let _ = stopped.changed().await;
+                        };
+                        crate::envoy::serve_grpc(listener, door, shutdown)
+                            .await
+                            .map_err(std::io::Error::other)
+                    })
+                })
+        })
+        .collect()
+}

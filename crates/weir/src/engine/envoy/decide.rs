@@ -1,0 +1,335 @@
+//! `ShouldRateLimit` decided: each descriptor's limit looked up, `replaces` applied,
+//! the counted ones checked on the store in one call, and the statuses composed as
+//! envoyproxy/ratelimit composes them.
+//!
+//! Store keys: rule [`RULE`], identity the domain and the request's entries
+//! (`domain|key=value|key=value`, with `\`, `|` and `=` escaped), so that a wildcard
+//! or value-less descriptor counts per value, as in envoyproxy/ratelimit, and no two
+//! descriptors share a key unless their entries are the same.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use weir_core::Decision;
+use weir_store::{Check, Key, Store, StoreError};
+
+use super::{
+    CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
+    Unit,
+};
+use crate::engine::{Engine, key};
+use crate::metrics::EnvoyOutcome;
+
+/// The rule name the descriptors' counters are kept under.
+pub const RULE: &str = "envoy";
+
+impl Engine {
+    /// Decides a `ShouldRateLimit` request against `limits`. An unknown domain, or a
+    /// descriptor that matches no limit, is OK. A store that cannot decide is an
+    /// error: the door answers `UNAVAILABLE`, and Envoy's own failure mode decides.
+    pub async fn should_rate_limit(
+        &self,
+        limits: &Descriptors,
+        ask: &EnvoyAsk<'_>,
+    ) -> Result<EnvoyAnswer, StoreError> {
+        let applied = applied(limits, ask);
+        // A key only for the descriptors that can be over their limit.
+        let keys: Vec<String> = ask
+            .descriptors
+            .iter()
+            .zip(&applied)
+            .map(|(d, limit)| match limit.as_deref().map(|l| l.quota) {
+                Some(Quota::Counted(_) | Quota::Zero) => {
+                    key::stored_form(&identity(ask.domain, &d.entries)).into_owned()
+                }
+                _ => String::new(),
+            })
+            .collect();
+        let counted = |shadow: bool| {
+            applied
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, limit)| match limit.as_deref() {
+                    Some(DescriptorLimit {
+                        quota: Quota::Counted(policy),
+                        shadow_mode,
+                        ..
+                    }) if !limits.all_or_nothing || *shadow_mode == shadow => Some((i, policy)),
+                    _ => None,
+                })
+        };
+        let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
+        let mut fell_back = false;
+        // All-or-nothing binds the enforcing limits together; shadow limits are
+        // counted apart, so that they never hold the others back.
+        let groups: &[bool] = if limits.all_or_nothing {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &shadow in groups {
+            let indexes: Vec<usize> = counted(shadow).map(|(i, _)| i).collect();
+            let checks: Vec<Check<'_>> = counted(shadow)
+                .map(|(i, policy)| Check {
+                    key: Key {
+                        rule: RULE,
+                        identity: &keys[i],
+                    },
+                    policy,
+                    cost: ask.descriptors[i].hits,
+                })
+                .collect();
+            if checks.is_empty() {
+                continue;
+            }
+            let decided = match self
+                .decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
+                .await
+            {
+                Ok(decided) => decided,
+                Err(error) => match self.on_fallback(limits, &checks, error).await {
+                    Ok(decided) => {
+                        fell_back = true;
+                        decided
+                    }
+                    Err(error) => {
+                        for _ in &checks {
+                            self.metrics.envoy_descriptor(EnvoyOutcome::Unavailable);
+                        }
+                        return Err(error);
+                    }
+                },
+            };
+            for (i, decision) in indexes.into_iter().zip(decided) {
+                decisions[i] = Some(decision);
+            }
+        }
+        let statuses: Vec<DescriptorAnswer> = applied
+            .iter()
+            .zip(&decisions)
+            .zip(&ask.descriptors)
+            .map(|((limit, decision), asked)| self.status(limit.as_deref(), *decision, asked.hits))
+            .collect();
+        for ((status, limit), decision) in statuses.iter().zip(&applied).zip(&decisions) {
+            let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
+                None => EnvoyOutcome::NoLimit,
+                Some((Quota::Unlimited, _)) => EnvoyOutcome::Unlimited,
+                _ if status.over_limit => EnvoyOutcome::OverLimit,
+                Some((_, true)) if decision.is_some_and(|d| !d.allowed) => {
+                    EnvoyOutcome::ShadowOverLimit
+                }
+                _ if fell_back && decision.is_some() => EnvoyOutcome::Fallback,
+                _ => EnvoyOutcome::Ok,
+            };
+            self.metrics.envoy_descriptor(outcome);
+        }
+        for (status, key) in statuses.iter().zip(&keys) {
+            if status.over_limit {
+                // At info, at most once a minute per key (and 20 a second in all).
+                self.log_denial(RULE, key, None, None, "ShouldRateLimit: over the limit");
+            }
+        }
+        let over_limit = !limits.shadow_mode && statuses.iter().any(|s| s.over_limit);
+        Ok(EnvoyAnswer {
+            over_limit,
+            statuses,
+        })
+    }
+
+    /// The checks decided on the store: together, or (`all_or_nothing` off) each on
+    /// its own, as envoyproxy/ratelimit charges every descriptor that is within its
+    /// limit. One store call when all pass; when one is over, the others are charged
+    /// one by one.
+    ///
+    /// Charged as there, a descriptor over its limit also spends what its window had
+    /// left: envoyproxy/ratelimit counts hits past the limit, so after an over-limit
+    /// answer every hit is over until the window ends, however few the hits; a hit
+    /// of several units (`hits_addend`) that did not fit must not leave room for
+    /// smaller ones. (weir's fixed window never counts past its limit, so it fills
+    /// it instead; a look, 0 hits, at a full window is OK with 0 remaining, where
+    /// envoyproxy/ratelimit, counting past, says over.)
+    async fn decide_checks(
+        &self,
+        store: &dyn Store,
+        checks: &[Check<'_>],
+        all_or_nothing: bool,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let mut decisions = store.check_all(checks).await?;
+        if all_or_nothing || decisions.iter().all(|d| d.allowed) {
+            return Ok(decisions);
+        }
+        // Nothing was consumed: charge the ones that passed, fill the ones that did not.
+        for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
+            if decision.allowed && check.cost > 0 {
+                *decision = store.check(check.key, check.policy, check.cost).await?;
+            } else if !decision.allowed && check.cost > 0 && decision.remaining > 0 {
+                store
+                    .check(check.key, check.policy, decision.remaining)
+                    .await?;
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// The checks the shared store could not decide (`error`), decided on this
+    /// instance's local fallback with its share of each limit when the descriptors
+    /// fail open and the error is an outage; else the error.
+    async fn on_fallback(
+        &self,
+        limits: &Descriptors,
+        checks: &[Check<'_>],
+        error: StoreError,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let fallback = self
+            .fallback_store()
+            .filter(|_| limits.fail_open && error.is_unavailable());
+        let Some(fallback) = fallback else {
+            return Err(error);
+        };
+        self.log_fallback(&error);
+        let shares: Vec<Quota> = checks
+            .iter()
+            .map(|c| Quota::Counted(*c.policy).share(limits.fallback_instances))
+            .collect();
+        let mut decisions = Vec::with_capacity(checks.len());
+        let mut shared = Vec::with_capacity(checks.len());
+        for (check, share) in checks.iter().zip(&shares) {
+            match share {
+                Quota::Counted(policy) => shared.push(Check { policy, ..*check }),
+                // A share of nothing (never: a limit of 1 or more shares to 1 or more).
+                _ => shared.push(*check),
+            }
+        }
+        decisions.extend(
+            self.decide_checks(fallback, &shared, limits.all_or_nothing)
+                .await?,
+        );
+        Ok(decisions)
+    }
+
+    /// One descriptor's status from its limit and the store's decision.
+    fn status(
+        &self,
+        limit: Option<&DescriptorLimit>,
+        decision: Option<Decision>,
+        hits: u64,
+    ) -> DescriptorAnswer {
+        let Some(limit) = limit else {
+            return DescriptorAnswer::no_limit();
+        };
+        let (over, remaining, until_reset) = match (limit.quota, decision) {
+            (Quota::Unlimited, _) => return DescriptorAnswer::unlimited(),
+            (Quota::Counted(policy), Some(d)) => {
+                // A fixed window's end, even when nothing is counted in it yet (as
+                // envoyproxy/ratelimit reports it); other algorithms' own time to full.
+                let fixed = policy.algorithm() == weir_core::Algorithm::FixedWindow;
+                let left = if d.reset_after.is_zero() && fixed {
+                    self.window_left(limit.unit)
+                } else {
+                    d.reset_after
+                };
+                let until = d.retry_after.unwrap_or(left);
+                let remaining = u32::try_from(d.remaining).unwrap_or(u32::MAX);
+                (!d.allowed, if d.allowed { remaining } else { 0 }, until)
+            }
+            // A zero limit, or (never) a counted one left undecided.
+            _ => (hits > 0, 0, self.window_left(limit.unit)),
+        };
+        DescriptorAnswer {
+            over_limit: over && !limit.shadow_mode,
+            limit: Some(CurrentLimit {
+                name: limit.name.clone().unwrap_or_default(),
+                requests_per_unit: limit.requests_per_unit,
+                unit: limit.unit,
+            }),
+            remaining,
+            until_reset: Some(until_reset),
+        }
+    }
+
+    /// What is left of the current window of `unit` (windows aligned to the epoch).
+    fn window_left(&self, unit: Unit) -> Duration {
+        let period = u64::try_from(unit.period().as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(period - self.clock.now() % period)
+    }
+}
+
+/// Each descriptor's limit: the one it was sent with, else the configuration's; an
+/// unlimited one stays (it is answered as such); a named limit that another matched
+/// limit `replaces` is dropped.
+fn applied<'l>(
+    limits: &'l Descriptors,
+    ask: &EnvoyAsk<'_>,
+) -> Vec<Option<Cow<'l, DescriptorLimit>>> {
+    let mut applied: Vec<Option<Cow<'l, DescriptorLimit>>> = ask
+        .descriptors
+        .iter()
+        .map(|d| match d.limit {
+            Some((requests_per_unit, unit)) => Some(Cow::Owned(DescriptorLimit::counted(
+                requests_per_unit,
+                unit,
+            ))),
+            None => limits
+                .lookup(ask.domain, d.entries.iter().copied())
+                .map(Cow::Borrowed),
+        })
+        .collect();
+    let replaced: Vec<String> = applied
+        .iter()
+        .flatten()
+        .flat_map(|limit| limit.replaces.iter().cloned())
+        .collect();
+    if !replaced.is_empty() {
+        for slot in &mut applied {
+            let drop = slot.as_deref().is_some_and(|limit| {
+                limit.quota != Quota::Unlimited
+                    && limit
+                        .name
+                        .as_ref()
+                        .is_some_and(|name| replaced.contains(name))
+            });
+            if drop {
+                *slot = None;
+            }
+        }
+    }
+    applied
+}
+
+/// The identity a descriptor's counter is kept under: the domain and the entries,
+/// escaped so that different entries never meet.
+fn identity(domain: &str, entries: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(domain.len() + entries.len() * 16);
+    escape(&mut out, domain);
+    for (key, value) in entries {
+        out.push('|');
+        escape(&mut out, key);
+        out.push('=');
+        escape(&mut out, value);
+    }
+    out
+}
+
+fn escape(out: &mut String, text: &str) {
+    for c in text.chars() {
+        if matches!(c, '\\' | '|' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_never_meet() {
+        assert_eq!(identity("d", &[("k", "v")]), "d|k=v");
+        assert_ne!(
+            identity("d", &[("a", "b|c=d")]),
+            identity("d", &[("a", "b"), ("c", "d")])
+        );
+        assert_ne!(identity("d|a", &[]), identity("d", &[("a", "")]));
+    }
+}

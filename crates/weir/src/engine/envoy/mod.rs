@@ -1,0 +1,12 @@
+//! Envoy's rate limit service (`ShouldRateLimit`) as the engine decides it: the
+//! descriptor limits of envoyproxy/ratelimit's configuration ([`Descriptors`]), a
+//! request's descriptors ([`EnvoyAsk`]) and the answer per descriptor
+//! ([`EnvoyAnswer`]). The gRPC door translates the protocol's messages to and from
+//! these; the decisions are the store's, as every door's are.
+
+mod ask;
+mod decide;
+mod limits;
+
+pub use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk};
+pub use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, TreeError, Unit};

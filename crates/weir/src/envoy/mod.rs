@@ -1,0 +1,71 @@
+//! The Envoy door: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` over
+//! gRPC (tonic), with `grpc.health.v1` beside it, so that Envoy's global rate limit
+//! filter can use weir in place of envoyproxy/ratelimit.
+//!
+//! It translates and nothing more: the protocol's request into the engine's
+//! [`EnvoyAsk`](crate::engine::EnvoyAsk) (`translate`), the engine's answer back, and
+//! a store that cannot decide into `UNAVAILABLE`, so that Envoy's own failure mode
+//! (`failure_mode_deny`) decides, at once rather than after Envoy's timeout. `serve`
+//! runs the gRPC server on a listener.
+
+mod json;
+mod serve;
+mod translate;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use tonic::{Request, Response, Status};
+
+pub use self::json::json_router;
+pub use self::serve::serve_grpc;
+use crate::engine::{Descriptors, EngineHandle};
+
+/// The descriptors a door answers by: replaced whole by a reload, as the engine is.
+pub type SharedDescriptors = Arc<ArcSwap<Descriptors>>;
+
+/// Answers `ShouldRateLimit` with the engine, by the descriptors configured now.
+#[derive(Debug, Clone)]
+pub struct RateLimitDoor {
+    engine: EngineHandle,
+    descriptors: SharedDescriptors,
+}
+
+impl RateLimitDoor {
+    /// A door deciding with `engine` by `descriptors`.
+    pub fn new(engine: EngineHandle, descriptors: SharedDescriptors) -> Self {
+        Self {
+            engine,
+            descriptors,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RateLimitDoor {
+    async fn should_rate_limit(
+        &self,
+        request: Request<RateLimitRequest>,
+    ) -> Result<Response<RateLimitResponse>, Status> {
+        self.decide(&request.into_inner()).await.map(Response::new)
+    }
+}
+
+impl RateLimitDoor {
+    /// The answer to one request: what gRPC and `/json` both send.
+    async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
+        let ask = translate::ask(request)?;
+        let engine = self.engine.current();
+        let descriptors = self.descriptors.load();
+        let answer = engine
+            .should_rate_limit(&descriptors, &ask)
+            .await
+            .map_err(|error| {
+                tracing::warn!(%error, domain = ask.domain, "ShouldRateLimit: the store cannot decide");
+                Status::unavailable("the rate limit store cannot decide now")
+            })?;
+        Ok(translate::response(&answer, descriptors.response_headers))
+    }
+}

@@ -1,0 +1,233 @@
+//! `weir check-config` on envoyproxy/ratelimit's own configuration test files
+//! (`tests/envoy/upstream`, copied unchanged): the files that service accepts are
+//! accepted, and each it refuses is refused with the same reason, naming the file, the
+//! line and the field.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+mod common;
+
+#[path = "envoy/harness.rs"]
+mod harness;
+
+use common::weir;
+use harness::{config_dir, fixture};
+
+/// `check-config` on an `envoy:` section over `files`: success, standard output and
+/// standard error.
+fn check(files: &[(&str, String)]) -> (bool, String, String) {
+    let dir = config_dir(files, "", "");
+    let out = weir()
+        .arg("check-config")
+        .arg("weir.yaml")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_files_upstream_accepts_are_accepted() {
+    for name in [
+        "basic_config.yaml",
+        "wildcard.yaml",
+        "shadowmode_config.yaml",
+        "metadata.yaml",
+        "share_threshold.yaml",
+        "merge_domain_key1.yaml",
+        "merge_domain_key2.yaml",
+    ] {
+        let (ok, stdout, stderr) = check(&[fixture(name)]);
+        assert!(ok, "{name}: {stderr}");
+        assert!(
+            stdout.contains("ok (0 rules, 1 envoy domains from 1 files in rl)"),
+            "{name}: {stdout}"
+        );
+    }
+    let (ok, stdout, stderr) = check(&[fixture("basic_config.yaml"), fixture("wildcard.yaml")]);
+    assert!(!ok, "two files of one domain: {stdout}");
+    assert!(
+        stderr.contains("duplicate domain `test-domain`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_files_upstream_refuses_are_refused_with_file_line_and_field() {
+    let cases = [
+        (
+            "bad_limit_unit.yaml",
+            "rl/bad_limit_unit.yaml:6:13: descriptors[0].rate_limit.unit: invalid rate limit unit 'foo'",
+        ),
+        (
+            "bad_yaml.yaml",
+            "rl/bad_yaml.yaml:1:1: this quote is never closed",
+        ),
+        (
+            "empty_domain.yaml",
+            "rl/empty_domain.yaml: domain: config file cannot have empty domain",
+        ),
+        (
+            "duplicate_key.yaml",
+            "rl/duplicate_key.yaml:6:5: descriptors[1].key: duplicate descriptor composite key `test-domain.key1_value1`",
+        ),
+        (
+            "empty_key.yaml",
+            "rl/empty_key.yaml:3:5: descriptors[0].key: descriptor has empty key",
+        ),
+        (
+            "misspelled_key.yaml",
+            "rl/misspelled_key.yaml:5:5: descriptors[0].ratelimit: unknown field `ratelimit`",
+        ),
+        (
+            "misspelled_key2.yaml",
+            "rl/misspelled_key2.yaml:7:7: descriptors[0].rate_limit.requestsperunit: unknown field `requestsperunit`",
+        ),
+        (
+            "non_map_list.yaml",
+            "rl/non_map_list.yaml:3:5: descriptors[0]: expected fields here",
+        ),
+        (
+            "non_string_key.yaml",
+            "rl/non_string_key.yaml:1:1: 0.25: config error, key is not of type string: 0.25",
+        ),
+        (
+            "replaces_empty.yaml",
+            "rl/replaces_empty.yaml:10:15: descriptors[0].descriptors[0].rate_limit.replaces[0].name: should not have an empty replaces entry",
+        ),
+        (
+            "replaces_self.yaml",
+            "rl/replaces_self.yaml:10:15: descriptors[0].descriptors[0].rate_limit.replaces[0].name: replaces should not contain name of same descriptor",
+        ),
+        (
+            "unlimited_with_unit.yaml",
+            "rl/unlimited_with_unit.yaml:6:13: descriptors[0].rate_limit.unit: should not specify rate limit unit when unlimited",
+        ),
+    ];
+    for (name, want) in cases {
+        let (ok, _, stderr) = check(&[fixture(name)]);
+        assert!(!ok, "{name} accepted");
+        assert!(
+            stderr.starts_with(&format!("weir: {want}")),
+            "{name}: {stderr}"
+        );
+    }
+    // duplicate_domain.yaml beside basic_config.yaml (same domain), as upstream tests it.
+    let (ok, _, stderr) = check(&[
+        fixture("basic_config.yaml"),
+        fixture("duplicate_domain.yaml"),
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.starts_with(
+            "weir: rl/duplicate_domain.yaml:1:9: domain: duplicate domain `test-domain`"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn weir_refuses_what_it_does_not_implement_and_bad_values() {
+    let cases = [
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+            "rl/a.yaml:4:17: descriptors[0].quota_mode: quota_mode is not implemented by weir",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
+            "rl/a.yaml:4:51: descriptors[0].rate_limit.requests_per_unit: requests_per_unit must be a whole number, got `-1`",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 1}\n",
+            "rl/a.yaml:4:17: descriptors[0].rate_limit.unit: invalid rate limit unit ''",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n",
+            "rl/a.yaml:3:5: descriptors[0].share_threshold: share_threshold can only be used with wildcard values",
+        ),
+        (
+            "# nothing\n",
+            "rl/a.yaml: domain: config file cannot have empty domain",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    x-weir: {period: 30s}\n",
+            "rl/a.yaml:4:13: descriptors[0].x-weir: x-weir needs a rate_limit beside it",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {algorithm: gcrb}\n",
+            "rl/a.yaml:5:25: descriptors[0].x-weir.algorithm: unknown variant `gcrb`",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {burst: 5}\n",
+            "rl/a.yaml:5:21: descriptors[0].x-weir: burst applies to token_bucket, gcra and leaky_bucket",
+        ),
+    ];
+    for (text, want) in cases {
+        let (ok, _, stderr) = check(&[("a.yaml", text.to_owned())]);
+        assert!(!ok, "{text} accepted");
+        assert!(
+            stderr.starts_with(&format!("weir: {want}")),
+            "{text}: {stderr}"
+        );
+    }
+    // A number where a string is wanted is read as its text, as upstream reads it.
+    let (ok, _, stderr) = check(&[(
+        "a.yaml",
+        "domain: d\ndescriptors:\n  - key: k\n    value: 12\n    rate_limit: {unit: SECOND, requests_per_unit: 1}\n".to_owned(),
+    )]);
+    assert!(ok, "{stderr}");
+}
+
+#[test]
+fn a_missing_directory_names_the_section() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("weir.yaml"),
+        "envoy:\n  config_dir: nowhere\n",
+    )
+    .unwrap();
+    let out = weir()
+        .arg("check-config")
+        .arg("weir.yaml")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("weir: weir.yaml:2:15: envoy.config_dir: cannot read `nowhere`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_examples_are_valid() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/envoy");
+    for (config, summary) in [
+        ("weir.yaml", "ok (0 rules, 1 envoy domains from 1 files in"),
+        (
+            "ai/weir.yaml",
+            "ok (0 rules, 1 envoy domains from 1 files in",
+        ),
+    ] {
+        let out = weir()
+            .arg("check-config")
+            .arg(examples.join(config))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{config}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains(summary), "{config}: {stdout}");
+    }
+}

@@ -1,0 +1,470 @@
+//! Envoy's rate limit service over gRPC, in process on a loopback port with a manual
+//! clock: envoyproxy/ratelimit's own configuration test files (`tests/envoy/upstream`)
+//! through `ShouldRateLimit` (the lookups of its `config_test.go`), and the answers'
+//! semantics: counting per value, `hits_addend`, `overall_code`, the statuses,
+//! shadow mode, `replaces`, the charging of the other descriptors, health.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+#[path = "envoy/harness.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use envoy_types::pb::google::protobuf::UInt64Value;
+use harness::{Harness, config_dir, fixture, request};
+
+/// A descriptor's entries, `(key, value)`.
+type Entries<'a> = &'a [(&'a str, &'a str)];
+
+/// A limit as `(requests_per_unit, unit, name)`.
+type Limit<'a> = (u32, Unit, &'a str);
+
+const OK: i32 = Code::Ok as i32;
+const OVER: i32 = Code::OverLimit as i32;
+
+/// A status's limit as `(requests_per_unit, unit, name)`.
+fn limit_of(status: &DescriptorStatus) -> Option<(u32, Unit, String)> {
+    status.current_limit.as_ref().map(|l| {
+        (
+            l.requests_per_unit,
+            Unit::try_from(l.unit).unwrap(),
+            l.name.clone(),
+        )
+    })
+}
+
+fn codes(response: &RateLimitResponse) -> (i32, Vec<i32>) {
+    (
+        response.overall_code,
+        response.statuses.iter().map(|s| s.code).collect(),
+    )
+}
+
+async fn basic() -> Harness {
+    Harness::memory(config_dir(&[fixture("basic_config.yaml")], "", "")).await
+}
+
+/// `TestBasicConfig` of envoyproxy/ratelimit's config tests, asked through the service.
+#[tokio::test]
+async fn basic_config_finds_the_limits_its_own_tests_expect() {
+    let weir = basic().await;
+    let cases: &[(Entries, Option<Limit>)] = &[
+        (&[("key1", "something")], None),
+        (&[("key1", "value1")], None),
+        (&[("key2", "value2"), ("subkey", "subvalue")], None),
+        (&[("key5", "value5"), ("subkey5", "subvalue")], None),
+        (
+            &[("key1", "value1"), ("subkey1", "something")],
+            Some((5, Unit::Second, "")),
+        ),
+        (
+            &[("key1", "value1"), ("subkey1", "subvalue1")],
+            Some((10, Unit::Second, "")),
+        ),
+        (&[("key2", "something")], Some((20, Unit::Minute, ""))),
+        (&[("key2", "value2")], Some((30, Unit::Minute, ""))),
+        (&[("key2", "value3")], None),
+        (&[("key3", "foo")], Some((1, Unit::Hour, ""))),
+        (&[("key4", "foo")], Some((1, Unit::Day, "key4_rate_limit"))),
+        (
+            &[("key7", "unspecified_value")],
+            Some((70, Unit::Minute, "")),
+        ),
+        (
+            &[("key5", "value5"), ("subkey5", "subvalue5")],
+            Some((25, Unit::Day, "")),
+        ),
+    ];
+    for (entries, want) in cases {
+        let response = weir.ask("test-domain", &[entries]).await;
+        assert_eq!(response.overall_code, OK, "{entries:?}");
+        let got = limit_of(&response.statuses[0]);
+        let want = want.map(|(n, unit, name)| (n, unit, name.to_owned()));
+        assert_eq!(got, want, "{entries:?}");
+        if want.is_none() {
+            assert_eq!(response.statuses[0].limit_remaining, 0, "{entries:?}");
+        }
+    }
+    // Unlimited: OK, no limit, everything remaining.
+    let response = weir.ask("test-domain", &[&[("key6", "foo")]]).await;
+    assert_eq!(codes(&response), (OK, vec![OK]));
+    assert_eq!(response.statuses[0].current_limit, None);
+    assert_eq!(response.statuses[0].limit_remaining, u32::MAX);
+    // An unknown domain is OK.
+    let response = weir.ask("foo_domain", &[&[("key2", "value2")]]).await;
+    assert_eq!(codes(&response), (OK, vec![OK]));
+    assert_eq!(response.statuses[0].current_limit, None);
+}
+
+#[tokio::test]
+async fn past_the_limit_is_over_until_the_window_ends() {
+    let weir = basic().await;
+    let key3 = [("key3", "foo")];
+    let first = weir.ask("test-domain", &[&key3]).await;
+    assert_eq!(codes(&first), (OK, vec![OK]));
+    assert_eq!(first.statuses[0].limit_remaining, 0);
+    // 10 s into the hour: 3,590 s until its window ends.
+    let reset = first.statuses[0].duration_until_reset.unwrap();
+    assert_eq!((reset.seconds, reset.nanos), (3_590, 0));
+    let second = weir.ask("test-domain", &[&key3]).await;
+    assert_eq!(codes(&second), (OVER, vec![OVER]));
+    assert_eq!(second.statuses[0].limit_remaining, 0);
+    assert_eq!(limit_of(&second.statuses[0]).unwrap().0, 1);
+    weir.clock.advance(Duration::from_secs(3_589));
+    let still = weir.ask("test-domain", &[&key3]).await;
+    assert_eq!(still.overall_code, OVER);
+    assert_eq!(still.statuses[0].duration_until_reset.unwrap().seconds, 1);
+    weir.clock.advance(Duration::from_secs(1));
+    let next = weir.ask("test-domain", &[&key3]).await;
+    assert_eq!(codes(&next), (OK, vec![OK]));
+}
+
+#[tokio::test]
+async fn a_value_less_descriptor_counts_each_value_apart() {
+    let weir = basic().await;
+    // key2: 20 a minute per value.
+    for _ in 0..20 {
+        assert_eq!(
+            weir.ask("test-domain", &[&[("key2", "a")]])
+                .await
+                .overall_code,
+            OK
+        );
+    }
+    assert_eq!(
+        weir.ask("test-domain", &[&[("key2", "a")]])
+            .await
+            .overall_code,
+        OVER
+    );
+    let b = weir.ask("test-domain", &[&[("key2", "b")]]).await;
+    assert_eq!(codes(&b), (OK, vec![OK]));
+    assert_eq!(b.statuses[0].limit_remaining, 19);
+    // The same entries in another domain are another counter (unknown domain: OK).
+    assert_eq!(
+        weir.ask("other", &[&[("key2", "a")]]).await.overall_code,
+        OK
+    );
+}
+
+#[tokio::test]
+async fn hits_addend_on_the_request_and_per_descriptor() {
+    let weir = basic().await;
+    let entries: &[(&str, &str)] = &[("key2", "value2")]; // 30 a minute
+    let mut ask = request("test-domain", &[entries]);
+    ask.hits_addend = 5;
+    let response = weir.send(ask.clone()).await.unwrap();
+    assert_eq!(response.statuses[0].limit_remaining, 25);
+    // A descriptor's own hits_addend wins over the request's; 0 only looks.
+    ask.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
+    let looked = weir.send(ask.clone()).await.unwrap();
+    assert_eq!(codes(&looked), (OK, vec![OK]));
+    assert_eq!(looked.statuses[0].limit_remaining, 25);
+    ask.descriptors[0].hits_addend = Some(UInt64Value { value: 26 });
+    let over = weir.send(ask.clone()).await.unwrap();
+    assert_eq!(codes(&over), (OVER, vec![OVER]));
+    // As in envoyproxy/ratelimit (which counts the 26 past the limit), every hit is
+    // over until the window ends: the window was filled.
+    ask.descriptors[0].hits_addend = Some(UInt64Value { value: 1 });
+    let rest = weir.send(ask.clone()).await.unwrap();
+    assert_eq!(codes(&rest), (OVER, vec![OVER]));
+    weir.clock.advance(Duration::from_secs(50));
+    assert_eq!(weir.send(ask).await.unwrap().overall_code, OK);
+}
+
+#[tokio::test]
+async fn all_or_nothing_spends_nothing_on_a_denial() {
+    let weir = Harness::memory(config_dir(
+        &[fixture("basic_config.yaml")],
+        "  all_or_nothing: true\n",
+        "",
+    ))
+    .await;
+    let mut ask = request("test-domain", &[&[("key2", "value2")]]); // 30 a minute
+    ask.hits_addend = 26;
+    assert_eq!(weir.send(ask.clone()).await.unwrap().overall_code, OK);
+    assert_eq!(weir.send(ask.clone()).await.unwrap().overall_code, OVER);
+    // weir's way: the denied 26 took nothing; the 4 left are there.
+    ask.hits_addend = 4;
+    let rest = weir.send(ask).await.unwrap();
+    assert_eq!(codes(&rest), (OK, vec![OK]));
+    assert_eq!(rest.statuses[0].limit_remaining, 0);
+}
+
+/// Two descriptors, the first (key3: 1 an hour) spent: is the second charged?
+async fn second_remaining_after_a_denial(options: &str) -> u32 {
+    let weir = Harness::memory(config_dir(&[fixture("basic_config.yaml")], options, "")).await;
+    let spent: &[(&str, &str)] = &[("key3", "x")];
+    let other: &[(&str, &str)] = &[("key2", "value2")];
+    weir.ask("test-domain", &[spent]).await;
+    let response = weir.ask("test-domain", &[spent, other]).await;
+    assert_eq!(codes(&response), (OVER, vec![OVER, OK]));
+    let after = weir.ask("test-domain", &[other]).await;
+    after.statuses[0].limit_remaining
+}
+
+#[tokio::test]
+async fn a_denied_request_charges_the_others_unless_all_or_nothing() {
+    // As envoyproxy/ratelimit: the descriptor within its limit is charged (30 - 2).
+    assert_eq!(second_remaining_after_a_denial("").await, 28);
+    // weir's way: nothing consumed elsewhere (30 - 1).
+    assert_eq!(
+        second_remaining_after_a_denial("  all_or_nothing: true\n").await,
+        29
+    );
+}
+
+#[tokio::test]
+async fn shadow_mode_per_descriptor_and_global() {
+    let weir = Harness::memory(config_dir(&[fixture("shadowmode_config.yaml")], "", "")).await;
+    // key2: 20 a minute, in shadow mode: never over, though counted.
+    for _ in 0..21 {
+        let response = weir.ask("test-domain", &[&[("key2", "x")]]).await;
+        assert_eq!(codes(&response), (OK, vec![OK]));
+    }
+    let response = weir.ask("test-domain", &[&[("key2", "x")]]).await;
+    assert_eq!(response.statuses[0].limit_remaining, 0);
+    // Global shadow mode: the status says over, the request is OK.
+    let weir = Harness::memory(config_dir(
+        &[fixture("basic_config.yaml")],
+        "  shadow_mode: true\n",
+        "",
+    ))
+    .await;
+    weir.ask("test-domain", &[&[("key3", "x")]]).await;
+    let response = weir.ask("test-domain", &[&[("key3", "x")]]).await;
+    assert_eq!(codes(&response), (OK, vec![OVER]));
+}
+
+#[tokio::test]
+async fn wildcards_match_as_upstream_documents() {
+    let weir = Harness::memory(config_dir(&[fixture("wildcard.yaml")], "", "")).await;
+    let cases: &[(Entries, Option<u32>)] = &[
+        (&[("wild", "foo1")], Some(20)),
+        (&[("wild", "foo")], Some(20)),
+        (&[("wild", "bar")], None),
+        (&[("noWild", "foo1")], None),
+        (&[("noWild", "foo")], Some(20)),
+        (&[("noVal", "anything")], Some(20)),
+        (&[("midWild", "barab")], Some(20)),
+        (&[("midWild", "barb")], Some(20)),
+        (&[("midWild", "barba")], None),
+        (&[("multiWild", "foo1bar2baz")], Some(10)),
+        (&[("multiWild", "foobarbaz")], Some(10)),
+        (&[("multiWild", "foo1baz")], None),
+        (&[("nestedWild", "val1"), ("wild", "goo2")], Some(20)),
+        (&[("nestedWild", "val1"), ("wild", "foo")], None),
+    ];
+    for (entries, want) in cases {
+        let response = weir.ask("test-domain", &[entries]).await;
+        let got = limit_of(&response.statuses[0]).map(|l| l.0);
+        assert_eq!(got, *want, "{entries:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_limit_that_another_replaces_is_not_applied() {
+    let file = "domain: d
+descriptors:
+  - key: general
+    rate_limit: {name: general, unit: hour, requests_per_unit: 1}
+  - key: vip
+    rate_limit: {unit: hour, requests_per_unit: 100, replaces: [{name: general}]}
+";
+    let weir = Harness::memory(config_dir(&[("d.yaml", file.to_owned())], "", "")).await;
+    let general: &[(&str, &str)] = &[("general", "x")];
+    let vip: &[(&str, &str)] = &[("vip", "x")];
+    weir.ask("d", &[general]).await;
+    assert_eq!(weir.ask("d", &[general]).await.overall_code, OVER);
+    // With vip beside it, general's limit is replaced: no limit, OK.
+    let response = weir.ask("d", &[general, vip]).await;
+    assert_eq!(codes(&response), (OK, vec![OK, OK]));
+    assert_eq!(response.statuses[0].current_limit, None);
+    assert_eq!(limit_of(&response.statuses[1]).unwrap().0, 100);
+}
+
+#[tokio::test]
+async fn a_limit_sent_with_the_descriptor_is_used() {
+    let weir = basic().await;
+    let mut ask = request("test-domain", &[&[("anything", "x")]]);
+    ask.descriptors[0].limit = Some(RateLimitOverride {
+        requests_per_unit: 2,
+        unit: Unit::Minute as i32,
+    });
+    for code in [OK, OK, OVER] {
+        let response = weir.send(ask.clone()).await.unwrap();
+        assert_eq!(response.overall_code, code);
+        assert_eq!(limit_of(&response.statuses[0]).unwrap().0, 2);
+    }
+    ask.descriptors[0].limit = Some(RateLimitOverride {
+        requests_per_unit: 2,
+        unit: Unit::Unknown as i32,
+    });
+    let refused = weir.send(ask).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn a_request_without_a_domain_or_descriptors_is_an_invalid_argument() {
+    let weir = basic().await;
+    let no_domain = weir
+        .send(request("", &[&[("key2", "x")]]))
+        .await
+        .unwrap_err();
+    assert_eq!(no_domain.code(), tonic::Code::InvalidArgument);
+    let none = weir.send(request("test-domain", &[])).await.unwrap_err();
+    assert_eq!(none.code(), tonic::Code::InvalidArgument);
+    // Bounded: 256 descriptors of 64 entries at most.
+    let entries: Vec<(&str, &str)> = vec![("key2", "x"); 64];
+    let many: Vec<&[(&str, &str)]> = vec![&entries[..]; 256];
+    assert!(weir.send(request("test-domain", &many)).await.is_ok());
+    let more: Vec<&[(&str, &str)]> = vec![&entries[..1]; 257];
+    let refused = weir.send(request("test-domain", &more)).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    let long: Vec<(&str, &str)> = vec![("key2", "x"); 65];
+    let refused = weir
+        .send(request("test-domain", &[&long]))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn rate_limit_headers_for_the_descriptor_closest_to_its_limit() {
+    let weir = Harness::memory(config_dir(
+        &[fixture("basic_config.yaml")],
+        "  response_headers: true\n",
+        "",
+    ))
+    .await;
+    let response = weir
+        .ask("test-domain", &[&[("key2", "value2")], &[("key2", "x")]])
+        .await;
+    let headers: Vec<(&str, &str)> = response
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.as_str(), h.value.as_str()))
+        .collect();
+    // key2 (20 a minute, 19 left) is closer than key2_value2 (30, 29 left); 50 s left.
+    assert_eq!(
+        headers,
+        [
+            ("RateLimit-Limit", "20"),
+            ("RateLimit-Remaining", "19"),
+            ("RateLimit-Reset", "50")
+        ]
+    );
+    // Off by default.
+    let plain = basic().await.ask("test-domain", &[&[("key2", "x")]]).await;
+    assert!(plain.response_headers_to_add.is_empty());
+}
+
+#[tokio::test]
+async fn health_is_served_for_the_server_and_the_rate_limit_service() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let weir = basic().await;
+    let mut health = HealthClient::new(weir.channel.clone());
+    for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
+        // The rate limit service is reported once the first look at the store is made.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let answer = health
+                .check(HealthCheckRequest {
+                    service: service.to_owned(),
+                })
+                .await;
+            match answer {
+                Ok(answer) if answer.get_ref().status == ServingStatus::Serving as i32 => break,
+                other => assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{service:?}: {other:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_same_descriptor_twice_in_a_request_counts_twice() {
+    let weir = basic().await;
+    // key3: 1 an hour. envoyproxy/ratelimit adds both hits to one counter.
+    let twice: &[(&str, &str)] = &[("key3", "x")];
+    let response = weir.ask("test-domain", &[twice, twice]).await;
+    assert_eq!(response.overall_code, OVER, "{response:?}");
+    let key2: &[(&str, &str)] = &[("key2", "value2")]; // 30 a minute
+    let response = weir.ask("test-domain", &[key2, key2]).await;
+    assert_eq!(codes(&response), (OK, vec![OK, OK]));
+    let after = weir.ask("test-domain", &[key2]).await;
+    assert_eq!(after.statuses[0].limit_remaining, 27);
+}
+
+#[tokio::test]
+async fn descriptors_are_counted_in_the_metrics_by_outcome() {
+    let weir = basic().await;
+    let key3: &[(&str, &str)] = &[("key3", "m")];
+    weir.ask("test-domain", &[key3]).await;
+    weir.ask(
+        "test-domain",
+        &[key3, &[("key6", "x")], &[("nothing", "x")]],
+    )
+    .await;
+    let text = weir.service.metrics.encode();
+    let count = |outcome: &str| {
+        let series = format!("weir_envoy_descriptors_total{{outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+            .to_owned()
+    };
+    assert_eq!(count("ok"), "1");
+    assert_eq!(count("over_limit"), "1");
+    assert_eq!(count("unlimited"), "1");
+    assert_eq!(count("no_limit"), "1");
+    assert_eq!(count("unavailable"), "0");
+}
+
+/// weir's additions (`x-weir`): any algorithm, any period, a burst.
+const WEIR_FILE: &str = "domain: w
+descriptors:
+  - key: half_minute
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    x-weir: {period: 30s}
+  - key: bucket
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    x-weir: {algorithm: token_bucket, burst: 1}
+";
+
+#[tokio::test]
+async fn x_weir_decides_a_rate_limit_by_any_algorithm_and_period() {
+    let weir = Harness::memory(config_dir(&[("w.yaml", WEIR_FILE.to_owned())], "", "")).await;
+    // 2 per 30 s, fixed windows aligned to the epoch: T0 is 10 s into one.
+    let half: &[(&str, &str)] = &[("half_minute", "a")];
+    let first = weir.ask("w", &[half]).await;
+    assert_eq!(codes(&first), (OK, vec![OK]));
+    assert_eq!(first.statuses[0].duration_until_reset.unwrap().seconds, 20);
+    // The configured limit is what is reported.
+    assert_eq!(limit_of(&first.statuses[0]).unwrap().0, 2);
+    assert_eq!(weir.ask("w", &[half]).await.overall_code, OK);
+    assert_eq!(weir.ask("w", &[half]).await.overall_code, OVER);
+    weir.clock.advance(Duration::from_secs(20));
+    assert_eq!(weir.ask("w", &[half]).await.overall_code, OK);
+    // A token bucket of 10 a minute holding 1: one now, the next 6 s later.
+    let bucket: &[(&str, &str)] = &[("bucket", "a")];
+    assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OK);
+    assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OVER);
+    weir.clock.advance(Duration::from_secs(6));
+    assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OK);
+}
