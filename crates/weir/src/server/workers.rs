@@ -1,9 +1,14 @@
 //! One server thread per core, each with its own single-threaded runtime and listening
 //! socket.
 
+use std::future::Future;
+
 use tokio::net::TcpListener;
 
 use super::listen::{ConnectionLimits, Handler, serve};
+
+/// A server thread's handle: its result once it has finished its work in flight.
+type Worker = std::thread::JoinHandle<std::io::Result<()>>;
 
 /// Serves `handler` on each listener from its own thread, each with a single-threaded
 /// runtime: a request, its checks and its upstream connection stay on one thread
@@ -14,28 +19,13 @@ pub fn serve_on_threads(
     handler: impl Handler,
     limits: ConnectionLimits,
     stopped: tokio::sync::watch::Receiver<()>,
-) -> std::io::Result<Vec<std::thread::JoinHandle<std::io::Result<()>>>> {
-    listeners
-        .into_iter()
-        .enumerate()
-        .map(|(i, listener)| {
-            let (handler, mut stopped) = (handler.clone(), stopped.clone());
-            std::thread::Builder::new()
-                .name(format!("weir-http-{i}"))
-                .spawn(move || {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()?;
-                    runtime.block_on(async move {
-                        let listener = TcpListener::from_std(listener)?;
-                        let shutdown = async move {
-                            let _ = stopped.changed().await;
-                        };
-                        serve(listener, handler, limits, shutdown).await
-                    })
-                })
-        })
-        .collect()
+) -> std::io::Result<Vec<Worker>> {
+    on_threads(
+        "weir-http",
+        listeners,
+        stopped,
+        move |listener, shutdown| serve(listener, handler.clone(), limits, shutdown),
+    )
 }
 
 /// Serves the Envoy door on each listener from its own thread, each with a
@@ -46,26 +36,54 @@ pub fn serve_grpc_on_threads(
     listeners: Vec<std::net::TcpListener>,
     door: crate::envoy::RateLimitDoor,
     stopped: tokio::sync::watch::Receiver<()>,
-) -> std::io::Result<Vec<std::thread::JoinHandle<std::io::Result<()>>>> {
+) -> std::io::Result<Vec<Worker>> {
+    on_threads(
+        "weir-grpc",
+        listeners,
+        stopped,
+        move |listener, shutdown| {
+            let door = door.clone();
+            async move {
+                crate::envoy::serve_grpc(listener, door, shutdown)
+                    .await
+                    .map_err(std::io::Error::other)
+            }
+        },
+    )
+}
+
+/// Runs `serve` on each listener from a thread of its own (named `name-<i>`), each
+/// with a single-threaded runtime, until `stopped` fires.
+fn on_threads<S, F>(
+    name: &str,
+    listeners: Vec<std::net::TcpListener>,
+    stopped: tokio::sync::watch::Receiver<()>,
+    serve: S,
+) -> std::io::Result<Vec<Worker>>
+where
+    S: Fn(TcpListener, std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> F
+        + Clone
+        + Send
+        + 'static,
+    F: Future<Output = std::io::Result<()>>,
+{
     listeners
         .into_iter()
         .enumerate()
         .map(|(i, listener)| {
-            let (door, mut stopped) = (door.clone(), stopped.clone());
+            let (serve, mut stopped) = (serve.clone(), stopped.clone());
             std::thread::Builder::new()
-                .name(format!("weir-grpc-{i}"))
+                .name(format!("{name}-{i}"))
                 .spawn(move || {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
                     runtime.block_on(async move {
                         let listener = TcpListener::from_std(listener)?;
-                        let shutdown = async move {
+                        let shutdown = Box::pin(async move {
                             let _ = stopped.changed().await;
-                        };
-                        crate::envoy::serve_grpc(listener, door, shutdown)
-                            .await
-                            .map_err(std::io::Error::other)
+                        });
+                        serve(listener, shutdown).await
                     })
                 })
         })
