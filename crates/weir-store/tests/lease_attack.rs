@@ -11,59 +11,27 @@
 )]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy, Take};
-use weir_store::{
-    Batch, Check, Key, LeaseEvents, LeasePlan, LeasingStore, RedisClock, RedisStore,
-    RedisStoreConfig, RedisTarget, Store,
-};
+use weir_store::{Batch, Check, Key, LeasePlan, LeasingStore, Store};
 use weir_testkit::RedisServer;
 
-const START: u64 = 1_796_032_800_000_000_000;
-const SECOND: u64 = 1_000_000_000;
+mod leasing_common;
 
-#[derive(Default)]
-struct Counted {
-    granted: AtomicU64,
-    returned: AtomicU64,
-    expired: AtomicU64,
-    denied: AtomicU64,
-}
-
-impl LeaseEvents for Counted {
-    fn granted(&self, _: usize, _: u64) {
-        self.granted.fetch_add(1, Ordering::Relaxed);
-    }
-    fn returned(&self, _: usize, units: u64) {
-        self.returned.fetch_add(units, Ordering::Relaxed);
-    }
-    fn expired(&self, _: usize, units: u64) {
-        self.expired.fetch_add(units, Ordering::Relaxed);
-    }
-    fn denied_locally(&self, _: usize) {
-        self.denied.fetch_add(1, Ordering::Relaxed);
-    }
-}
+use leasing_common::{Counted, SECOND, START, hot};
 
 async fn redis_with(
     server: &RedisServer,
     clock: Arc<dyn Clock>,
     timeout: Duration,
 ) -> Arc<dyn Store> {
-    let config = RedisStoreConfig {
-        target: RedisTarget::Single(server.url()),
-        key_prefix: "attack".to_owned(),
-        timeout,
-        clock: RedisClock::Local,
-        window_counters: false,
-    };
-    Arc::new(RedisStore::connect(&config, clock).await.unwrap())
+    leasing_common::redis_with(server, clock, timeout, "attack").await
 }
 
 async fn redis(server: &RedisServer, clock: &Arc<ManualClock>) -> Arc<dyn Store> {
-    redis_with(server, clock.clone(), Duration::from_secs(2)).await
+    leasing_common::redis(server, clock, "attack").await
 }
 
 fn leasing(inner: Arc<dyn Store>, clock: Arc<dyn Clock>, plan: LeasePlan) -> Arc<LeasingStore> {
@@ -73,13 +41,6 @@ fn leasing(inner: Arc<dyn Store>, clock: Arc<dyn Clock>, plan: LeasePlan) -> Arc
         clock,
         Arc::new(Counted::default()),
     )
-}
-
-fn hot(identity: &str) -> Key<'_> {
-    Key {
-        rule: "hot",
-        identity,
-    }
 }
 
 async fn one(store: &dyn Store, identity: &str, policy: &Policy, cost: u64) -> bool {

@@ -14,53 +14,19 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
-use weir_store::{
-    Batch, Check, Key, LeaseEvents, LeasePlan, LeasingStore, RedisClock, RedisStore,
-    RedisStoreConfig, RedisTarget, Store,
-};
+use weir_store::{Batch, Check, Key, LeasePlan, LeasingStore, Store};
 use weir_testkit::RedisServer;
 
-/// 2026-11-30 10:00:00 UTC, in nanoseconds.
-const START: u64 = 1_796_032_800_000_000_000;
-const SECOND: u64 = 1_000_000_000;
+mod leasing_common;
 
-/// Lease events counted, over every rule.
-#[derive(Default)]
-struct Counted {
-    granted: AtomicU64,
-    returned: AtomicU64,
-    expired: AtomicU64,
-    denied: AtomicU64,
-}
-
-impl LeaseEvents for Counted {
-    fn granted(&self, _: usize, _: u64) {
-        self.granted.fetch_add(1, Ordering::Relaxed);
-    }
-    fn returned(&self, _: usize, units: u64) {
-        self.returned.fetch_add(units, Ordering::Relaxed);
-    }
-    fn expired(&self, _: usize, units: u64) {
-        self.expired.fetch_add(units, Ordering::Relaxed);
-    }
-    fn denied_locally(&self, _: usize) {
-        self.denied.fetch_add(1, Ordering::Relaxed);
-    }
-}
+use leasing_common::{Counted, SECOND, START, hot};
 
 async fn redis(server: &RedisServer, clock: &Arc<ManualClock>) -> Arc<dyn Store> {
-    let config = RedisStoreConfig {
-        target: RedisTarget::Single(server.url()),
-        key_prefix: "leasing".to_owned(),
-        timeout: Duration::from_secs(2),
-        clock: RedisClock::Local,
-        window_counters: false,
-    };
-    Arc::new(RedisStore::connect(&config, clock.clone()).await.unwrap())
+    leasing_common::redis(server, clock, "leasing").await
 }
 
 /// `n` instances leasing rule `hot` under `plan` on one Redis.
@@ -83,13 +49,6 @@ async fn instances(
         ));
     }
     all
-}
-
-fn hot(identity: &str) -> Key<'_> {
-    Key {
-        rule: "hot",
-        identity,
-    }
 }
 
 /// Store calls that ran a script (checks, takes, give-backs).
