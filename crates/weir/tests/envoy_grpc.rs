@@ -468,3 +468,15 @@ async fn x_weir_decides_a_rate_limit_by_any_algorithm_and_period() {
     weir.clock.advance(Duration::from_secs(6));
     assert_eq!(weir.ask("w", &[bucket]).await.overall_code, OK);
 }
+
+/// A `requests_per_unit` above weir's largest limit (a billion), as files write
+/// "unlimited" (4294967295): counted as a billion, never as a zero denying everything.
+#[tokio::test]
+async fn a_limit_past_a_billion_counts_as_a_billion() {
+    let file = "domain: big\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 4294967295\n";
+    let weir = Harness::memory(config_dir(&[("big.yaml", file.to_owned())], "", "")).await;
+    for _ in 0..3 {
+        let response = weir.ask("big", &[&[("k", "v")]]).await;
+        assert_eq!(codes(&response), (OK, vec![OK]));
+    }
+}

@@ -128,6 +128,13 @@ impl Reader<'_> {
                     ),
                 ));
             }
+            if raw.share_threshold == Some(true) {
+                return Err(self.fail(
+                    at,
+                    format!("{field}.share_threshold"),
+                    "share_threshold is not implemented by weir: each value matching the wildcard would get a counter of its own, a weaker limit than one counter shared by them all; remove it, or set it to false",
+                ));
+            }
             if let Some(quota) = raw.quota_mode.as_ref().filter(|q| q.value) {
                 return Err(self.fail(
                     quota.referenced,

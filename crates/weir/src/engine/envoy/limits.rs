@@ -109,10 +109,13 @@ pub struct DescriptorLimit {
 
 impl DescriptorLimit {
     /// A counted limit of `requests_per_unit` per `unit` (a zero limits everything).
+    /// Above weir's largest limit (a billion), the limit counted is that: envoyproxy/
+    /// ratelimit takes any 32-bit number, often the largest as "unlimited", and such a
+    /// limit must not become a zero that denies everything.
     pub fn counted(requests_per_unit: u32, unit: Unit) -> Self {
         let quota = Policy::new(
             Algorithm::FixedWindow,
-            u64::from(requests_per_unit),
+            u64::from(requests_per_unit).min(weir_core::MAX_LIMIT),
             unit.period(),
             None,
         )
