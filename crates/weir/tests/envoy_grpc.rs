@@ -305,6 +305,14 @@ async fn a_limit_sent_with_the_descriptor_is_used() {
         assert_eq!(response.overall_code, code);
         assert_eq!(limit_of(&response.statuses[0]).unwrap().0, 2);
     }
+    // An unknown domain has no limit, whatever was sent with it (as upstream).
+    let mut elsewhere = ask.clone();
+    elsewhere.domain = "unknown-domain".to_owned();
+    for _ in 0..3 {
+        let response = weir.send(elsewhere.clone()).await.unwrap();
+        assert_eq!(codes(&response), (OK, vec![OK]));
+        assert_eq!(response.statuses[0].current_limit, None);
+    }
     ask.descriptors[0].limit = Some(RateLimitOverride {
         requests_per_unit: 2,
         unit: Unit::Unknown as i32,

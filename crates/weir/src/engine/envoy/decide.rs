@@ -254,9 +254,10 @@ impl Engine {
     }
 }
 
-/// Each descriptor's limit: the one it was sent with, else the configuration's; an
-/// unlimited one stays (it is answered as such); a named limit that another matched
-/// limit `replaces` is dropped.
+/// Each descriptor's limit: the one it was sent with, else the configuration's (an
+/// unknown domain has none, whatever was sent, as upstream answers it); an unlimited
+/// one stays (it is answered as such); a named limit that another matched limit
+/// `replaces` is dropped.
 fn applied<'l>(
     limits: &'l Descriptors,
     ask: &EnvoyAsk<'_>,
@@ -265,6 +266,7 @@ fn applied<'l>(
         .descriptors
         .iter()
         .map(|d| match d.limit {
+            _ if !limits.has_domain(ask.domain) => None,
             Some((requests_per_unit, unit)) => Some(Cow::Owned(DescriptorLimit::counted(
                 requests_per_unit,
                 unit,

@@ -193,6 +193,11 @@ impl Descriptors {
         self.domains.len()
     }
 
+    /// Whether `domain` is configured.
+    pub fn has_domain(&self, domain: &str) -> bool {
+        self.domains.contains_key(domain)
+    }
+
     /// Starts a domain's tree.
     pub fn add_domain(&mut self, domain: &str) -> Result<NodeId, TreeError> {
         if self.domains.contains_key(domain) {
