@@ -51,6 +51,29 @@ async fn one(store: &dyn Store, identity: &str, policy: &Policy, cost: u64) -> b
         .allowed
 }
 
+/// One request a minute for `minutes` minutes to `store` (key `s`) and to `plain`
+/// (key `p`): what each admitted, and the longest `Retry-After` the leased one gave.
+async fn one_a_minute(
+    clock: &ManualClock,
+    store: &dyn Store,
+    plain: &dyn Store,
+    policy: &Policy,
+    minutes: usize,
+) -> (u64, u64, Duration) {
+    let (mut leased, mut plain_admitted) = (0, 0);
+    let mut retry = Duration::ZERO;
+    for _ in 0..minutes {
+        clock.advance(Duration::from_secs(60));
+        let d = store.check(hot("s"), policy, 1).await.unwrap();
+        leased += u64::from(d.allowed);
+        if let Some(r) = d.retry_after {
+            retry = retry.max(r);
+        }
+        plain_admitted += u64::from(one(plain, "p", policy, 1).await);
+    }
+    (leased, plain_admitted, retry)
+}
+
 /// What the store has available for `identity` under the cap of every lease out (a
 /// peek that changes nothing).
 async fn available(store: &dyn Store, identity: &str, policy: &Policy) -> u64 {
@@ -423,17 +446,8 @@ async fn a_starving_key_with_a_capacity_batch_is_locked_for_a_whole_period() {
         one(plain.as_ref(), "p", &policy, 1).await;
     }
     // Then one request a minute for 50 minutes.
-    let (mut leased, mut plain_admitted) = (0, 0);
-    let mut retry = Duration::ZERO;
-    for _ in 0..50 {
-        clock.advance(Duration::from_secs(60));
-        let d = store.check(hot("s"), &policy, 1).await.unwrap();
-        leased += u64::from(d.allowed);
-        if let Some(r) = d.retry_after {
-            retry = retry.max(r);
-        }
-        plain_admitted += u64::from(one(plain.as_ref(), "p", &policy, 1).await);
-    }
+    let (leased, plain_admitted, retry) =
+        one_a_minute(&clock, store.as_ref(), plain.as_ref(), &policy, 50).await;
     println!(
         "one request a minute for 50 minutes after the burst: plain {plain_admitted}, leased {leased} (longest Retry-After {retry:?})"
     );
@@ -449,7 +463,7 @@ async fn a_starving_key_with_a_capacity_batch_is_locked_for_a_whole_period() {
 // ---------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn giving_back_many_leases_is_sequential() {
+async fn giving_back_many_leases_returns_every_unit() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
     let policy = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(60), None).unwrap();
@@ -476,6 +490,14 @@ async fn giving_back_many_leases_is_sequential() {
         "{keys} keys: taken (concurrently) in {taking:?}, all given back (release_all) in {releasing:?}, {:?} a key",
         releasing / keys
     );
+    // Every key's 19 unspent units are back: one spent of 100.
+    for i in (0..keys).step_by(250) {
+        assert_eq!(
+            available(store.as_ref(), &format!("u{i}"), &policy).await,
+            99,
+            "u{i}"
+        );
+    }
 }
 
 /// The same with `lease: auto` and a daily limit: 1,000 a day (one unit every 86.4 s).
@@ -504,17 +526,8 @@ async fn auto_leases_lock_a_slow_key_out_for_a_sixteenth_of_its_period_after_a_b
         burst_plain += u64::from(one(plain.as_ref(), "p", &policy, 1).await);
         clock.advance(Duration::from_millis(10));
     }
-    let (mut leased, mut plain_admitted) = (0, 0);
-    let mut retry = Duration::ZERO;
-    for _ in 0..60 {
-        clock.advance(Duration::from_secs(60));
-        let d = store.check(hot("s"), &policy, 1).await.unwrap();
-        leased += u64::from(d.allowed);
-        if let Some(r) = d.retry_after {
-            retry = retry.max(r);
-        }
-        plain_admitted += u64::from(one(plain.as_ref(), "p", &policy, 1).await);
-    }
+    let (leased, plain_admitted, retry) =
+        one_a_minute(&clock, store.as_ref(), plain.as_ref(), &policy, 60).await;
     println!(
         "burst: plain {burst_plain}, leased {burst_leased}; then one a minute for an hour: plain {plain_admitted}, leased {leased} (longest Retry-After {retry:?})"
     );
