@@ -14,6 +14,12 @@ impl Jitter {
         Self(AtomicU64::new(RandomState::new().hash_one(0x6a09_e667_u64)))
     }
 
+    /// A source that gives the same numbers for the same `seed`: for simulations that
+    /// must replay.
+    pub(crate) fn seeded(seed: u64) -> Self {
+        Self(AtomicU64::new(seed))
+    }
+
     /// The next pseudo-random number.
     pub(crate) fn next(&self) -> u64 {
         let mut z = self

@@ -142,6 +142,13 @@ impl<S: Store> Breaker<S> {
         self
     }
 
+    /// Draws the jitter of its pauses from `seed` rather than at random: a simulation
+    /// on a virtual clock replays the same pauses from the same seed.
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter = Jitter::seeded(seed);
+        self
+    }
+
     /// Whether the breaker is closed (the store is being used).
     pub fn is_closed(&self) -> bool {
         self.open_until.load(Ordering::Acquire) == 0

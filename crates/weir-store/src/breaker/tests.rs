@@ -342,3 +342,19 @@ fn a_store_that_answers_but_too_slowly_is_probed_without_growing_pauses() {
     health.record(&lost());
     assert!(breaker.pause(4).as_millis() >= 3200);
 }
+
+#[test]
+fn a_seeded_jitter_replays_its_pauses() {
+    let rig = Rig::new();
+    let seeded = |seed| {
+        let breaker = Breaker::with_clock(
+            rig.gate.clone(),
+            BreakerConfig::default(),
+            rig.clock.clone(),
+        )
+        .with_jitter_seed(seed);
+        (0..50).map(|i| breaker.pause(i % 4)).collect::<Vec<_>>()
+    };
+    assert_eq!(seeded(7), seeded(7));
+    assert_ne!(seeded(7), seeded(8));
+}

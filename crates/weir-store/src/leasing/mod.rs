@@ -167,6 +167,8 @@ pub struct LeasingStore {
     /// Every lease given back for good: new requests check on the store directly, and a
     /// take still on its way gives its grant back at once.
     closed: Arc<AtomicBool>,
+    /// How often the leases at their deadline are given back.
+    every: Duration,
 }
 
 impl std::fmt::Debug for LeasingStore {
@@ -180,7 +182,9 @@ impl std::fmt::Debug for LeasingStore {
 impl LeasingStore {
     /// Leases the keys of `rules` (name, plan, the index events carry) on `inner`,
     /// reading time from `clock`. Inside a Tokio runtime, starts the loop that gives
-    /// back leases at their deadline (it ends when the store is dropped).
+    /// back leases at their deadline (it ends when the store is dropped); built
+    /// outside one (a simulation on a virtual clock), it starts none, and its owner
+    /// calls [`LeasingStore::give_back_due`] every [`LeasingStore::give_back_every`].
     pub fn new(
         inner: Arc<dyn Store>,
         rules: impl IntoIterator<Item = (String, LeasePlan, usize)>,
@@ -210,6 +214,7 @@ impl LeasingStore {
             clock,
             events,
             closed: Arc::new(AtomicBool::new(false)),
+            every,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let weak = Arc::downgrade(&store);
@@ -234,8 +239,15 @@ impl LeasingStore {
         self.give_back_where(|_| true).await;
     }
 
-    /// Gives back the leases at their deadline, and forgets the quiet keys.
-    async fn give_back_due(&self) {
+    /// How often the loop calls [`LeasingStore::give_back_due`]: an eighth of the
+    /// shortest hold, between 5 ms and 250 ms.
+    pub fn give_back_every(&self) -> Duration {
+        self.every
+    }
+
+    /// Gives back the leases at their deadline, and forgets the quiet keys: what the
+    /// loop does at each tick.
+    pub async fn give_back_due(&self) {
         let now = self.clock.now();
         self.give_back_where(|deadline| deadline <= now).await;
         for rule in self.rules.values() {
