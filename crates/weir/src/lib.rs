@@ -52,6 +52,8 @@ mod config;
 mod edge;
 mod engine;
 mod envoy;
+#[cfg(feature = "simulate")]
+pub mod fleet;
 mod gateway;
 mod layer;
 mod metrics;

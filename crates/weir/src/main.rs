@@ -80,9 +80,32 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
-    // Its help is the doc of `SimulateArgs`.
+    // Its help is the doc of `SimulateArgs`, followed by the fleet's.
     #[cfg(feature = "simulate")]
-    Simulate(weir_simulate::SimulateArgs),
+    Simulate(Simulate),
+}
+
+// `weir simulate`: the replay of traffic against rules (its flags, and its help, from
+// `SimulateArgs`), or, as a subcommand, `weir simulate fleet`.
+#[cfg(feature = "simulate")]
+#[derive(Debug, clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_long_help = "Subcommand: `weir simulate fleet --scenario FILE [--seed N] [--plot OUT.svg] [--report OUT.md]` simulates a whole fleet of gateways (regions, Redis Clusters, leases, a traffic shift, a shard failure) running weir's real engine on a virtual clock; see `weir simulate fleet --help`."
+)]
+struct Simulate {
+    #[command(subcommand)]
+    fleet: Option<SimulateFleet>,
+    #[command(flatten)]
+    replay: weir_simulate::SimulateArgs,
+}
+
+#[cfg(feature = "simulate")]
+#[derive(Debug, Subcommand)]
+enum SimulateFleet {
+    // Its help is the doc of `FleetArgs`.
+    Fleet(weir::fleet::FleetArgs),
 }
 
 /// How log lines are written.
@@ -138,7 +161,12 @@ fn main() -> ExitCode {
             serve(&config, listeners, limits, log_format)
         }
         #[cfg(feature = "simulate")]
-        Command::Simulate(args) => simulate(&args),
+        Command::Simulate(Simulate {
+            fleet: Some(SimulateFleet::Fleet(args)),
+            ..
+        }) => weir::fleet::run(&args).map_err(anyhow::Error::from),
+        #[cfg(feature = "simulate")]
+        Command::Simulate(Simulate { replay, .. }) => simulate(&replay),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

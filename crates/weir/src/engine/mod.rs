@@ -229,6 +229,23 @@ impl Engine {
         }
     }
 
+    /// How often the leases at their deadline must be given back, when this engine
+    /// leases and was built outside a Tokio runtime (so its leasing store runs no loop
+    /// of its own): for a simulation on a virtual clock, with
+    /// [`Engine::give_back_due_leases`].
+    #[cfg(feature = "simulate")]
+    pub(crate) fn lease_tick(&self) -> Option<Duration> {
+        self.leasing.as_ref().map(|l| l.give_back_every())
+    }
+
+    /// Gives back the leases at their deadline (see [`Engine::lease_tick`]).
+    #[cfg(feature = "simulate")]
+    pub(crate) async fn give_back_due_leases(&self) {
+        if let Some(leasing) = &self.leasing {
+            leasing.give_back_due().await;
+        }
+    }
+
     /// The rule with this name (for `POST /v1/check`).
     pub fn rule(&self, name: &str) -> Option<&NamedPolicy> {
         self.named.get(name).map(|&i| &self.rules[i])

@@ -1,0 +1,449 @@
+//! A region's Redis Cluster, simulated: shards keeping each key's state and leases
+//! with weir-core's own `check`, `take`, `give_back` and `refund` (the functions the
+//! Lua scripts are tested against), a key on the shard its identity's hash slot falls
+//! in, every call counted per shard and per second of the virtual clock, a latency
+//! drawn per call from the region's model, and a failure window in which one shard
+//! answers nothing (each call fails with a timeout after the store's `timeout`).
+//!
+//! Calls answer at once in real time: the latency is only added to the statistics of
+//! the request that waited for it (a call made by a gateway's background work, giving
+//! leases back, adds none to any request). A call's latency is drawn from a hash of
+//! the seed, the request's number and the call's number within it, so it does not
+//! depend on the order of calls elsewhere.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use weir_core::{Clock, Decision, Grant, LeaseId, Leases, ManualClock, Policy, State, Take};
+use weir_store::{Check, Key, Store, StoreError, StoreFuture};
+
+use super::scenario::Latency;
+use super::traffic::mix;
+
+/// What the stores tell the run loop about the request in flight.
+#[derive(Debug, Default)]
+pub(super) struct Recorder {
+    seed: u64,
+    /// Whether a request is waiting (else the calls are background work).
+    on_path: AtomicBool,
+    request: AtomicU64,
+    calls: AtomicU64,
+    latency: AtomicU64,
+    failed: AtomicBool,
+}
+
+impl Recorder {
+    /// A recorder drawing latencies from `seed`.
+    pub(super) fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            ..Self::default()
+        }
+    }
+
+    /// Request number `request` starts: the calls from now on are its.
+    pub(super) fn begin(&self, request: u64) {
+        self.request.store(request, Ordering::Relaxed);
+        self.calls.store(0, Ordering::Relaxed);
+        self.latency.store(0, Ordering::Relaxed);
+        self.failed.store(false, Ordering::Relaxed);
+        self.on_path.store(true, Ordering::Relaxed);
+    }
+
+    /// The request is decided: the latency its calls added (ns), and whether a call
+    /// below the engine failed (then it decided on its failure policy).
+    pub(super) fn end(&self) -> (u64, bool) {
+        self.on_path.store(false, Ordering::Relaxed);
+        (
+            self.latency.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// A call's latency (ns) under `model`, or none for background work.
+    fn call(&self, model: &Latency) -> Option<u64> {
+        if !self.on_path.load(Ordering::Relaxed) {
+            return None;
+        }
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let request = self.request.load(Ordering::Relaxed);
+        let hash = mix(self.seed ^ mix(request ^ mix(call.wrapping_add(0x5151))));
+        let unit = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
+        let (a, b, c) = (unit(hash), unit(mix(hash)), unit(mix(mix(hash))));
+        let mut ns = model.base as f64 + model.spread as f64 * a;
+        if b < model.tail {
+            ns += -(1.0 - c).ln() * model.tail_mean as f64;
+        }
+        Some(ns as u64)
+    }
+
+    fn add(&self, latency: u64) {
+        self.latency.fetch_add(latency, Ordering::Relaxed);
+    }
+
+    fn failed(&self) {
+        if self.on_path.load(Ordering::Relaxed) {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A key's state on a shard, and its leases.
+#[derive(Debug)]
+struct Entry {
+    policy: Policy,
+    state: Option<State>,
+    leases: Leases,
+}
+
+/// One shard.
+#[derive(Debug, Default)]
+struct Shard {
+    keys: Mutex<HashMap<String, Entry, foldhash::fast::FixedState>>,
+    down: AtomicBool,
+    /// Calls per second of the run.
+    calls: Mutex<Vec<u32>>,
+}
+
+/// A region's simulated Redis Cluster.
+#[derive(Debug)]
+pub(super) struct Cluster {
+    shards: Vec<Shard>,
+    latency: Latency,
+    timeout: Duration,
+    clock: Arc<ManualClock>,
+    start: u64,
+    recorder: Arc<Recorder>,
+}
+
+impl Cluster {
+    /// `shards` shards answering with `latency`, failing after `timeout` when down;
+    /// seconds are counted from `start` on `clock`.
+    pub(super) fn new(
+        shards: usize,
+        latency: Latency,
+        timeout: Duration,
+        clock: Arc<ManualClock>,
+        recorder: Arc<Recorder>,
+    ) -> Self {
+        Self {
+            shards: (0..shards).map(|_| Shard::default()).collect(),
+            latency,
+            timeout,
+            start: clock.now(),
+            clock,
+            recorder,
+        }
+    }
+
+    /// The shard an identity's keys live on: its hash slot (CRC16 mod 16384, as Redis
+    /// Cluster hashes a key's `{hash tag}`), slots split evenly between the shards.
+    pub(super) fn shard_of(&self, identity: &str) -> usize {
+        let slot = usize::from(crc16(identity.as_bytes()) % 16384);
+        slot * self.shards.len() / 16384
+    }
+
+    /// Stops (or restarts) shard `shard` answering.
+    pub(super) fn set_down(&self, shard: usize, down: bool) {
+        self.shards[shard].down.store(down, Ordering::Relaxed);
+    }
+
+    /// Per shard, calls per second of the run.
+    pub(super) fn calls(&self) -> Vec<Vec<u32>> {
+        self.shards.iter().map(|s| s.calls.lock().clone()).collect()
+    }
+
+    /// Drops the keys that hold nothing (full again, no lease record): what Redis's
+    /// expiry does.
+    pub(super) fn sweep(&self) {
+        let now = self.clock.now();
+        for shard in &self.shards {
+            shard.keys.lock().retain(|_, e| {
+                let mut state = e.state.clone();
+                weir_core::check(&e.policy, &mut state, now, 0);
+                state.is_some() || !e.leases.is_empty()
+            });
+        }
+    }
+
+    /// A call for `identity`: counted, its latency added to the request waiting; the
+    /// shard, or the timeout when it is down.
+    fn call(&self, identity: &str) -> Result<&Shard, StoreError> {
+        let shard = &self.shards[self.shard_of(identity)];
+        let second = (self.clock.now().saturating_sub(self.start) / 1_000_000_000) as usize;
+        {
+            let mut calls = shard.calls.lock();
+            if calls.len() <= second {
+                calls.resize(second + 1, 0);
+            }
+            calls[second] += 1;
+        }
+        let latency = self.recorder.call(&self.latency);
+        if shard.down.load(Ordering::Relaxed) {
+            if latency.is_some() {
+                self.recorder.add(duration_ns(self.timeout));
+            }
+            return Err(StoreError::Timeout(self.timeout));
+        }
+        if let Some(latency) = latency {
+            self.recorder.add(latency);
+        }
+        Ok(shard)
+    }
+
+    /// Checks (`commit`) or reads `checks` all or nothing on the shard of the first
+    /// check's identity (the scenario's rules key each request on one identity).
+    fn decide(&self, checks: &[Check<'_>], commit: bool) -> Result<Vec<Decision>, StoreError> {
+        let Some(first) = checks.first() else {
+            return Ok(Vec::new());
+        };
+        let shard = self.call(first.key.identity)?;
+        let now = self.clock.now();
+        let mut keys = shard.keys.lock();
+        let mut scratch: Vec<(String, Option<State>)> = Vec::with_capacity(checks.len());
+        let mut decisions = Vec::with_capacity(checks.len());
+        for check in checks {
+            let name = key_name(check.key);
+            let mut state = match scratch.iter().rev().find(|(k, _)| *k == name) {
+                Some((_, state)) => state.clone(),
+                None => keys.get(&name).and_then(|e| e.state.clone()),
+            };
+            let cost = if commit { check.cost } else { 0 };
+            decisions.push(weir_core::check(check.policy, &mut state, now, cost));
+            scratch.push((name, state));
+        }
+        if !decisions.iter().all(|d| d.allowed) {
+            // Nothing consumed: the checks that passed report the state as it was.
+            for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
+                if decision.allowed {
+                    let mut state = keys.get(&key_name(check.key)).and_then(|e| e.state.clone());
+                    *decision = weir_core::check(check.policy, &mut state, now, 0);
+                }
+            }
+            return Ok(decisions);
+        }
+        if commit {
+            for ((name, state), check) in scratch.into_iter().zip(checks) {
+                match keys.get_mut(&name) {
+                    Some(entry) => {
+                        entry.policy = *check.policy;
+                        entry.state = state;
+                    }
+                    None if state.is_some() => {
+                        let entry = Entry {
+                            policy: *check.policy,
+                            state,
+                            leases: Leases::default(),
+                        };
+                        keys.insert(name, entry);
+                    }
+                    None => {}
+                }
+            }
+        }
+        Ok(decisions)
+    }
+}
+
+/// The key of a rule's state for an identity (a rule name holds no `:`).
+fn key_name(key: Key<'_>) -> String {
+    format!("{}:{}", key.rule, key.identity)
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// CRC16 (XMODEM), the hash Redis Cluster maps keys to slots with.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+impl Store for Cluster {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> StoreFuture<'a, Decision> {
+        let checks = [Check { key, policy, cost }];
+        let decided = self.decide(&checks, true).map(|mut d| d.remove(0));
+        Box::pin(std::future::ready(decided))
+    }
+
+    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(std::future::ready(self.decide(checks, true)))
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(std::future::ready(self.decide(checks, false)))
+    }
+
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        let refunded = checks.first().map_or(Ok(()), |first| {
+            let shard = self.call(first.key.identity)?;
+            let now = self.clock.now();
+            let mut keys = shard.keys.lock();
+            for check in checks {
+                if let Some(entry) = keys.get_mut(&key_name(check.key)) {
+                    weir_core::refund(check.policy, &mut entry.state, now, check.cost);
+                }
+            }
+            Ok(())
+        });
+        Box::pin(std::future::ready(refunded))
+    }
+
+    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
+        let granted = (|| {
+            let shard = self.call(key.identity)?;
+            let now = self.clock.now();
+            let mut keys = shard.keys.lock();
+            let entry = keys.entry(key_name(key)).or_insert_with(|| Entry {
+                policy: *policy,
+                state: None,
+                leases: Leases::default(),
+            });
+            entry.policy = *policy;
+            let grant = weir_core::take(policy, &mut entry.state, &mut entry.leases, now, &take)?;
+            Ok(grant)
+        })();
+        Box::pin(std::future::ready(granted))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        let found = (|| {
+            let shard = self.call(key.identity)?;
+            let now = self.clock.now();
+            let mut keys = shard.keys.lock();
+            match keys.get_mut(&key_name(key)) {
+                Some(entry) => Ok(weir_core::give_back(
+                    policy,
+                    &mut entry.state,
+                    &mut entry.leases,
+                    now,
+                    lease,
+                    unspent,
+                )?),
+                None => Ok(false),
+            }
+        })();
+        Box::pin(std::future::ready(found))
+    }
+
+    fn reset<'a>(&'a self, key: Key<'a>, _policy: &'a Policy) -> StoreFuture<'a, ()> {
+        let reset = self.call(key.identity).map(|shard| {
+            shard.keys.lock().remove(&key_name(key));
+        });
+        Box::pin(std::future::ready(reset))
+    }
+}
+
+/// A gateway's store stack, watched: any error it returns is the request's (the
+/// engine then decides on its failure policy).
+pub(super) struct Watched<S> {
+    inner: S,
+    recorder: Arc<Recorder>,
+}
+
+impl<S: Sync> Watched<S> {
+    /// `inner`, its errors told to `recorder`.
+    pub(super) fn new(inner: S, recorder: Arc<Recorder>) -> Self {
+        Self { inner, recorder }
+    }
+
+    fn seen<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+        Box::pin(async move {
+            let result = call.await;
+            if result.is_err() {
+                self.recorder.failed();
+            }
+            result
+        })
+    }
+}
+
+impl<S: Store> Store for Watched<S> {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> StoreFuture<'a, Decision> {
+        self.seen(self.inner.check(key, policy, cost))
+    }
+
+    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        self.seen(self.inner.check_all(checks))
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        self.seen(self.inner.preview_all(checks))
+    }
+
+    fn decide_within<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+        preview: bool,
+        timeout: Duration,
+    ) -> StoreFuture<'a, Vec<Decision>> {
+        self.seen(self.inner.decide_within(checks, preview, timeout))
+    }
+
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        self.seen(self.inner.refund_all(checks))
+    }
+
+    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
+        self.seen(self.inner.take(key, policy, take))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        self.seen(self.inner.give_back(key, policy, lease, unspent))
+    }
+
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        self.seen(self.inner.reset(key, policy))
+    }
+
+    fn is_ready(&self) -> bool {
+        self.inner.is_ready()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc16_is_redis_clusters() {
+        // The check value of CRC-16/XMODEM, which Redis Cluster's key slots use.
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+    }
+}

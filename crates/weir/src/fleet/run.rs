@@ -1,0 +1,242 @@
+//! One run of a scenario: every gateway's real engine (its rules, leases, failure
+//! policy and local fallback) on its region's simulated cluster, behind the circuit
+//! breaker `weir serve` puts in front of Redis, on one virtual clock that the loop
+//! moves to each request's instant; the leasing stores' deadline work and the
+//! clusters' expiry run at their own intervals of that clock.
+//!
+//! Engines are built outside the Tokio runtime, so their leasing stores start no loop
+//! of their own (it would tick in real time): the loop gives their leases back at
+//! their interval instead. The runtime has one thread and every store answers at once,
+//! so a seed replays the same run.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use weir_core::{Clock, ManualClock};
+use weir_store::{Breaker, BreakerConfig, Store};
+
+use super::cluster::{Cluster, Recorder, Watched};
+use super::scenario::Scenario;
+use super::stats::{Fate, Phase, Recording, RunStats};
+use super::traffic::{Traffic, mix};
+use super::{FleetError, Progress};
+use crate::engine::{Engine, EngineSpec, Verdict};
+
+/// The virtual clock's start: 2026-12-01 00:00:00 UTC.
+const START: u64 = 1_796_083_200_000_000_000;
+
+/// How often the clusters drop keys that hold nothing (as Redis expires them).
+const SWEEP_EVERY: u64 = 10_000_000_000;
+
+/// The header the scenario's rules read the caller from.
+pub(super) const USER_HEADER: &str = "x-user";
+
+/// The header the scenario's rules read the plan from.
+pub(super) const PLAN_HEADER: &str = "x-plan";
+
+/// What a run needs besides the scenario: the rules, the store's timeout, the seed.
+pub(super) struct Setup<'a> {
+    /// The scenario.
+    pub scenario: &'a Scenario,
+    /// The engine every gateway runs.
+    pub spec: &'a EngineSpec,
+    /// The Redis store's timeout: how long a call to a shard that is down takes.
+    pub timeout: Duration,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// A region's shared store as one gateway sees it: the seam where a store in front of
+/// the region's cluster goes (a `RegionalStore` sharing global rules across regions).
+fn gateway_store(
+    cluster: &Arc<Cluster>,
+    clock: &Arc<ManualClock>,
+    recorder: &Arc<Recorder>,
+    seed: u64,
+) -> Arc<dyn Store> {
+    let breaker = Breaker::with_clock(
+        Arc::clone(cluster),
+        BreakerConfig::default(),
+        Arc::clone(clock) as Arc<dyn Clock>,
+    )
+    .with_jitter_seed(seed);
+    Arc::new(Watched::new(breaker, Arc::clone(recorder)))
+}
+
+/// Runs the scenario once; `progress` is advanced in milliseconds of virtual time.
+pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, FleetError> {
+    let scenario = setup.scenario;
+    let clock = Arc::new(ManualClock::new(START));
+    let recorder = Arc::new(Recorder::new(setup.seed));
+    let clusters: Vec<Arc<Cluster>> = scenario
+        .regions
+        .iter()
+        .map(|r| {
+            let cluster = Cluster::new(
+                r.shards,
+                r.latency,
+                setup.timeout,
+                Arc::clone(&clock),
+                Arc::clone(&recorder),
+            );
+            Arc::new(cluster)
+        })
+        .collect();
+    let mut engines = Vec::new();
+    for (region, r) in scenario.regions.iter().enumerate() {
+        for _ in 0..r.gateways {
+            let seed = mix(setup.seed ^ mix(engines.len() as u64));
+            let store = gateway_store(&clusters[region], &clock, &recorder, seed);
+            let clock = Arc::clone(&clock) as Arc<dyn Clock>;
+            engines.push(Arc::new(Engine::new(setup.spec, store, clock)));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| FleetError::Runtime(e.to_string()))?;
+    let rules = &setup.spec.routing.rules;
+    let names: HashMap<&str, usize> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
+    let costs: Vec<Vec<u64>> = scenario
+        .routes
+        .iter()
+        .map(|route| {
+            rules
+                .iter()
+                .map(|r| r.cost_of(&route.method, None, &route.path))
+                .collect()
+        })
+        .collect();
+    let policies: Vec<_> = rules.iter().map(|r| r.policy).collect();
+    let seconds = scenario.duration.as_secs().max(1) as usize;
+    let mut recording = Recording::new(scenario.populations.len(), &policies, seconds);
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let shift = scenario.shift.as_ref().map(|s| nanos(s.start)..nanos(s.end));
+    let failure = scenario
+        .failure
+        .as_ref()
+        .map(|f| (f.region, f.shard, nanos(f.start)..nanos(f.end)));
+    let tick = engines.first().and_then(|e| e.lease_tick()).map(nanos);
+    let user = HeaderName::from_static(USER_HEADER);
+    let plan = HeaderName::from_static(PLAN_HEADER);
+    let plans: Vec<HeaderValue> = scenario
+        .populations
+        .iter()
+        .map(|p| HeaderValue::from_str(&p.plan))
+        .collect::<Result<_, _>>()
+        .map_err(|_| FleetError::Runtime("a plan name is not a header value".into()))?;
+    let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+
+    runtime.block_on(async {
+        let mut traffic = Traffic::new(scenario, setup.seed);
+        let mut next_tick = tick;
+        let mut next_sweep = SWEEP_EVERY;
+        let mut down = false;
+        let mut number = 0u64;
+        let mut shown = 0u64;
+        while let Some(request) = traffic.next_request() {
+            let at = request.at;
+            // Background work due before this request, at its own instants.
+            while let Some(due) = next_tick.filter(|&due| due <= at) {
+                clock.set(START + due);
+                for engine in &engines {
+                    engine.give_back_due_leases().await;
+                }
+                next_tick = tick.map(|every| due + every);
+            }
+            while next_sweep <= at {
+                clock.set(START + next_sweep);
+                for cluster in &clusters {
+                    cluster.sweep();
+                }
+                recording.forget_quiet(next_sweep);
+                next_sweep += SWEEP_EVERY;
+            }
+            if let Some((region, shard, window)) = &failure
+                && window.contains(&at) != down
+            {
+                down = !down;
+                clusters[*region].set_down(*shard, down);
+            }
+            clock.set(START + at);
+
+            let population = &scenario.populations[request.population];
+            let identity = format!("{}-{}", population.plan, request.rank);
+            let mut headers = HeaderMap::with_capacity(2);
+            if let Ok(value) = HeaderValue::from_str(&identity) {
+                headers.insert(user.clone(), value);
+            }
+            headers.insert(plan.clone(), plans[request.population].clone());
+            let route = &scenario.routes[request.route];
+            let engine = &engines[request.gateway];
+            recorder.begin(number);
+            number += 1;
+            let mut admitted = Vec::new();
+            let fate = match engine.read(&route.method, &Uri::default(), &route.path, &headers) {
+                Err(_) => Fate::Refused,
+                Ok((head, routed)) => {
+                    let facts = head.facts(&headers, client, true, None);
+                    match engine.decide(routed, &facts).await {
+                        Verdict::Allowed(allowed) => {
+                            admitted.extend(
+                                allowed
+                                    .quotas
+                                    .iter()
+                                    .filter_map(|q| names.get(q.name).copied()),
+                            );
+                            Fate::Allowed
+                        }
+                        Verdict::Denied(_) => Fate::Denied,
+                        Verdict::Unavailable => Fate::Unavailable,
+                        Verdict::Refused(_) => Fate::Refused,
+                    }
+                }
+            };
+            let (latency, failed) = recorder.end();
+
+            let phase = match (&failure, &shift) {
+                (Some((.., window)), _) if window.contains(&at) => Phase::Failure,
+                (_, Some(window)) if window.contains(&at) => Phase::Shift,
+                _ => Phase::Steady,
+            };
+            recording.request(request.population, at, fate, failed, latency);
+            for rule in admitted {
+                let cost = costs[request.route][rule];
+                recording.admitted(
+                    rule,
+                    request.population,
+                    request.rank,
+                    request.region,
+                    at,
+                    cost,
+                    phase,
+                );
+            }
+            if request.region != traffic.home(request.population, request.rank) {
+                recording.moved();
+            }
+            if let Some((region, shard, window)) = &failure
+                && request.region == *region
+                && window.contains(&at)
+            {
+                let on_shard = clusters[*region].shard_of(&identity) == *shard;
+                recording.during_failure(on_shard, fate, failed);
+            }
+            let ms = at / 1_000_000;
+            if ms >= shown + 100 {
+                progress.advance(ms - shown);
+                shown = ms;
+            }
+        }
+        progress.advance((nanos(scenario.duration) / 1_000_000).saturating_sub(shown));
+    });
+    let calls = clusters.iter().map(|c| c.calls()).collect();
+    Ok(recording.finish(calls))
+}
