@@ -183,11 +183,11 @@ impl FleetReport {
         let _ = writeln!(out, "## Admitted against limit\n");
         let _ = writeln!(
             out,
-            "Per rule, the most cost admitted to one key in any trailing period of the rule's length (counted exactly, over every admission), as a multiple of its limit. A bucket (`gcra`, `token_bucket`) may admit its burst and a whole period's refill within one period: its bound is (burst + limit) / limit, 2.00x when the burst is the limit. A region's store enforces that bound for the keys it sees; a key whose requests reach two regions has a bucket in each.\n"
+            "Per rule, the most cost admitted to one key in any trailing period of the rule's length (counted exactly, over every admission), as a multiple of its limit, in periods that overlap neither the shift nor the failure, that overlap the shift, and that overlap the failure. A bucket (`gcra`, `token_bucket`) may admit its burst and a whole period's refill within one period: its bound is (burst + limit) / limit, 2.00x when the burst is the limit. A region's store enforces that bound for the keys it sees; a key whose requests reach two regions has a bucket in each.\n"
         );
         let _ = writeln!(
             out,
-            "| rule | limit | bound | run | steady | during the shift | during the failure |"
+            "| rule | limit | bound | run | steady | overlapping the shift | overlapping the failure |"
         );
         let _ = writeln!(out, "| --- | ---: | ---: | --- | ---: | ---: | ---: |");
         for (i, name) in self.rules.iter().enumerate() {

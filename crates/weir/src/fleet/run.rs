@@ -20,7 +20,7 @@ use weir_store::{Breaker, BreakerConfig, Store};
 
 use super::cluster::{Cluster, Recorder, Watched};
 use super::scenario::Scenario;
-use super::stats::{Fate, Phase, Recording, RunStats};
+use super::stats::{Fate, Recording, RunStats};
 use super::traffic::{Traffic, mix};
 use super::{FleetError, Progress};
 use crate::engine::{Engine, EngineSpec, Verdict};
@@ -116,13 +116,19 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
         .collect();
     let policies: Vec<_> = rules.iter().map(|r| r.policy).collect();
     let seconds = scenario.duration.as_secs().max(1) as usize;
-    let mut recording = Recording::new(scenario.populations.len(), &policies, seconds);
     let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     let shift = scenario.shift.as_ref().map(|s| nanos(s.start)..nanos(s.end));
     let failure = scenario
         .failure
         .as_ref()
         .map(|f| (f.region, f.shard, nanos(f.start)..nanos(f.end)));
+    let mut recording = Recording::new(
+        scenario.populations.len(),
+        &policies,
+        seconds,
+        shift,
+        failure.as_ref().map(|(.., window)| window.clone()),
+    );
     let tick = engines.first().and_then(|e| e.lease_tick()).map(nanos);
     let user = HeaderName::from_static(USER_HEADER);
     let plan = HeaderName::from_static(PLAN_HEADER);
@@ -201,23 +207,11 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
             };
             let (latency, failed) = recorder.end();
 
-            let phase = match (&failure, &shift) {
-                (Some((.., window)), _) if window.contains(&at) => Phase::Failure,
-                (_, Some(window)) if window.contains(&at) => Phase::Shift,
-                _ => Phase::Steady,
-            };
             recording.request(request.population, at, fate, failed, latency);
             for rule in admitted {
                 let cost = costs[request.route][rule];
-                recording.admitted(
-                    rule,
-                    request.population,
-                    request.rank,
-                    request.region,
-                    at,
-                    cost,
-                    phase,
-                );
+                let who = (request.population, request.rank);
+                recording.admitted(rule, who, request.region, at, cost);
             }
             if request.region != traffic.home(request.population, request.rank) {
                 recording.moved();

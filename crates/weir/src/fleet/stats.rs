@@ -5,20 +5,21 @@
 //! each request; and what happened in the failed shard's region while it was down.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 
 use weir_core::Policy;
 
 /// The most regions a scenario may have (a key's admissions are kept per region).
 pub(super) const MAX_REGIONS: usize = 8;
 
-/// The phases of a run, by the time of a request.
+/// The phases of a run a trailing period can fall in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
-    /// Neither the shift nor the failure.
+    /// The period overlaps neither the shift nor the failure.
     Steady = 0,
-    /// During the traffic shift.
+    /// The period overlaps the traffic shift (not the failure).
     Shift = 1,
-    /// While the shard is down.
+    /// The period overlaps the failure.
     Failure = 2,
 }
 
@@ -68,11 +69,6 @@ impl Counts {
             (Fate::Unavailable, _) => self.unavailable += 1,
             (Fate::Refused, _) => self.refused += 1,
         }
-    }
-
-    /// Admitted, on the shared store or the fallback.
-    pub(super) fn admitted(&self) -> u64 {
-        self.allowed + self.fallback_allowed
     }
 }
 
@@ -193,12 +189,22 @@ pub(super) struct Recording {
     stats: RunStats,
     /// Per rule, its period in ns.
     periods: Vec<u64>,
+    /// When the shift and the failure were (ns from the start).
+    shift: Option<Range<u64>>,
+    failure: Option<Range<u64>>,
     tracks: HashMap<(u16, u16, u32), Track, foldhash::fast::FixedState>,
 }
 
 impl Recording {
-    /// Counting `populations` plans and the rules of `policies` over `seconds`.
-    pub(super) fn new(populations: usize, policies: &[Policy], seconds: usize) -> Self {
+    /// Counting `populations` plans and the rules of `policies` over `seconds`, with
+    /// the shift and the failure at these times.
+    pub(super) fn new(
+        populations: usize,
+        policies: &[Policy],
+        seconds: usize,
+        shift: Option<Range<u64>>,
+        failure: Option<Range<u64>>,
+    ) -> Self {
         Self {
             stats: RunStats {
                 plans: vec![Counts::default(); populations],
@@ -221,6 +227,23 @@ impl Recording {
                 .map(|p| u64::try_from(p.period().as_nanos()).unwrap_or(u64::MAX))
                 .collect(),
             tracks: HashMap::default(),
+            shift,
+            failure,
+        }
+    }
+
+    /// The phase of the trailing `period` ending at `at`.
+    fn phase(&self, at: u64, period: u64) -> Phase {
+        let overlaps = |r: &Option<Range<u64>>| {
+            r.as_ref()
+                .is_some_and(|r| r.start <= at && r.end > at.saturating_sub(period))
+        };
+        if overlaps(&self.failure) {
+            Phase::Failure
+        } else if overlaps(&self.shift) {
+            Phase::Shift
+        } else {
+            Phase::Steady
         }
     }
 
@@ -260,19 +283,17 @@ impl Recording {
     }
 
     /// `cost` admitted at `at` (ns) to the key of rule `rule` of identity `rank` of
-    /// `population`, in `region`, in `phase`.
-    #[expect(clippy::too_many_arguments, reason = "one admission's facts, counted once")]
+    /// `population`, in `region`.
     pub(super) fn admitted(
         &mut self,
         rule: usize,
-        population: usize,
-        rank: u32,
+        (population, rank): (usize, u32),
         region: usize,
         at: u64,
         cost: u64,
-        phase: Phase,
     ) {
         let period = self.periods[rule];
+        let phase = self.phase(at, period);
         let track = self
             .tracks
             .entry((rule as u16, population as u16, rank))
