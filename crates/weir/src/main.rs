@@ -82,7 +82,7 @@ enum Command {
     },
     // Its help is the doc of `SimulateArgs`, followed by the fleet's.
     #[cfg(feature = "simulate")]
-    Simulate(Simulate),
+    Simulate(Box<Simulate>),
 }
 
 // `weir simulate`: the replay of traffic against rules (its flags, and its help, from
@@ -161,12 +161,13 @@ fn main() -> ExitCode {
             serve(&config, listeners, limits, log_format)
         }
         #[cfg(feature = "simulate")]
-        Command::Simulate(Simulate {
-            fleet: Some(SimulateFleet::Fleet(args)),
-            ..
-        }) => weir::fleet::run(&args).map_err(anyhow::Error::from),
-        #[cfg(feature = "simulate")]
-        Command::Simulate(Simulate { replay, .. }) => simulate(&replay),
+        Command::Simulate(simulation) => match *simulation {
+            Simulate {
+                fleet: Some(SimulateFleet::Fleet(args)),
+                ..
+            } => weir::fleet::run(&args).map_err(anyhow::Error::from),
+            Simulate { replay, .. } => simulate(&replay),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

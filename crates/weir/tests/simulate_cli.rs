@@ -195,3 +195,46 @@ fn the_binary_refuses_bad_input_with_exit_code_1() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn simulate_fleet_is_a_subcommand_with_its_own_help() {
+    let help = stdout_of(weir().args(["simulate", "fleet", "--help"]));
+    for flag in ["--scenario", "--seed", "--plot", "--report"] {
+        assert!(help.contains(flag), "{flag} missing from {help}");
+    }
+    let help = stdout_of(weir().args(["simulate", "--help"]));
+    assert!(help.contains("weir simulate fleet"), "{help}");
+}
+
+#[test]
+fn simulate_fleet_writes_its_report_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet/small.yaml");
+    let (plot, report) = (dir.path().join("fleet.svg"), dir.path().join("fleet.md"));
+    let stdout = stdout_of(weir().args([
+        "simulate".as_ref(),
+        "fleet".as_ref(),
+        "--scenario".as_ref(),
+        scenario.as_os_str(),
+        "--seed".as_ref(),
+        "3".as_ref(),
+        "--plot".as_ref(),
+        plot.as_os_str(),
+        "--report".as_ref(),
+        report.as_os_str(),
+    ]));
+    assert!(
+        stdout.starts_with("# weir simulate fleet: a small fleet"),
+        "{stdout}"
+    );
+    let written = std::fs::read_to_string(&report).unwrap();
+    assert_eq!(written.trim_end(), stdout.trim_end());
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+
+    let missing = weir()
+        .args(["simulate", "fleet", "--scenario", "/nonexistent/fleet.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/fleet.yaml"));
+}

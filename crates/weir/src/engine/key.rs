@@ -146,6 +146,15 @@ const HASHED: char = '#';
 
 /// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
 /// so that different lists of identities never make the same key.
+/// The key of a rule keyed on the one identity `name` whose value is `value`: what a
+/// store sees as the key's identity (a simulation routes it to a shard so).
+#[cfg(feature = "simulate")]
+pub(crate) fn single_identity_key(name: &str, value: &str) -> String {
+    let mut key = String::new();
+    push_tagged(&mut key, name, value);
+    stored(key)
+}
+
 fn push_tagged(key: &mut String, name: &str, value: &str) {
     if !key.is_empty() {
         key.push('&');

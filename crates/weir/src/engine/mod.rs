@@ -49,6 +49,8 @@ pub use self::envoy::{
 };
 pub use self::handle::EngineHandle;
 pub use self::identity::{IdentitySource, Normalize, Source};
+#[cfg(feature = "simulate")]
+pub(crate) use self::key::single_identity_key;
 use self::pending::Pending;
 pub use self::pending::SettlementId;
 pub use self::plan::{KeyPlan, PlanSource, Plans};

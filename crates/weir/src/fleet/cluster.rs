@@ -117,6 +117,8 @@ pub(super) struct Cluster {
     clock: Arc<ManualClock>,
     start: u64,
     recorder: Arc<Recorder>,
+    /// Calls per rule.
+    by_rule: Mutex<HashMap<String, u64, foldhash::fast::FixedState>>,
 }
 
 impl Cluster {
@@ -136,6 +138,7 @@ impl Cluster {
             start: clock.now(),
             clock,
             recorder,
+            by_rule: Mutex::default(),
         }
     }
 
@@ -156,6 +159,15 @@ impl Cluster {
         self.shards.iter().map(|s| s.calls.lock().clone()).collect()
     }
 
+    /// Calls per rule (by name).
+    pub(super) fn calls_by_rule(&self) -> HashMap<String, u64> {
+        self.by_rule
+            .lock()
+            .iter()
+            .map(|(rule, &n)| (rule.clone(), n))
+            .collect()
+    }
+
     /// Drops the keys that hold nothing (full again, no lease record): what Redis's
     /// expiry does.
     pub(super) fn sweep(&self) {
@@ -169,10 +181,30 @@ impl Cluster {
         }
     }
 
-    /// A call for `identity`: counted, its latency added to the request waiting; the
-    /// shard, or the timeout when it is down.
-    fn call(&self, identity: &str) -> Result<&Shard, StoreError> {
-        let shard = &self.shards[self.shard_of(identity)];
+    /// A call for the rules of `keys` (one call, counted for each rule it carries) on
+    /// the shard of the first key's identity: counted, its latency added to the
+    /// request waiting; the shard, or the timeout when it is down.
+    fn call<'k>(&self, mut keys: impl Iterator<Item = Key<'k>>) -> Result<&Shard, StoreError> {
+        let Some(first) = keys.next() else {
+            return Err(StoreError::Protocol("a call with no key".into()));
+        };
+        let shard = &self.shards[self.shard_of(first.identity)];
+        {
+            let mut by_rule = self.by_rule.lock();
+            let mut rules: Vec<&str> = std::iter::once(first.rule)
+                .chain(keys.map(|k| k.rule))
+                .collect();
+            rules.sort_unstable();
+            rules.dedup();
+            for rule in rules {
+                match by_rule.get_mut(rule) {
+                    Some(calls) => *calls += 1,
+                    None => {
+                        by_rule.insert(rule.to_owned(), 1);
+                    }
+                }
+            }
+        }
         let second = (self.clock.now().saturating_sub(self.start) / 1_000_000_000) as usize;
         {
             let mut calls = shard.calls.lock();
@@ -197,10 +229,10 @@ impl Cluster {
     /// Checks (`commit`) or reads `checks` all or nothing on the shard of the first
     /// check's identity (the scenario's rules key each request on one identity).
     fn decide(&self, checks: &[Check<'_>], commit: bool) -> Result<Vec<Decision>, StoreError> {
-        let Some(first) = checks.first() else {
+        if checks.is_empty() {
             return Ok(Vec::new());
-        };
-        let shard = self.call(first.key.identity)?;
+        }
+        let shard = self.call(checks.iter().map(|c| c.key))?;
         let now = self.clock.now();
         let mut keys = shard.keys.lock();
         let mut scratch: Vec<(String, Option<State>)> = Vec::with_capacity(checks.len());
@@ -294,8 +326,8 @@ impl Store for Cluster {
     }
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
-        let refunded = checks.first().map_or(Ok(()), |first| {
-            let shard = self.call(first.key.identity)?;
+        let refunded = checks.first().map_or(Ok(()), |_| {
+            let shard = self.call(checks.iter().map(|c| c.key))?;
             let now = self.clock.now();
             let mut keys = shard.keys.lock();
             for check in checks {
@@ -310,7 +342,7 @@ impl Store for Cluster {
 
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         let granted = (|| {
-            let shard = self.call(key.identity)?;
+            let shard = self.call(std::iter::once(key))?;
             let now = self.clock.now();
             let mut keys = shard.keys.lock();
             let entry = keys.entry(key_name(key)).or_insert_with(|| Entry {
@@ -333,7 +365,7 @@ impl Store for Cluster {
         unspent: u64,
     ) -> StoreFuture<'a, bool> {
         let found = (|| {
-            let shard = self.call(key.identity)?;
+            let shard = self.call(std::iter::once(key))?;
             let now = self.clock.now();
             let mut keys = shard.keys.lock();
             match keys.get_mut(&key_name(key)) {
@@ -352,7 +384,7 @@ impl Store for Cluster {
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, _policy: &'a Policy) -> StoreFuture<'a, ()> {
-        let reset = self.call(key.identity).map(|shard| {
+        let reset = self.call(std::iter::once(key)).map(|shard| {
             shard.keys.lock().remove(&key_name(key));
         });
         Box::pin(std::future::ready(reset))

@@ -28,6 +28,9 @@ pub(super) fn write_svg(report: &FleetReport, path: &Path) -> Result<(), FleetEr
     })
 }
 
+/// A line: its name, colour and points.
+type Series = (String, RGBAColor, Vec<(f64, f64)>);
+
 /// Colours for series, in order.
 const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -111,7 +114,7 @@ fn draw(report: &FleetReport, svg: &mut String) -> Result<(), Box<dyn std::error
     legend_box(&upper_legend, &entries)?;
 
     // Calls per shard.
-    let mut series: Vec<(String, RGBAColor, Vec<(f64, f64)>)> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     for (k, (run, stats)) in report.runs().into_iter().enumerate() {
         let shards: Vec<&Vec<u32>> = stats.calls.iter().flatten().collect();
         let len = shards.iter().map(|c| c.len()).max().unwrap_or(0);
@@ -187,7 +190,11 @@ fn bands(report: &FleetReport) -> Vec<((f64, f64), RGBColor)> {
 }
 
 fn band_name(report: &FleetReport, colour: &RGBColor) -> String {
-    match (*colour == BLUE, &report.scenario.shift, &report.scenario.failure) {
+    match (
+        *colour == BLUE,
+        &report.scenario.shift,
+        &report.scenario.failure,
+    ) {
         (true, Some(s), _) => format!(
             "shift {} -> {}",
             report.scenario.regions[s.from].name, report.scenario.regions[s.to].name

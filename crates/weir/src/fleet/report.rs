@@ -49,9 +49,7 @@ impl FleetReport {
             })
             .collect();
         let (fallback_instances, timeout_ms) = match &config.store {
-            StoreConfig::Redis(redis, fallback) => {
-                (fallback.instances, redis.timeout.as_millis())
-            }
+            StoreConfig::Redis(redis, fallback) => (fallback.instances, redis.timeout.as_millis()),
             StoreConfig::Memory(_) => (1, 0),
         };
         Self {
@@ -106,7 +104,10 @@ impl FleetReport {
             thousands(requests),
             thousands(peak.round() as u64),
         );
-        let _ = writeln!(out, "| region | gateways | Redis shards | identities' share | store call latency |");
+        let _ = writeln!(
+            out,
+            "| region | gateways | Redis shards | identities' share | store call latency |"
+        );
         let _ = writeln!(out, "| --- | ---: | ---: | ---: | --- |");
         for r in &s.regions {
             let l = r.latency;
@@ -137,7 +138,10 @@ impl FleetReport {
             out,
             "| plan | identities | run | requests | admitted | denied | fallback admitted | fallback denied | failed closed |"
         );
-        let _ = writeln!(out, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        let _ = writeln!(
+            out,
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
         for (i, p) in self.scenario.populations.iter().enumerate() {
             for (run, stats) in self.runs() {
                 let c = &stats.plans[i];
@@ -214,7 +218,10 @@ impl FleetReport {
             }
         }
         let _ = writeln!(out, "\nThe worst of each rule, and where (with leases):\n");
-        let _ = writeln!(out, "| rule | key | admitted | x limit | at | phase | admitted by |");
+        let _ = writeln!(
+            out,
+            "| rule | key | admitted | x limit | at | phase | admitted by |"
+        );
         let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | --- | --- |");
         for (i, name) in self.rules.iter().enumerate() {
             let stats = &self.with_leases.rules[i];
@@ -275,11 +282,28 @@ impl FleetReport {
         }
         let _ = writeln!(
             out,
-            "\nEvery shard together: {} calls/s with leases, {} without ({} fewer).\n",
+            "\nEvery shard together: {} calls/s with leases, {} without ({} fewer). Per rule, every region together (a call checking two rules, a login's plan and login limits, counts for both):\n",
             thousands((totals[0] as f64 / seconds).round() as u64),
             thousands((totals[1] as f64 / seconds).round() as u64),
             saved(totals[0], totals[1])
         );
+        let _ = writeln!(out, "| rule | with leases | without leases | saved |");
+        let _ = writeln!(out, "| --- | ---: | ---: | ---: |");
+        for (i, name) in self.rules.iter().enumerate() {
+            let (with, without) = (
+                self.with_leases.rule_calls[i],
+                self.without_leases.rule_calls[i],
+            );
+            let _ = writeln!(
+                out,
+                "| {name}{} | {} | {} | {} |",
+                if self.leased[i] { " (leased)" } else { "" },
+                thousands((with as f64 / seconds).round() as u64),
+                thousands((without as f64 / seconds).round() as u64),
+                saved(with, without)
+            );
+        }
+        let _ = writeln!(out);
     }
 
     fn latency(&self, out: &mut String) {
@@ -289,13 +313,25 @@ impl FleetReport {
             "What the store calls a request waited for added to it, drawn per call from its region's latency model (a request spent from a lease, or denied from a remembered denial, waits for none; a call to the failed shard waits the store's timeout, {} ms, until the gateway's breaker opens).\n",
             self.timeout_ms
         );
-        let _ = writeln!(out, "| run | no store call | mean | p50 | p99 | p99.9 |");
-        let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |");
-        for (run, stats) in self.runs() {
-            let l = &stats.latency;
+        let _ = writeln!(
+            out,
+            "| run | requests | no store call | mean | p50 | p99 | p99.9 |"
+        );
+        let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+        let rows = self.runs().into_iter().flat_map(|(run, stats)| {
+            [
+                (run, "all", &stats.latency),
+                (
+                    run,
+                    "but the failed region's from the failure on",
+                    &stats.latency_unfailed,
+                ),
+            ]
+        });
+        for (run, which, l) in rows {
             let _ = writeln!(
                 out,
-                "| {run} | {:.1}% | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms |",
+                "| {run} | {which} | {:.1}% | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} ms |",
                 l.none_share() * 100.0,
                 l.mean_us() / 1000.0,
                 l.quantile_us(0.5) as f64 / 1000.0,
@@ -314,7 +350,7 @@ impl FleetReport {
         let _ = writeln!(out, "## The shard failure\n");
         let _ = writeln!(
             out,
-            "Shard {} of {} answered nothing from {} s to {} s (each call failing after {} ms). The region's requests meanwhile, those whose keys live on that shard and the others (each gateway's circuit breaker, opened by failures in a row, sends every request of its own to the failure policy until a probe succeeds):\n",
+            "Shard {} of {} answered nothing from {} s to {} s (each call failing after {} ms). The region's requests meanwhile, those whose keys live on that shard and the others (each gateway's circuit breaker, opened by failures in a row, sends every request of its own to the failure policy until a probe succeeds), and after the shard came back, the requests still decided on the failure policy (a breaker waiting for its next probe):\n",
             f.shard,
             region.name,
             f.start.as_secs(),
@@ -325,11 +361,15 @@ impl FleetReport {
             out,
             "| run | keys | requests | admitted | denied | fallback admitted | fallback denied | failed closed |"
         );
-        let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        let _ = writeln!(
+            out,
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
         for (run, stats) in self.runs() {
             for (keys, c) in [
                 ("on the failed shard", &stats.failure.0),
                 ("on the other shards", &stats.failure.1),
+                ("after it came back", &stats.failure.2),
             ] {
                 let _ = writeln!(out, "| {run} | {keys} | {} |", counts_row(c));
             }

@@ -23,7 +23,7 @@ use super::scenario::Scenario;
 use super::stats::{Fate, Recording, RunStats};
 use super::traffic::{Traffic, mix};
 use super::{FleetError, Progress};
-use crate::engine::{Engine, EngineSpec, Verdict};
+use crate::engine::{Engine, EngineSpec, Verdict, single_identity_key};
 
 /// The virtual clock's start: 2026-12-01 00:00:00 UTC.
 const START: u64 = 1_796_083_200_000_000_000;
@@ -117,7 +117,10 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
     let policies: Vec<_> = rules.iter().map(|r| r.policy).collect();
     let seconds = scenario.duration.as_secs().max(1) as usize;
     let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    let shift = scenario.shift.as_ref().map(|s| nanos(s.start)..nanos(s.end));
+    let shift = scenario
+        .shift
+        .as_ref()
+        .map(|s| nanos(s.start)..nanos(s.end));
     let failure = scenario
         .failure
         .as_ref()
@@ -139,6 +142,13 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
         .collect::<Result<_, _>>()
         .map_err(|_| FleetError::Runtime("a plan name is not a header value".into()))?;
     let client = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    // The identity the rules key on (the scenario's rules key on one, read from
+    // `X-User`): a key's shard is its stored form's.
+    let key_name = rules
+        .iter()
+        .find_map(|r| r.key.first())
+        .cloned()
+        .unwrap_or_default();
 
     runtime.block_on(async {
         let mut traffic = Traffic::new(scenario, setup.seed);
@@ -207,7 +217,10 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
             };
             let (latency, failed) = recorder.end();
 
-            recording.request(request.population, at, fate, failed, latency);
+            let touched = failure
+                .as_ref()
+                .is_some_and(|(region, _, window)| request.region == *region && at >= window.start);
+            recording.request(request.population, at, (fate, failed), latency, touched);
             for rule in admitted {
                 let cost = costs[request.route][rule];
                 let who = (request.population, request.rank);
@@ -218,10 +231,14 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
             }
             if let Some((region, shard, window)) = &failure
                 && request.region == *region
-                && window.contains(&at)
             {
-                let on_shard = clusters[*region].shard_of(&identity) == *shard;
-                recording.during_failure(on_shard, fate, failed);
+                if window.contains(&at) {
+                    let key = single_identity_key(&key_name, &identity);
+                    let on_shard = clusters[*region].shard_of(&key) == *shard;
+                    recording.during_failure(on_shard, fate, failed);
+                } else if at >= window.end {
+                    recording.after_failure(fate, failed);
+                }
             }
             let ms = at / 1_000_000;
             if ms >= shown + 100 {
@@ -232,5 +249,10 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
         progress.advance((nanos(scenario.duration) / 1_000_000).saturating_sub(shown));
     });
     let calls = clusters.iter().map(|c| c.calls()).collect();
-    Ok(recording.finish(calls))
+    let by_rule: Vec<_> = clusters.iter().map(|c| c.calls_by_rule()).collect();
+    let rule_calls = rules
+        .iter()
+        .map(|r| by_rule.iter().filter_map(|b| b.get(&r.name)).sum())
+        .collect();
+    Ok(recording.finish(calls, rule_calls))
 }

@@ -175,11 +175,17 @@ pub(super) struct RunStats {
     pub rules: Vec<RuleStats>,
     /// Latency added per request.
     pub latency: Latencies,
+    /// Latency added per request, but for the failed shard's region from the failure
+    /// on.
+    pub latency_unfailed: Latencies,
+    /// Store calls per routed rule (by index), every region together.
+    pub rule_calls: Vec<u64>,
     /// Per region, per shard, store calls per second.
     pub calls: Vec<Vec<Vec<u32>>>,
     /// In the failed shard's region while it was down: requests whose keys live on
-    /// the failed shard, and the others.
-    pub failure: (Counts, Counts),
+    /// the failed shard, and the others; after it came back, the requests still
+    /// decided on the failure policy (a breaker waiting for its next probe).
+    pub failure: (Counts, Counts, Counts),
     /// Requests the shift moved.
     pub moved: u64,
 }
@@ -218,6 +224,8 @@ impl Recording {
                     })
                     .collect(),
                 latency: Latencies::new(),
+                latency_unfailed: Latencies::new(),
+                rule_calls: Vec::new(),
                 calls: Vec::new(),
                 failure: Default::default(),
                 moved: 0,
@@ -248,15 +256,19 @@ impl Recording {
     }
 
     /// A request's fate (`failed`: decided on the failure policy), and the latency
-    /// its store calls added.
+    /// its store calls added; `touched`: whether the failure could have touched it
+    /// (its region, from the failure on).
     pub(super) fn request(
         &mut self,
         population: usize,
         at: u64,
-        fate: Fate,
-        failed: bool,
+        (fate, failed): (Fate, bool),
         latency: u64,
+        touched: bool,
     ) {
+        if !touched {
+            self.stats.latency_unfailed.add(latency);
+        }
         self.stats.plans[population].add(fate, failed);
         let second = self.second(at);
         let counts = &mut self.stats.plan_seconds[population][second];
@@ -275,6 +287,14 @@ impl Recording {
             false => &mut self.stats.failure.1,
         };
         counts.add(fate, failed);
+    }
+
+    /// A request of the failed shard's region after it came back: counted if it was
+    /// still decided on the failure policy.
+    pub(super) fn after_failure(&mut self, fate: Fate, failed: bool) {
+        if failed || fate == Fate::Unavailable {
+            self.stats.failure.2.add(fate, failed);
+        }
     }
 
     /// A request the shift moved.
@@ -342,9 +362,11 @@ impl Recording {
         ((at / 1_000_000_000) as usize).min(last)
     }
 
-    /// The run's counts, with the store calls counted by the clusters.
-    pub(super) fn finish(mut self, calls: Vec<Vec<Vec<u32>>>) -> RunStats {
+    /// The run's counts, with the store calls counted by the clusters: per region,
+    /// shard and second, and per rule.
+    pub(super) fn finish(mut self, calls: Vec<Vec<Vec<u32>>>, rule_calls: Vec<u64>) -> RunStats {
         self.stats.calls = calls;
+        self.stats.rule_calls = rule_calls;
         self.stats
     }
 }
