@@ -92,6 +92,8 @@ impl Regional {
             decision.allowed = false;
             decision.retry_after = None;
         }
+        // The rule's limit, as every check of it reports; `remaining` is this region's.
+        decision.limit = policy.limit();
         decision
     }
 

@@ -51,7 +51,7 @@ fn a_key_new_to_a_region_is_decided_at_its_floor() {
     assert_eq!(admitted(&policy, &mut state, T0 + 2 * SECOND, 10), 1);
     let denied = check(&policy, &mut state, T0 + 2 * SECOND, 1);
     assert_eq!(denied.retry_after, Some(Duration::from_secs(2)));
-    assert_eq!(denied.limit, 30);
+    assert_eq!(denied.limit, 600, "the rule's limit");
 }
 
 #[test]
