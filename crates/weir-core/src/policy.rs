@@ -262,13 +262,16 @@ impl Policy {
     }
 
     /// The plain token bucket of `limit` units per period, with the capacity scaled
-    /// as `limit` is to this policy's limit (at least 1): what a region enforces with
-    /// `limit` units of the global limit in force.
+    /// as `limit` is to this policy's limit, rounded up: what a region enforces with
+    /// `limit` units of the global limit in force. Rounded up, the regions' capacities
+    /// add up to at most one unit per region more than this policy's (rounded down, a
+    /// region with a small share could never hold the two tokens its rate needs
+    /// between requests, and would admit less than its share).
     pub(crate) fn scaled_bucket(&self, limit: u64) -> Self {
         let limit = limit.clamp(1, self.limit);
-        let capacity = u128::from(self.capacity()) * u128::from(limit) / u128::from(self.limit);
+        let scaled = u128::from(self.capacity()) * u128::from(limit);
         // At most the capacity, which is at most MAX_LIMIT.
-        let capacity = (capacity as u64).max(1);
+        let capacity = scaled.div_ceil(u128::from(self.limit)) as u64;
         Self {
             algorithm: Algorithm::TokenBucket,
             limit,

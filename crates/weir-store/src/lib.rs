@@ -34,7 +34,7 @@ pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
     RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,
 };
-pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents};
+pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};
 pub use store::{Check, Key, Store, StoreFuture};
 /// The lease types of [`Store::take`] and [`Store::give_back`], from weir-core.
 pub use weir_core::{Closing, Grant, LeaseId, Take};

@@ -21,6 +21,11 @@ pub(crate) struct Regional {
     open: bool,
     /// Until when the record is kept for the claims (a report keeps it two rounds).
     keep_until: u64,
+    /// The demand in units per period, averaged over the claims (exponentially, with a
+    /// time constant of a round): one region's reports arrive unevenly (several
+    /// instances, a few requests a round), and a share that followed each sample would
+    /// swing with them.
+    demand: u64,
 }
 
 impl Regional {
@@ -37,6 +42,7 @@ impl Regional {
                 since: 0,
                 open: false,
                 keep_until: 0,
+                demand: 0,
             },
         }
     }

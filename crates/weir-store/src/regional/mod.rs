@@ -67,11 +67,17 @@ impl Regions {
     /// at least 1, at most `limit / regions`. `None` when the limit is below the
     /// number of regions (each needs a floor of at least one unit).
     pub fn floor_of(&self, limit: u64) -> Option<u64> {
-        let regions = self.stores.len() as u64;
-        let fraction = (limit as f64 * self.floor).floor() as u64;
-        let floor = fraction.max(1).min(limit / regions.max(1));
-        (floor >= 1).then_some(floor)
+        region_floor(limit, self.stores.len() as u64, self.floor)
     }
+}
+
+/// A region's floor of a global rule of `limit` units per period shared by `regions`
+/// regions, each with the fraction `floor` of it: at least 1, at most
+/// `limit / regions`; `None` when the limit is below the number of regions.
+pub fn region_floor(limit: u64, regions: u64, floor: f64) -> Option<u64> {
+    let fraction = (limit as f64 * floor).floor() as u64;
+    let floor = fraction.max(1).min(limit / regions.max(1));
+    (floor >= 1).then_some(floor)
 }
 
 /// What the rebalancing does, per global rule (by the index it was given): for metrics.

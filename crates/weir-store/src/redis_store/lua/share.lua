@@ -3,7 +3,7 @@
 -- (so that a change of rate keeps the level's meaning).
 --
 -- A region's record of a key, under the key's state name:
--- "r:tokens:last:share:deadline:offered:since:open:keep". Decided as the algorithm
+-- "r:tokens:last:share:deadline:offered:since:open:keep:demand". Decided as the algorithm
 -- `regional` of the driver, whose policy arguments are: limit (the global limit L),
 -- capacity (the burst C), period (us), and the region's floor in the L slot.
 --
@@ -16,26 +16,27 @@
 -- argv[3..] = L, floor, region (from 0), regions, demand, enforcing, seq, hold (us).
 -- Returns { 1, granted } or { 0 } for a stale claim.
 
--- The bucket of `limit` units per period of the global L, C: its capacity, scaled.
+-- The bucket of `limit` units per period of the global L, C: its capacity, scaled and
+-- rounded up (Policy::scaled_bucket).
 local function share_capacity(limit, C, L)
-  return math.max(1, math.floor(C * limit / L))
+  return div_ceil(C * limit, L)
 end
 
 local function regional_read(state, now, floor, C, L, period)
   local s = tagged(state, 'r')
   if not s then
     return { tokens = share_capacity(floor, C, L) * period, last = now, share = 0,
-      deadline = 0, offered = 0, since = 0, open = 0, keep = 0 }
+      deadline = 0, offered = 0, since = 0, open = 0, keep = 0, demand = 0 }
   end
   local n = numbers(s)
   return { tokens = n[1], last = n[2], share = n[3], deadline = n[4], offered = n[5],
-    since = n[6], open = n[7], keep = n[8] }
+    since = n[6], open = n[7], keep = n[8], demand = n[9] }
 end
 
 local function regional_text(r)
   return 'r:' .. int(r.tokens) .. ':' .. int(r.last) .. ':' .. int(r.share) .. ':' ..
     int(r.deadline) .. ':' .. int(r.offered) .. ':' .. int(r.since) .. ':' .. int(r.open) ..
-    ':' .. int(r.keep)
+    ':' .. int(r.keep) .. ':' .. int(r.demand)
 end
 
 -- Units per period in force at `at`: the floor, and the share before its deadline.
@@ -150,7 +151,12 @@ local function share_report(keys, argv, now)
     if now < r.deadline then enforcing = r.share end
     local elapsed = now - r.since
     if r.since == 0 or elapsed <= 0 then elapsed = round end
+    -- Averaged over the claims, with a time constant of a round (see regional.rs).
     local demand = math.floor(r.offered * period / elapsed)
+    if r.since ~= 0 then
+      demand = math.floor((r.demand * round + demand * elapsed) / (round + elapsed))
+    end
+    r.demand = demand
     r.offered = 0
     r.since = math.max(now, r.since + 1)
     r.open = 0
