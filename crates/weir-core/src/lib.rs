@@ -20,6 +20,7 @@ mod decision;
 mod lease;
 mod period;
 mod policy;
+mod share;
 mod shed;
 mod state;
 
@@ -32,6 +33,10 @@ pub use lease::{
 pub use period::{PeriodError, parse_period};
 pub use policy::{
     Algorithm, MAX_LIMIT, MAX_PERIOD, MAX_SLIDING_LOG_LIMIT, MIN_PERIOD, Policy, PolicyError,
+};
+pub use share::{
+    Claim, MAX_REGIONS, Renewal, Report, ShareError, apply as apply_share,
+    deadline as share_deadline, renew as renew_share, report as report_share,
 };
 pub use shed::{Outcome, Priority, ShedConfig, Shedder, Ticket};
 pub use state::State;

@@ -92,6 +92,19 @@ pub enum PolicyError {
     BurstNotApplicable(Algorithm),
     /// `period` is shorter than [`MIN_PERIOD`] or longer than [`MAX_PERIOD`].
     PeriodOutOfRange(Duration),
+    /// A regional share ([`Policy::regional`]) of an algorithm other than
+    /// `token_bucket`.
+    ShareNotApplicable(Algorithm),
+    /// A regional share whose floors, one per region, are 0 or add up to more than the
+    /// limit.
+    FloorsOutOfRange {
+        /// Each region's floor.
+        floor: u64,
+        /// How many regions.
+        regions: u64,
+        /// The global limit.
+        limit: u64,
+    },
 }
 
 impl fmt::Display for PolicyError {
@@ -114,6 +127,18 @@ impl fmt::Display for PolicyError {
             PolicyError::PeriodOutOfRange(period) => {
                 write!(f, "period must be between 1ms and 366d, got {period:?}")
             }
+            PolicyError::ShareNotApplicable(algorithm) => write!(
+                f,
+                "scope: global applies to token_bucket, not to {algorithm} (a region's share changes the rate, which only a bucket's level carries across)"
+            ),
+            PolicyError::FloorsOutOfRange {
+                floor,
+                regions,
+                limit,
+            } => write!(
+                f,
+                "each of {regions} regions keeps a floor of {floor} units, which must be at least 1 and add up to at most the limit ({limit}): raise the limit or lower region.floor"
+            ),
         }
     }
 }
@@ -133,6 +158,9 @@ pub struct Policy {
     /// Nanoseconds between emissions when the state fits one word (see
     /// [`Policy::packs`]), else 0: worked out once here rather than on every check.
     word_interval_ns: u64,
+    /// For a region's share of a global limit ([`Policy::regional`]): the units per
+    /// period this region always has, whatever its share; else 0.
+    region_floor: u64,
 }
 
 impl Policy {
@@ -191,7 +219,67 @@ impl Policy {
             } else {
                 0
             },
+            region_floor: 0,
         })
+    }
+
+    /// This policy as one region's share of it, for a rule whose limit is global
+    /// across `regions` regions (`crate::share`): the region always has `floor` units
+    /// per period, and on top of them the share its rebalancing was last granted. Only
+    /// `token_bucket`, and floors of at least 1 that add up to at most the limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::{Algorithm, Policy};
+    ///
+    /// let global = Policy::new(Algorithm::TokenBucket, 20_000, Duration::from_secs(60), None)?;
+    /// let eu = global.regional(400, 3)?;
+    /// assert_eq!((eu.region_floor(), eu.limit()), (Some(400), 20_000));
+    /// assert!(global.regional(7_000, 3).is_err(), "three floors above the limit");
+    /// # Ok::<(), weir_core::PolicyError>(())
+    /// ```
+    pub fn regional(self, floor: u64, regions: u64) -> Result<Self, PolicyError> {
+        if self.algorithm != Algorithm::TokenBucket {
+            return Err(PolicyError::ShareNotApplicable(self.algorithm));
+        }
+        if floor == 0 || regions == 0 || floor.saturating_mul(regions) > self.limit {
+            return Err(PolicyError::FloorsOutOfRange {
+                floor,
+                regions,
+                limit: self.limit,
+            });
+        }
+        Ok(Self {
+            region_floor: floor,
+            ..self
+        })
+    }
+
+    /// The floor of a region's share ([`Policy::regional`]); `None` for a policy that
+    /// is not a share.
+    pub fn region_floor(&self) -> Option<u64> {
+        (self.region_floor != 0).then_some(self.region_floor)
+    }
+
+    /// The plain token bucket of `limit` units per period, with the capacity scaled
+    /// as `limit` is to this policy's limit, rounded up: what a region enforces with
+    /// `limit` units of the global limit in force. Rounded up, the regions' capacities
+    /// add up to at most one unit per region more than this policy's (rounded down, a
+    /// region with a small share could never hold the two tokens its rate needs
+    /// between requests, and would admit less than its share).
+    pub(crate) fn scaled_bucket(&self, limit: u64) -> Self {
+        let limit = limit.clamp(1, self.limit);
+        let scaled = u128::from(self.capacity()) * u128::from(limit);
+        // At most the capacity, which is at most MAX_LIMIT.
+        let capacity = scaled.div_ceil(u128::from(self.limit)) as u64;
+        Self {
+            algorithm: Algorithm::TokenBucket,
+            limit,
+            period_ns: self.period_ns,
+            burst: Some(capacity),
+            word_interval_ns: 0,
+            region_floor: 0,
+        }
     }
 
     /// Whether every state this policy leaves is one word ([`State::word`](crate::State::word)),

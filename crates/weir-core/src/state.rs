@@ -1,6 +1,7 @@
 //! The state a store keeps under a key, between checks.
 
 use crate::algorithm::{FixedWindow, Gcra, SlidingLog, SlidingWindow, TokenBucket};
+use crate::share::{Home, Regional};
 
 /// What an algorithm remembers about one key. Opaque: stores keep it and hand it back.
 ///
@@ -22,6 +23,18 @@ impl State {
         }
     }
 
+    /// Until when (ns since the Unix epoch) a store must keep this state even if its
+    /// algorithm reports it full: a region's share record lives until its share's
+    /// deadline and its claim's end, the records of a key's home until the last
+    /// expires (`crate::share`). 0 for every other state, which lives until full.
+    pub fn live_until(&self) -> u64 {
+        match &self.0 {
+            Inner::Regional(regional) => regional.live_until(),
+            Inner::Home(home) => home.live_until(),
+            _ => 0,
+        }
+    }
+
     /// The state that [`State::word`] gave as `word`; `None` for 0 (no state: full).
     pub fn from_word(word: u64) -> Option<Self> {
         (word != 0).then(|| State(Inner::Gcra(Gcra::from_word(word))))
@@ -36,4 +49,8 @@ pub(crate) enum Inner {
     TokenBucket(TokenBucket),
     /// GCRA and the leaky bucket share one state: the theoretical arrival time.
     Gcra(Gcra),
+    /// A region's bucket for its share of a global limit, and the share.
+    Regional(Box<Regional>),
+    /// The shares the regions hold of one key, at the key's home.
+    Home(Box<Home>),
 }

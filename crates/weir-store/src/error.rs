@@ -36,6 +36,12 @@ pub enum StoreError {
     /// A lease was asked for under a policy whose algorithm cannot be leased.
     #[error(transparent)]
     Lease(#[from] weir_core::LeaseError),
+    /// A regional share operation on a rule that is not global, or with bad regions.
+    #[error(transparent)]
+    Share(#[from] weir_core::ShareError),
+    /// The store keeps no regional shares (a wrapper that does not pass them on).
+    #[error("this store keeps no regional shares")]
+    NoShares,
 }
 
 impl StoreError {

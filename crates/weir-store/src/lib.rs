@@ -19,6 +19,7 @@ mod jitter;
 mod leasing;
 mod memory;
 mod redis_store;
+mod regional;
 mod store;
 
 pub use breaker::{Breaker, BreakerConfig};
@@ -33,6 +34,7 @@ pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
     RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,
 };
+pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};
 pub use store::{Check, Key, Store, StoreFuture};
 /// The lease types of [`Store::take`] and [`Store::give_back`], from weir-core.
 pub use weir_core::{Closing, Grant, LeaseId, Take};

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use weir_core::{Decision, Grant, LeaseId, Policy, Take, leasable};
+use weir_core::{Claim, Decision, Grant, LeaseId, Policy, Renewal, Report, Take, leasable};
 
 use crate::StoreError;
 
@@ -178,6 +178,51 @@ pub trait Store: Send + Sync + 'static {
     /// depend on its algorithm), its leases included: its next check starts full.
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()>;
 
+    /// Step 1 of a rebalance of a region's share of a global rule's key
+    /// (`weir_core::report_share`, whose module has the protocol), on the region's
+    /// own store, atomically with the key's checks: adds the units an instance was
+    /// offered, and opens a claim when the region's renewal is due. `policy` is the
+    /// region's ([`Policy::regional`]).
+    ///
+    /// The default, for stores that keep no shares: [`StoreError::NoShares`].
+    fn report_share<'a>(
+        &'a self,
+        _key: Key<'a>,
+        _policy: &'a Policy,
+        _report: Report,
+    ) -> StoreFuture<'a, Option<Claim>> {
+        Box::pin(async { Err(StoreError::NoShares) })
+    }
+
+    /// Step 3 (`weir_core::apply_share`), on the region's own store: puts the share
+    /// granted to claim `seq` in force, if that claim is still open and in time.
+    ///
+    /// The default: [`StoreError::NoShares`].
+    fn apply_share<'a>(
+        &'a self,
+        _key: Key<'a>,
+        _policy: &'a Policy,
+        _seq: u64,
+        _grant: u64,
+        _hold: std::time::Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::NoShares) })
+    }
+
+    /// Step 2 (`weir_core::renew_share`), on the store of the key's home region: the
+    /// share granted, or `None` for a stale claim. The records live beside the key's
+    /// state, under a name of their own.
+    ///
+    /// The default: [`StoreError::NoShares`].
+    fn renew_share<'a>(
+        &'a self,
+        _key: Key<'a>,
+        _policy: &'a Policy,
+        _renewal: Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(async { Err(StoreError::NoShares) })
+    }
+
     /// Whether the store is expected to answer now (connected, circuit closed): what
     /// `/readyz` reports. A store in process is always ready.
     fn is_ready(&self) -> bool {
@@ -233,6 +278,35 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
         (**self).reset(key, policy)
+    }
+
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: Report,
+    ) -> StoreFuture<'a, Option<Claim>> {
+        (**self).report_share(key, policy, report)
+    }
+
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: std::time::Duration,
+    ) -> StoreFuture<'a, bool> {
+        (**self).apply_share(key, policy, seq, grant, hold)
+    }
+
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        (**self).renew_share(key, policy, renewal)
     }
 
     fn is_ready(&self) -> bool {

@@ -58,6 +58,9 @@ use crate::{Algorithm, Decision, Policy};
 /// # Ok::<(), weir_core::PolicyError>(())
 /// ```
 pub fn check(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) -> Decision {
+    if policy.region_floor().is_some() {
+        return crate::share::check(policy, state, now, cost);
+    }
     let fits_ever = cost <= policy.capacity();
     let cost = if fits_ever { cost } else { 0 };
     let mut decision = match policy.algorithm() {
@@ -134,6 +137,9 @@ pub fn check(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) ->
 /// exact when the refund follows its check with nothing in between, approximate
 /// otherwise (see their modules).
 pub fn refund(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) {
+    if policy.region_floor().is_some() {
+        return crate::share::refund(policy, state, now, cost);
+    }
     if cost == 0 || cost > policy.capacity() {
         return;
     }

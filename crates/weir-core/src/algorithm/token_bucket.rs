@@ -24,6 +24,11 @@ pub(crate) struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// When the tokens were last brought up to date.
+    pub(crate) fn last(&self) -> u64 {
+        self.last
+    }
+
     /// Tokens in `1 / period_ns` units.
     fn scaled(&self, period: u64) -> u128 {
         u128::from(self.whole) * u128::from(period) + u128::from(self.fraction)

@@ -346,6 +346,35 @@ impl<S: Store> Store for Breaker<S> {
         Box::pin(self.guarded(self.inner.reset(key, policy)))
     }
 
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: weir_core::Report,
+    ) -> StoreFuture<'a, Option<weir_core::Claim>> {
+        Box::pin(self.guarded(self.inner.report_share(key, policy, report)))
+    }
+
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: std::time::Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.guarded(self.inner.apply_share(key, policy, seq, grant, hold)))
+    }
+
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: weir_core::Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(self.guarded(self.inner.renew_share(key, policy, renewal)))
+    }
+
     /// Closed (or found back by the health loop since it opened), the health loop
     /// finding the store up, and the store itself ready.
     fn is_ready(&self) -> bool {

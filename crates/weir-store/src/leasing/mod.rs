@@ -375,6 +375,35 @@ impl Store for LeasingStore {
         self.inner.reset(key, policy)
     }
 
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: weir_core::Report,
+    ) -> StoreFuture<'a, Option<weir_core::Claim>> {
+        self.inner.report_share(key, policy, report)
+    }
+
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.apply_share(key, policy, seq, grant, hold)
+    }
+
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: weir_core::Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        self.inner.renew_share(key, policy, renewal)
+    }
+
     fn is_ready(&self) -> bool {
         self.inner.is_ready()
     }

@@ -28,7 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 use foldhash::fast::RandomState;
-use weir_core::{Clock, Decision, Policy, State, check, refund};
+use weir_core::{
+    Claim, Clock, Decision, Policy, Renewal, Report, State, apply_share, check, refund,
+    renew_share, report_share,
+};
 
 use self::budget::KeyBudget;
 use self::entry::HashedKey;
@@ -280,6 +283,41 @@ impl MemoryStore {
         }
     }
 
+    /// Runs `update` on the key's state now, under its shard's lock, and keeps what it
+    /// leaves, until full again (a regional record: a peek under `policy` says when)
+    /// and not before the state says it must live.
+    fn update<T>(
+        &self,
+        key: Key<'_>,
+        policy: &Policy,
+        peek: bool,
+        update: impl FnOnce(&mut Option<State>, u64) -> T,
+    ) -> Result<T, StoreError> {
+        let now = self.clock.now();
+        let hashed = [self.hashed(key)];
+        let mut locked = self.lock_all(&hashed);
+        let shard = locked.shard(0);
+        let mut state = shard.get(hashed[0], now);
+        let out = update(&mut state, now);
+        if state.is_some() && !shard.holds(hashed[0]) && !self.budget.try_take(1) {
+            return Err(self.full());
+        }
+        let reset_after = match peek {
+            true => check(policy, &mut state.clone(), now, 0).reset_after,
+            false => std::time::Duration::ZERO,
+        };
+        let expires_at = expiry(now, reset_after);
+        shard.put(
+            hashed[0],
+            state,
+            expires_at,
+            policy,
+            &self.budget,
+            &self.hasher,
+        );
+        Ok(out)
+    }
+
     /// Forgets a key's state.
     pub fn reset_sync(&self, key: Key<'_>) {
         let key = self.hashed(key);
@@ -373,5 +411,50 @@ impl Store for MemoryStore {
     fn reset<'a>(&'a self, key: Key<'a>, _: &'a Policy) -> StoreFuture<'a, ()> {
         self.reset_sync(key);
         Box::pin(ready(Ok(())))
+    }
+
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: Report,
+    ) -> StoreFuture<'a, Option<Claim>> {
+        let claim = self.update(key, policy, true, |state, now| {
+            report_share(policy, state, now, &report)
+        });
+        Box::pin(ready(claim.and_then(|c| c.map_err(StoreError::from))))
+    }
+
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: std::time::Duration,
+    ) -> StoreFuture<'a, bool> {
+        let applied = self.update(key, policy, true, |state, now| {
+            apply_share(policy, state, now, seq, grant, hold)
+        });
+        Box::pin(ready(applied.and_then(|a| a.map_err(StoreError::from))))
+    }
+
+    /// Home's records live under the rule's name followed by `:home`, which no rule
+    /// of a configuration can be named.
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        let rule = format!("{}:home", key.rule);
+        let home = Key {
+            rule: &rule,
+            identity: key.identity,
+        };
+        let granted = self.update(home, policy, false, |state, now| {
+            renew_share(policy, state, now, &renewal)
+        });
+        Box::pin(ready(granted.and_then(|g| g.map_err(StoreError::from))))
     }
 }

@@ -121,7 +121,7 @@ impl Tables {
                     found.remove();
                     budget.give_back(1);
                 }
-                Some(None) => entry.expires_at = expiry(now, decision.reset_after),
+                Some(None) => entry.expires_at = kept_until(now, decision.reset_after, entry),
                 Some(Some(word)) => {
                     found.remove();
                     self.words.insert(key, word, hasher);
@@ -152,7 +152,7 @@ impl Tables {
             if !budget.try_take(1) {
                 return Err(ShardFull);
             }
-            let expires_at = expiry(now, decision.reset_after);
+            let expires_at = expiry(now, decision.reset_after).max(state.live_until());
             self.insert(key, state, expires_at, policy, hasher);
         }
         Ok(decision)
@@ -173,6 +173,7 @@ impl Tables {
             self.remove(key, budget);
             return;
         };
+        let expires_at = expires_at.max(state.live_until());
         let word = word_under(policy, &state);
         if let Ok(mut found) = self.states.find_entry(key.hash, |e| key.is(&e.key)) {
             match word {
@@ -247,6 +248,13 @@ impl Tables {
         self.states
             .insert_unique(key.hash, entry, |e| hash_identity(hasher, e.key.as_bytes()));
     }
+}
+
+/// When an entry decided at `now` may go: once its state is full again, and not before
+/// the state says it must live (a region's share record, see `weir_core::State`).
+fn kept_until(now: u64, reset_after: std::time::Duration, entry: &Entry) -> u64 {
+    let live = entry.state.as_ref().map_or(0, State::live_until);
+    expiry(now, reset_after).max(live)
 }
 
 /// The word `state` is kept as under `policy`: only a policy that packs keeps words,

@@ -18,15 +18,19 @@ use super::lease::LeaseCall;
 use super::library::Library;
 use super::params::ScriptPolicy;
 use super::script::CheckScript;
+use super::share::ShareCall;
 use super::{RedisStore, classify};
 use crate::{Check, StoreError};
 
-/// What one call of the Lua does: checks in a mode, or a lease's take or give-back.
+/// What one call of the Lua does: checks in a mode, a lease's take or give-back, or a
+/// step of a regional share's rebalance.
 pub(super) enum Call<'c> {
     /// The driver's checks.
     Checks(Mode, &'c [(Check<'c>, ScriptPolicy)]),
     /// A take or a give-back (lease.lua) on one key under one policy.
     Lease(&'c ScriptPolicy, &'c LeaseCall),
+    /// A region's report or apply, or a renewal at home (share.lua).
+    Share(&'c ScriptPolicy, &'c ShareCall),
 }
 
 impl Call<'_> {
@@ -35,6 +39,7 @@ impl Call<'_> {
         match self {
             Call::Checks(mode, checks) => args::general(command, now_us, *mode, checks),
             Call::Lease(policy, lease) => lease.args(command, now_us, policy),
+            Call::Share(policy, share) => share.args(command, now_us, policy),
         }
     }
 }

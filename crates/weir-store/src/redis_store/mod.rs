@@ -27,6 +27,7 @@ mod library;
 mod params;
 mod probe;
 mod script;
+mod share;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -499,6 +500,38 @@ impl Store for RedisStore {
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
         Box::pin(self.delete(key, policy))
+    }
+
+    /// One script on the key's state.
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: weir_core::Report,
+    ) -> StoreFuture<'a, Option<weir_core::Claim>> {
+        Box::pin(self.report_share_call(key, policy, report))
+    }
+
+    /// One script on the key's state.
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.apply_share_call(key, policy, seq, grant, hold))
+    }
+
+    /// One script on the key's home records.
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: weir_core::Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        Box::pin(self.renew_share_call(key, policy, renewal))
     }
 
     /// Whether the health loop finds Redis up (always, without one: see

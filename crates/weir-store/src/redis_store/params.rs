@@ -43,6 +43,10 @@ pub(crate) struct ScriptPolicy {
     /// in (`now / period`), whose count lives under its own key as a bare integer (see
     /// `counter`). `None` for state kept under the rule's key.
     pub(crate) window: Option<u64>,
+    /// For a region's share of a global limit (`share.lua`): the region's floor, sent
+    /// in the place of `ticks_per_us` (the bucket counts tokens in units of
+    /// `1 / period_us`, whatever the rate in force).
+    pub(crate) region_floor: Option<u64>,
 }
 
 impl ScriptPolicy {
@@ -63,8 +67,25 @@ impl ScriptPolicy {
             ticks_per_us: limit / divisor,
             ticks_per_unit: period_us / divisor,
             window: None,
+            region_floor: None,
         };
         let wide = u128::from;
+        if let Some(floor) = policy.region_floor() {
+            // Tokens in units of 1/period_us, and the capacity scaled by C × rate / L.
+            let fits = 2 * wide(params.capacity) * wide(period_us) < EXACT
+                && wide(params.capacity) * wide(limit) < EXACT;
+            if !fits {
+                return Err(RedisPolicyError::TooLarge(
+                    "a global rule's burst x period in microseconds, or burst x limit",
+                ));
+            }
+            return Ok(Self {
+                ticks_per_us: floor,
+                ticks_per_unit: 0,
+                region_floor: Some(floor),
+                ..params
+            });
+        }
         let fits = match policy.algorithm() {
             Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => {
                 // Queued ticks plus a cost of up to the capacity: twice the tolerance,
@@ -97,15 +118,19 @@ impl ScriptPolicy {
 
     /// The Lua's name for how this policy is decided.
     pub(crate) fn lua_name(&self) -> &'static str {
-        match self.window {
-            Some(_) => COUNTER,
-            None => self.algorithm.name(),
+        match (self.window, self.region_floor) {
+            (Some(_), _) => COUNTER,
+            (None, Some(_)) => REGIONAL,
+            (None, None) => self.algorithm.name(),
         }
     }
 }
 
 /// The Lua's name for a fixed window kept in per-window counters.
 pub(crate) const COUNTER: &str = "fixed_counter";
+
+/// The Lua's name for a region's share of a global limit.
+const REGIONAL: &str = "regional";
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {

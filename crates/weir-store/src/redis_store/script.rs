@@ -7,15 +7,16 @@ use redis::{Cmd, Script};
 use super::dispatch::Call;
 
 /// The definitions shared by the script and the Functions library: the prelude, each
-/// algorithm, the driver, which defines `check(keys, argv)`, then the leases, which it
+/// algorithm, the regional shares (an algorithm and three operations), the driver, which defines `check(keys, argv)`, then the leases, which it
 /// calls for two of its modes.
-pub(super) const BODY: [&str; 8] = [
+pub(super) const BODY: [&str; 9] = [
     include_str!("lua/prelude.lua"),
     include_str!("lua/fixed_window.lua"),
     include_str!("lua/sliding_window.lua"),
     include_str!("lua/sliding_log.lua"),
     include_str!("lua/token_bucket.lua"),
     include_str!("lua/gcra.lua"),
+    include_str!("lua/share.lua"),
     include_str!("lua/driver.lua"),
     include_str!("lua/lease.lua"),
 ];

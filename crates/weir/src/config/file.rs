@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub(super) shedding: Option<Spanned<RawShedding>>,
     /// Envoy's rate limit service: with it, `rules` may be left out.
     pub(super) envoy: Option<Spanned<super::envoy::RawEnvoy>>,
+    /// This instance's region, for rules with `scope: global`.
+    pub(super) region: Option<Spanned<super::region::RawRegion>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }
@@ -296,6 +298,7 @@ pub(super) struct RawRule {
     pub(super) failure: FailureName,
     pub(super) store_timeout: Option<Spanned<Period>>,
     pub(super) lease: Option<Spanned<RawLease>>,
+    pub(super) scope: Option<Spanned<super::region::ScopeName>>,
 }
 
 /// What a rule does when the store cannot decide.

@@ -15,6 +15,7 @@ mod identities;
 mod lease;
 mod period;
 mod plans;
+mod region;
 mod rules;
 mod shedding;
 mod store;
@@ -27,7 +28,7 @@ use std::path::Path;
 use serde_saphyr::Location;
 use weir_core::{Algorithm, Policy, PolicyError};
 
-use crate::engine::{EngineSpec, NamedPolicy};
+use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
@@ -97,7 +98,14 @@ impl Config {
             StoreConfig::Memory(_) => 1,
         };
         let envoy = envoy::envoy(raw.envoy.as_ref(), &errors, instances, on_redis)?;
-        let rules = rules(&raw.rules, source, on_redis, envoy.is_some())?;
+        let region = region::region(raw.region.as_ref(), &store, source)?;
+        let rules = rules(
+            &raw.rules,
+            source,
+            on_redis,
+            envoy.is_some(),
+            region.as_ref(),
+        )?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
         let check_policy = |policy: &Policy| -> Result<(), String> {
             if on_redis {
@@ -128,6 +136,7 @@ impl Config {
                 rules,
                 routing,
                 store: store.kind(),
+                region,
             },
             store,
             client_ip,
@@ -175,6 +184,7 @@ fn rules(
     file: &Path,
     on_redis: bool,
     envoy: bool,
+    region: Option<&RegionSpec>,
 ) -> Result<Vec<NamedPolicy>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
@@ -226,10 +236,18 @@ fn rules(
                 .map_or(rule.name.referenced, |l| l.referenced);
             fail(at, "lease", message)
         })?;
+        let global = region::scope(rule, &policy, lease.is_some(), region).map_err(|message| {
+            let at = rule
+                .scope
+                .as_ref()
+                .map_or(rule.name.referenced, |s| s.referenced);
+            fail(at, "scope", message)
+        })?;
         rules.push(NamedPolicy {
             name,
             policy,
             lease,
+            global,
         });
     }
     if rules.is_empty() && !envoy {

@@ -40,7 +40,9 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use weir_core::Clock;
-use weir_store::{LeasingStore, MemoryStore, MemoryStoreConfig, Store};
+use weir_store::{
+    LeasingStore, MemoryStore, MemoryStoreConfig, RedisStore, RegionalStore, Regions, Store,
+};
 
 use self::denial_log::DenialLog;
 pub use self::envoy::{
@@ -58,9 +60,9 @@ pub use self::route::{PathMatch, RouteMatch, rule_host};
 pub use self::routed::Routed;
 pub use self::rule::{Failure, Lockout, Rule};
 pub use self::settlement::Settlement;
-pub use self::spec::{EngineSpec, NamedPolicy, StoreKind};
+pub use self::spec::{EngineSpec, NamedPolicy, RegionSpec, StoreKind};
 pub use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
-use crate::metrics::{EngineMetrics, LeaseMetrics, Metrics};
+use crate::metrics::{EngineMetrics, LeaseMetrics, Metrics, ShareMetrics};
 use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
@@ -162,6 +164,7 @@ impl Engine {
             };
             MemoryStore::new(limits, clock.clone())
         });
+        let store = regional(spec, store, &clock, &metrics);
         let leasing = leasing(spec, &store, &clock, &metrics);
         let store = match &leasing {
             Some(leasing) => Arc::clone(leasing) as Arc<dyn Store>,
@@ -273,6 +276,52 @@ impl Engine {
     pub fn unpark(&self, id: SettlementId) -> Option<Settlement> {
         self.pending.unpark(id, self.clock.now())
     }
+}
+
+/// The regional store in front of `store` for the rules with `scope: global`, talking to
+/// the other regions' stores (only its rebalancing loop does); `store` itself without
+/// global rules.
+fn regional(
+    spec: &EngineSpec,
+    store: Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    metrics: &Arc<Metrics>,
+) -> Arc<dyn Store> {
+    let Some(region) = &spec.region else {
+        return store;
+    };
+    let global: Vec<&str> = spec
+        .rules
+        .iter()
+        .filter(|rule| rule.global)
+        .map(|rule| rule.name.as_str())
+        .collect();
+    if global.is_empty() {
+        return store;
+    }
+    let mut stores = vec![(region.name.clone(), Arc::clone(&store))];
+    for (name, config) in &region.peers {
+        let peer = RedisStore::start(config, Arc::clone(clock));
+        stores.push((name.clone(), peer as Arc<dyn Store>));
+    }
+    let regions = Regions {
+        this: region.name.clone(),
+        stores,
+        rebalance: region.rebalance,
+        floor: region.floor,
+    };
+    let events = ShareMetrics::new(metrics, global.iter().copied());
+    let rules = global
+        .iter()
+        .enumerate()
+        .map(|(i, name)| ((*name).to_owned(), i));
+    #[expect(
+        clippy::expect_used,
+        reason = "the configuration lists this region once and its peers by other names, at most MAX_REGIONS: what RegionalStore::new checks; built at load, not on a request's path"
+    )]
+    let regional = RegionalStore::new(store, regions, rules, events, true)
+        .expect("a validated region section");
+    regional
 }
 
 /// The leasing store in front of `store` for the rules with `lease`, when the store is

@@ -2,8 +2,10 @@
 //! kind of store it decides on. `config` produces this after validating a file
 //! (`Config::parse`, whose `engine` it is); the engine never reads configuration itself.
 
+use std::time::Duration;
+
 use weir_core::Policy;
-use weir_store::LeasePlan;
+use weir_store::{LeasePlan, RedisStoreConfig};
 
 use super::Routing;
 
@@ -16,6 +18,30 @@ pub struct EngineSpec {
     pub routing: Routing,
     /// The kind of store the engine decides on.
     pub store: StoreKind,
+    /// This instance's region, when rules are global across regions (`region:`).
+    pub region: Option<RegionSpec>,
+}
+
+/// This instance's region and the others (`region:`): where the shares of the rules
+/// with `scope: global` are renewed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegionSpec {
+    /// This region's name.
+    pub name: String,
+    /// The other regions, by name, and their stores (with this region's key prefix,
+    /// timeout and clock).
+    pub peers: Vec<(String, RedisStoreConfig)>,
+    /// How often shares are renewed.
+    pub rebalance: Duration,
+    /// Each region's floor, as a fraction of a global rule's limit.
+    pub floor: f64,
+}
+
+impl RegionSpec {
+    /// How many regions share a global limit, this one included.
+    pub fn regions(&self) -> u64 {
+        self.peers.len() as u64 + 1
+    }
 }
 
 /// A named limit: a rule's name and its policy.
@@ -28,6 +54,9 @@ pub struct NamedPolicy {
     pub policy: Policy,
     /// How its keys are leased on a shared store (`lease:`), if they are.
     pub lease: Option<LeasePlan>,
+    /// Whether its limit is global across regions (`scope: global`): each region
+    /// decides its keys on its share.
+    pub global: bool,
 }
 
 /// The kind of store an engine decides on.

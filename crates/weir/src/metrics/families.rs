@@ -56,6 +56,26 @@ pub(super) struct LeaseUnitLabels {
     pub(super) fate: &'static str,
 }
 
+/// Units of a global rule, by what became of them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ShareUseLabels {
+    pub(super) rule: String,
+    pub(super) kind: &'static str,
+}
+
+/// A share renewal of a global rule, by outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RenewalLabels {
+    pub(super) rule: String,
+    pub(super) outcome: &'static str,
+}
+
+/// One region (names come from the configuration).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RegionLabels {
+    pub(super) region: String,
+}
+
 /// A reload's result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ResultLabels {
@@ -135,6 +155,11 @@ pub(super) struct Families {
     pub(super) shed: Family<ShedLabels, Counter>,
     pub(super) shed_limit: Gauge,
     pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
+    pub(super) region_units: Family<ShareUseLabels, Counter>,
+    pub(super) region_renewals: Family<RenewalLabels, Counter>,
+    pub(super) region_share: Family<RuleLabels, Gauge>,
+    pub(super) region_rounds: Counter,
+    pub(super) region_unreachable: Family<RegionLabels, RareCounter>,
 }
 
 impl Families {
@@ -160,6 +185,11 @@ impl Families {
             shed: Family::default(),
             shed_limit: Gauge::default(),
             envoy_descriptors: Family::default(),
+            region_units: Family::default(),
+            region_renewals: Family::default(),
+            region_share: Family::default(),
+            region_rounds: Counter::default(),
+            region_unreachable: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -263,6 +293,31 @@ impl Families {
             "envoy_descriptors",
             "Descriptors of Envoy's ShouldRateLimit calls by outcome: ok, over_limit, over_limit_shadow (over, in shadow mode: answered OK), unlimited, no_limit (no limit matched), fallback (decided on this instance's local fallback), unavailable (the store could not decide)",
             f.envoy_descriptors.clone(),
+        );
+        registry.register(
+            "region_units",
+            "Units of the rules with scope global asked for on this instance, by rule and kind: offered (asked for), admitted",
+            f.region_units.clone(),
+        );
+        registry.register(
+            "region_renewals",
+            "Share renewals this instance made for keys of global rules, by rule and outcome: applied (in force), late (granted but its claim had been replaced or its deadline had passed), stale (home had a later claim)",
+            f.region_renewals.clone(),
+        );
+        registry.register(
+            "region_share_units",
+            "Units per period granted to the keys of a global rule that this instance renewed in the last rebalance (the region's share of the rule: the sum over its instances)",
+            f.region_share.clone(),
+        );
+        registry.register(
+            "region_rebalances",
+            "Rebalances of the shares of global rules this instance ran",
+            f.region_rounds.clone(),
+        );
+        registry.register(
+            "region_unreachable",
+            "Share calls to a region's store that failed or timed out, by region: while they fail, its share of the keys it is home to lapses to the floors",
+            f.region_unreachable.clone(),
         );
         families
     }

@@ -13,6 +13,7 @@ mod leases;
 mod live;
 mod near_limit;
 mod rates;
+mod regions;
 mod sharded;
 mod top;
 
@@ -31,6 +32,7 @@ pub use self::leases::LeaseMetrics;
 pub use self::live::{RuleLive, RuleTotals};
 pub use self::rates::Rates;
 use self::rates::Samples;
+pub use self::regions::ShareMetrics;
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).

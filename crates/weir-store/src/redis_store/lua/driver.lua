@@ -10,7 +10,8 @@
 -- decide as a commit that another check denied: nothing is written and the checks
 -- that pass report their unchanged state (for the slots of a Redis Cluster that a
 -- denial elsewhere kept from committing).
--- "4" and "5" take a lease and give one back (lease.lua, whose arguments differ).
+-- "4" and "5" take a lease and give one back (lease.lua, whose arguments differ);
+-- "6", "7" and "8" report, apply and renew a region's share (share.lua).
 -- Then 7 arguments per key: algorithm, cost, limit, capacity, period (us), L, P.
 -- Returns, flattened: 1 if every check passed, then per key allowed (0/1), remaining,
 -- reset (us), retry (us, -1 for none), delay (us). A refund returns, per key, what a
@@ -27,6 +28,7 @@ local function algorithm_named(name)
   if name == 'fixed_counter' then return fixed_counter, fixed_counter_refund end
   if name == 'sliding_window' then return sliding_window, sliding_window_refund end
   if name == 'sliding_log' then return sliding_log, sliding_log_refund end
+  if name == 'regional' then return regional, regional_refund end
   return nil
 end
 
@@ -42,12 +44,13 @@ local function read_state(argv, i, key)
   return redis.call('GET', key)
 end
 
--- Writes a state to keep, with its expiry in milliseconds.
-local function write_state(key, kept, px)
+-- Writes a state to keep, with its expiry in milliseconds (a region's share record
+-- lives at least until its deadline, see share.lua).
+local function write_state(key, kept, px, now)
   if type(kept) == 'table' then
     log_save(key, kept, px)
   else
-    redis.call('SET', key, kept, 'PX', px)
+    redis.call('SET', key, kept, 'PX', regional_px(kept, px, now))
   end
 end
 
@@ -134,7 +137,7 @@ local function refund_all(keys, argv, now)
   for i, key in ipairs(keys) do
     if last(keys, i) and current[key] ~= stored[key] then
       if current[key] then
-        write_state(key, current[key], expiry_ms(reset[key], argv[1]))
+        write_state(key, current[key], expiry_ms(reset[key], argv[1]), now)
       else
         redis.call('DEL', key)
       end
@@ -154,7 +157,7 @@ local function check_one(key, argv, now, commit, refused)
   elseif not commit then
     -- A preview writes nothing.
   elseif allowed and cost > 0 then
-    write_state(key, kept, expiry_ms(reset, argv[1]))
+    write_state(key, kept, expiry_ms(reset, argv[1]), now)
   elseif state and not kept then
     redis.call('DEL', key)
   end
@@ -198,7 +201,7 @@ local function check_all(keys, argv, now, commit, refused)
       end
       if final ~= stored[key] then
         if final then
-          write_state(key, final, expiry_ms(d[3], argv[1]))
+          write_state(key, final, expiry_ms(d[3], argv[1]), now)
         else
           redis.call('DEL', key)
         end
@@ -218,6 +221,9 @@ local function check(keys, argv)
   if mode == '2' then return refund_all(keys, argv, now) end
   if mode == '4' then return lease_take(keys, argv, now) end
   if mode == '5' then return lease_give_back(keys, argv, now) end
+  if mode == '6' then return share_report(keys, argv, now) end
+  if mode == '7' then return share_apply(keys, argv, now) end
+  if mode == '8' then return share_renew(keys, argv, now) end
   if #keys == 1 then return check_one(keys[1], argv, now, mode == '1', mode == '3') end
   return check_all(keys, argv, now, mode == '1', mode == '3')
 end

@@ -1,0 +1,105 @@
+//! The home of one key of a global rule: what each region holds of its limit.
+
+use super::{Renewal, ns};
+use crate::state::{Inner, State};
+
+/// One region's lease of the key's grantable part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Record {
+    /// Units per period granted, until `expires`.
+    share: u64,
+    expires: u64,
+    /// The share the region said it enforced when it last renewed, counted until
+    /// `held_expires`: a reply lost or not yet applied leaves the region enforcing it.
+    held: u64,
+    held_expires: u64,
+    /// Units per period the region was asked for, as of its last renewal.
+    demand: u64,
+    /// The number of the region's last claim renewed here.
+    seq: u64,
+}
+
+impl Record {
+    /// Units of the grantable part this region may be enforcing at `now`.
+    fn reserved(&self, now: u64) -> u64 {
+        let share = if now < self.expires { self.share } else { 0 };
+        let held = if now < self.held_expires {
+            self.held
+        } else {
+            0
+        };
+        share.max(held)
+    }
+}
+
+/// Per region (by index), its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Home {
+    regions: Vec<Record>,
+}
+
+impl Home {
+    /// The records in `state` for `regions` regions (none yet when there are none,
+    /// or the count changed: a new configuration, whose shares start afresh).
+    pub(crate) fn take_from(state: &mut Option<State>, regions: u32) -> Self {
+        let count = regions as usize;
+        match state.take().map(|s| s.0) {
+            Some(Inner::Home(home)) if home.regions.len() == count => *home,
+            _ => Self {
+                regions: vec![Record::default(); count],
+            },
+        }
+    }
+
+    /// The records as the state to keep: `None` once every lease has expired.
+    pub(crate) fn keep(self, now: u64) -> Option<State> {
+        (self.live_until() > now).then(|| State(Inner::Home(Box::new(self))))
+    }
+
+    /// When the last lease expires.
+    pub(crate) fn live_until(&self) -> u64 {
+        self.regions
+            .iter()
+            .map(|r| r.expires.max(r.held_expires))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Grants region `renewal.region` its demand-weighted part of `grantable`, at most
+    /// what the others leave, and records it with what it enforces now; `None` for a
+    /// stale claim.
+    pub(crate) fn renew(&mut self, grantable: u64, now: u64, renewal: &Renewal) -> Option<u64> {
+        let me = renewal.region as usize;
+        if renewal.seq <= self.regions[me].seq {
+            return None;
+        }
+        let others = || {
+            self.regions
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| *i != me)
+        };
+        let reserved: u64 = others().map(|(_, r)| r.reserved(now)).sum();
+        let available = grantable.saturating_sub(reserved);
+        let wanted: u128 = others()
+            .filter(|(_, r)| now < r.expires)
+            .map(|(_, r)| u128::from(r.demand))
+            .sum();
+        let demand = u128::from(renewal.demand);
+        let target = match demand {
+            0 => 0,
+            _ => u64::try_from(u128::from(grantable) * demand / (demand + wanted)).unwrap_or(0),
+        };
+        let granted = target.min(available);
+        let until = now.saturating_add(ns(renewal.hold));
+        self.regions[me] = Record {
+            share: granted,
+            expires: until,
+            held: renewal.enforcing.min(grantable),
+            held_expires: until,
+            demand: renewal.demand,
+            seq: renewal.seq,
+        };
+        Some(granted)
+    }
+}

@@ -1,0 +1,247 @@
+use std::time::Duration;
+
+use super::*;
+use crate::{Algorithm, check};
+
+const SECOND: u64 = 1_000_000_000;
+const T0: u64 = 1_800_000_000 * SECOND;
+const ROUND: Duration = Duration::from_secs(2);
+const HOLD: Duration = Duration::from_secs(6);
+
+/// 600 a minute (10 a second) across 3 regions, each with a floor of 30 a minute.
+fn policy() -> Policy {
+    Policy::new(Algorithm::TokenBucket, 600, Duration::from_secs(60), None)
+        .unwrap()
+        .regional(30, 3)
+        .unwrap()
+}
+
+fn admitted(policy: &Policy, state: &mut Option<State>, now: u64, tries: u64) -> u64 {
+    (0..tries)
+        .filter(|_| check(policy, state, now, 1).allowed)
+        .count() as u64
+}
+
+fn report_at(state: &mut Option<State>, now: u64, offered: u64) -> Option<Claim> {
+    let report = Report {
+        offered,
+        round: ROUND,
+        force: false,
+    };
+    super::report(&policy(), state, now, &report).unwrap()
+}
+
+fn renewal(region: u32, claim: Claim) -> Renewal {
+    Renewal {
+        region,
+        regions: 3,
+        demand: claim.demand,
+        enforcing: claim.enforcing,
+        seq: claim.seq,
+        hold: HOLD,
+    }
+}
+
+#[test]
+fn a_key_new_to_a_region_is_decided_at_its_floor() {
+    let (policy, mut state) = (policy(), None);
+    // Capacity scaled as the rate: 600 × 30 / 600 = 30 units at once.
+    assert_eq!(admitted(&policy, &mut state, T0, 100), 30);
+    // Then 30 a minute: one every 2 s.
+    assert_eq!(admitted(&policy, &mut state, T0 + 2 * SECOND, 10), 1);
+    let denied = check(&policy, &mut state, T0 + 2 * SECOND, 1);
+    assert_eq!(denied.retry_after, Some(Duration::from_secs(2)));
+    assert_eq!(denied.limit, 600, "the rule's limit");
+}
+
+#[test]
+fn a_granted_share_raises_the_rate_until_its_deadline_then_the_floor_returns() {
+    let (policy, mut state) = (policy(), None);
+    assert_eq!(admitted(&policy, &mut state, T0, 100), 30);
+    let claim = report_at(&mut state, T0, 300).unwrap();
+    // 300 offered over one round (2 s) when there was no earlier claim: 9,000 a minute.
+    assert_eq!((claim.seq, claim.demand, claim.enforcing), (T0, 9_000, 0));
+    let mut home = None;
+    let grant = renew(&policy, &mut home, T0, &renewal(0, claim)).unwrap();
+    // Alone: all of G = 600 - 3 × 30 = 510.
+    assert_eq!(grant, Some(510));
+    assert!(apply(&policy, &mut state, T0, claim.seq, 510, HOLD).unwrap());
+    // 540 a minute from now: 9 a second (the bucket was empty; no burst comes with it).
+    assert_eq!(admitted(&policy, &mut state, T0 + SECOND, 100), 9);
+    // The deadline is 3/4 of the hold after the claim: 4.5 s. Up to it, 9 a second;
+    // after it, the floor's rate (half a unit a second), with the floor's capacity.
+    let deadline = T0 + 4 * SECOND + SECOND / 2;
+    assert_eq!(admitted(&policy, &mut state, deadline - 1, 100), 31);
+    assert_eq!(admitted(&policy, &mut state, deadline + 4 * SECOND, 100), 2);
+}
+
+#[test]
+fn a_claim_is_made_once_a_round_and_only_by_one_instance() {
+    let mut state = None;
+    let first = report_at(&mut state, T0, 10).unwrap();
+    // Another instance reports in the same round: its units wait for the next claim.
+    assert_eq!(report_at(&mut state, T0 + SECOND / 2, 20), None);
+    // The claim is open: even a round later, no second claim until it times out.
+    assert_eq!(report_at(&mut state, T0 + SECOND + SECOND / 2, 0), None);
+    let second = report_at(&mut state, T0 + 2 * SECOND, 0).unwrap();
+    assert!(second.seq > first.seq);
+    // The 20 units reported since the first claim, over its 2 s: 600 a minute.
+    assert_eq!(second.demand, 600);
+    // The first claim's grant, late, is not applied: the claim was replaced.
+    assert!(!apply(&policy(), &mut state, T0 + 2 * SECOND, first.seq, 100, HOLD).unwrap());
+}
+
+#[test]
+fn nothing_wanted_and_nothing_held_makes_no_claim() {
+    let mut state = None;
+    assert_eq!(report_at(&mut state, T0, 0), None);
+}
+
+#[test]
+fn a_grant_arriving_after_its_deadline_is_not_applied() {
+    let mut state = None;
+    let claim = report_at(&mut state, T0, 10).unwrap();
+    let late = share_deadline_of(claim.seq);
+    assert!(!apply(&policy(), &mut state, late, claim.seq, 100, HOLD).unwrap());
+    assert!(
+        !apply(&policy(), &mut state, T0, claim.seq, 100, HOLD).unwrap(),
+        "closed"
+    );
+}
+
+fn share_deadline_of(seq: u64) -> u64 {
+    deadline(seq, HOLD)
+}
+
+#[test]
+fn home_weighs_shares_by_demand_and_never_grants_beyond_what_others_hold() {
+    let (policy, mut home) = (policy(), None);
+    let ask = |region, demand, enforcing, seq| Renewal {
+        region,
+        regions: 3,
+        demand,
+        enforcing,
+        seq,
+        hold: HOLD,
+    };
+    // G = 510. Region 0 alone: all of it.
+    assert_eq!(
+        renew(&policy, &mut home, T0, &ask(0, 800, 0, 1)).unwrap(),
+        Some(510)
+    );
+    // Region 1 wants 200 against region 0's 800: a target of 102, but region 0 holds
+    // everything until it renews.
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 1, &ask(1, 200, 0, 1)).unwrap(),
+        Some(0)
+    );
+    // Region 0 renews: 408 of it, while it still enforces 510 (held).
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 2, &ask(0, 800, 510, 2)).unwrap(),
+        Some(408)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 3, &ask(1, 200, 0, 2)).unwrap(),
+        Some(0)
+    );
+    // Region 0 confirms it enforces 408: region 1 gets its 102.
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 4, &ask(0, 800, 408, 3)).unwrap(),
+        Some(408)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 5, &ask(1, 200, 0, 3)).unwrap(),
+        Some(102)
+    );
+    // A stale claim changes nothing.
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 6, &ask(1, 900, 0, 2)).unwrap(),
+        None
+    );
+    // Once region 0's lease and held share expire, region 1 may have all of it.
+    let later = T0 + 5 + 6 * SECOND;
+    assert_eq!(
+        renew(&policy, &mut home, later, &ask(1, 200, 102, 4)).unwrap(),
+        Some(510)
+    );
+}
+
+#[test]
+fn a_region_that_reports_no_demand_gives_its_share_back() {
+    let (policy, mut home) = (policy(), None);
+    let ask = |region, demand, enforcing, seq| Renewal {
+        region,
+        regions: 3,
+        demand,
+        enforcing,
+        seq,
+        hold: HOLD,
+    };
+    assert_eq!(
+        renew(&policy, &mut home, T0, &ask(0, 50, 0, 1)).unwrap(),
+        Some(510)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 1, &ask(0, 0, 510, 2)).unwrap(),
+        Some(0)
+    );
+    // Held until the region says it enforces nothing.
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 2, &ask(2, 50, 0, 1)).unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 3, &ask(0, 0, 0, 3)).unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 4, &ask(2, 50, 0, 2)).unwrap(),
+        Some(510)
+    );
+}
+
+#[test]
+fn shares_refuse_bad_regions_and_plain_policies() {
+    let plain = Policy::new(Algorithm::TokenBucket, 10, Duration::from_secs(1), None).unwrap();
+    let ask = Renewal {
+        region: 3,
+        regions: 3,
+        demand: 1,
+        enforcing: 0,
+        seq: 1,
+        hold: HOLD,
+    };
+    assert_eq!(
+        renew(&policy(), &mut None, T0, &ask),
+        Err(ShareError::NoSuchRegion {
+            region: 3,
+            regions: 3
+        })
+    );
+    assert_eq!(
+        renew(&plain, &mut None, T0, &ask),
+        Err(ShareError::NotRegional)
+    );
+    let gcra = Policy::new(Algorithm::Gcra, 10, Duration::from_secs(1), None).unwrap();
+    assert!(gcra.regional(1, 3).is_err());
+    assert!(plain.regional(4, 3).is_err());
+    assert!(plain.regional(0, 3).is_err());
+}
+
+#[test]
+fn the_record_is_dropped_once_nothing_in_it_matters() {
+    let (policy, mut state) = (policy(), None);
+    assert!(check(&policy, &mut state, T0, 1).allowed);
+    assert!(state.is_some());
+    // Two seconds refill the unit: full, no share, nothing reported.
+    check(&policy, &mut state, T0 + 2 * SECOND, 0);
+    assert!(state.is_none());
+    // A report keeps the record two rounds, for the claim.
+    let claim = report_at(&mut state, T0, 5).unwrap();
+    assert!(state.as_ref().unwrap().live_until() >= T0 + 4 * SECOND);
+    assert!(apply(&policy, &mut state, T0, claim.seq, 10, HOLD).unwrap());
+    assert_eq!(
+        state.as_ref().unwrap().live_until(),
+        deadline(claim.seq, HOLD)
+    );
+}

@@ -1,0 +1,383 @@
+//! Regional shares of global limits: a [`Store`] in front of a region's own store that
+//! decides the keys of the rules with `scope: global` on the region's share of their
+//! limit, and a rebalancing loop that renews those shares with each key's home region
+//! (`weir_core`'s share module has the protocol and its bound).
+//!
+//! A request never waits on another region: checks go to the region's own store only,
+//! where each global key's record holds the share in force. The loop, every
+//! `rebalance`, reports the keys this instance was asked for since the last round (and
+//! for a few quiet rounds after, to give their shares back); for the keys whose claim
+//! it wins, it asks the key's home for the region's share and applies the answer. Only
+//! the loop talks to other regions, and only about keys with recent traffic.
+
+mod activity;
+mod round;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_core::{Decision, Policy};
+
+use self::activity::Activities;
+use crate::{Check, Key, Store, StoreError, StoreFuture};
+
+/// The most keys of global rules one instance reports a round; beyond, new keys are
+/// decided at the region's floor until some go quiet.
+pub const MAX_REPORTED_KEYS: usize = 1_000_000;
+
+/// The regions a global limit is shared by, and how they rebalance.
+#[derive(Clone)]
+pub struct Regions {
+    /// This region's name.
+    pub this: String,
+    /// Every region (this one included, with its own store) and its store, which
+    /// holds the region's records and is home to the keys that hash to it. Every
+    /// region must list the same names.
+    pub stores: Vec<(String, Arc<dyn Store>)>,
+    /// How often shares are renewed.
+    pub rebalance: Duration,
+    /// Each region's floor, as a fraction of a global rule's limit (at least one unit).
+    pub floor: f64,
+}
+
+impl std::fmt::Debug for Regions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Regions")
+            .field("this", &self.this)
+            .field(
+                "regions",
+                &self.stores.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("rebalance", &self.rebalance)
+            .field("floor", &self.floor)
+            .finish()
+    }
+}
+
+impl Regions {
+    /// How long home keeps a grant: three rebalances, so a region renewing every round
+    /// keeps its share in force (its deadline is three quarters of this after its
+    /// claim), and one cut off falls to its floor within 2.25 rounds.
+    pub fn hold(&self) -> Duration {
+        self.rebalance * 3
+    }
+
+    /// The region's floor of a global rule of `limit` units per period: the fraction,
+    /// at least 1, at most `limit / regions`. `None` when the limit is below the
+    /// number of regions (each needs a floor of at least one unit).
+    pub fn floor_of(&self, limit: u64) -> Option<u64> {
+        region_floor(limit, self.stores.len() as u64, self.floor)
+    }
+}
+
+/// A region's floor of a global rule of `limit` units per period shared by `regions`
+/// regions, each with the fraction `floor` of it: at least 1, at most
+/// `limit / regions`; `None` when the limit is below the number of regions.
+pub fn region_floor(limit: u64, regions: u64, floor: f64) -> Option<u64> {
+    let fraction = (limit as f64 * floor).floor() as u64;
+    let floor = fraction.max(1).min(limit / regions.max(1));
+    (floor >= 1).then_some(floor)
+}
+
+/// What the rebalancing does, per global rule (by the index it was given): for metrics.
+pub trait ShareEvents: Send + Sync + 'static {
+    /// A round began, reporting `keys` keys.
+    fn round(&self, keys: usize);
+    /// Units asked for on a key of the rule, and whether they were allowed.
+    fn used(&self, rule: usize, units: u64, allowed: bool);
+    /// Home granted `units` for a key of the rule; `applied` whether it went in force.
+    fn renewed(&self, rule: usize, units: u64, applied: bool);
+    /// Home found a claim stale.
+    fn stale(&self, rule: usize);
+    /// A region's store failed or did not answer in time (`region` its name).
+    fn unreachable(&self, region: &str);
+}
+
+/// Counts nothing.
+impl ShareEvents for () {
+    fn round(&self, _: usize) {}
+    fn used(&self, _: usize, _: u64, _: bool) {}
+    fn renewed(&self, _: usize, _: u64, _: bool) {}
+    fn stale(&self, _: usize) {}
+    fn unreachable(&self, _: &str) {}
+}
+
+/// A check's policy as the region decides it, and its global rule's index if any.
+type Rewritten = (Policy, Option<usize>);
+
+/// A [`Store`] deciding the keys of global rules on this region's share of them (see
+/// the module's doc). Every other check, and everything else, goes to the region's
+/// store as it is.
+pub struct RegionalStore {
+    local: Arc<dyn Store>,
+    /// Every region's store, sorted by name; `this` is this region's index.
+    regions: Vec<(String, Arc<dyn Store>)>,
+    this: usize,
+    rebalance: Duration,
+    hold: Duration,
+    /// Each region's floor, as a fraction of a rule's limit.
+    config: Regions,
+    /// The global rules: name → the index events carry, and back.
+    rules: HashMap<String, usize, foldhash::fast::RandomState>,
+    names: Vec<String>,
+    activity: Activities,
+    events: Arc<dyn ShareEvents>,
+}
+
+impl std::fmt::Debug for RegionalStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegionalStore")
+            .field("region", &self.regions[self.this].0)
+            .field("rules", &self.rules.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegionalStore {
+    /// Decides the keys of `rules` (name, the index events carry) on this region's
+    /// share, in `local` (this region's store, the one `regions` lists under its
+    /// name). With `run_loop` and inside a Tokio runtime, starts the loop that
+    /// rebalances every `regions.rebalance` (it ends when the store is dropped);
+    /// without, call [`RegionalStore::rebalance`] (a simulation on a virtual clock).
+    ///
+    /// Fails if `regions` does not list this region, lists a name twice, or has more
+    /// than `weir_core::MAX_REGIONS`.
+    pub fn new(
+        local: Arc<dyn Store>,
+        regions: Regions,
+        rules: impl IntoIterator<Item = (String, usize)>,
+        events: Arc<dyn ShareEvents>,
+        run_loop: bool,
+    ) -> Result<Arc<Self>, String> {
+        let mut sorted = regions.stores.clone();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        if sorted.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err("a region is listed twice".into());
+        }
+        if sorted.len() > weir_core::MAX_REGIONS as usize {
+            return Err(format!("at most {} regions", weir_core::MAX_REGIONS));
+        }
+        let this = sorted
+            .iter()
+            .position(|(name, _)| *name == regions.this)
+            .ok_or_else(|| format!("region {} is not among the regions", regions.this))?;
+        let rules: HashMap<_, _, _> = rules.into_iter().collect();
+        let mut names = vec![String::new(); rules.values().max().map_or(0, |m| m + 1)];
+        for (name, &index) in &rules {
+            names[index].clone_from(name);
+        }
+        let store = Arc::new(Self {
+            local,
+            this,
+            rebalance: regions.rebalance,
+            hold: regions.hold(),
+            activity: Activities::new(names.len(), MAX_REPORTED_KEYS),
+            regions: sorted,
+            config: regions,
+            rules,
+            names,
+            events,
+        });
+        if run_loop && let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&store);
+            let every = store.rebalance;
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(store) = weak.upgrade() else { break };
+                    store.rebalance().await;
+                }
+            });
+        }
+        Ok(store)
+    }
+
+    /// The region's policy of a check's key, if its rule is global.
+    fn regional(&self, check: &Check<'_>) -> Option<Result<(usize, Policy), StoreError>> {
+        let index = *self.rules.get(check.key.rule)?;
+        let policy = self
+            .config
+            .floor_of(check.policy.limit())
+            .ok_or(StoreError::Share(weir_core::ShareError::NotRegional))
+            .and_then(|floor| {
+                let regions = self.regions.len() as u64;
+                check
+                    .policy
+                    .regional(floor, regions)
+                    .map_err(|e| StoreError::Protocol(format!("rule {}: {e}", check.key.rule)))
+            });
+        Some(policy.map(|p| (index, p)))
+    }
+
+    /// `checks` with the policies of global rules' keys replaced by the region's, or
+    /// `None` when no check is of a global rule. With `count`, the units are counted
+    /// as asked for (for the next round's report).
+    fn rewrite(
+        &self,
+        checks: &[Check<'_>],
+        count: bool,
+    ) -> Result<Option<Vec<Rewritten>>, StoreError> {
+        if !checks.iter().any(|c| self.rules.contains_key(c.key.rule)) {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(checks.len());
+        for check in checks {
+            match self.regional(check).transpose()? {
+                Some((index, policy)) => {
+                    if count && check.cost > 0 {
+                        self.activity
+                            .offer(index, check.key.identity, policy, check.cost);
+                    }
+                    out.push((policy, Some(index)));
+                }
+                None => out.push((*check.policy, None)),
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Decides `checks` on the region's store, global rules' keys on the region's
+    /// share: a commit, a preview, or with a timeout.
+    async fn decide(
+        &self,
+        checks: &[Check<'_>],
+        preview: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let Some(policies) = self.rewrite(checks, !preview)? else {
+            return self.pass(checks, preview, timeout).await;
+        };
+        let rewritten: Vec<Check<'_>> = checks
+            .iter()
+            .zip(&policies)
+            .map(|(c, (policy, _))| Check {
+                key: c.key,
+                policy,
+                cost: c.cost,
+            })
+            .collect();
+        let decisions = self.pass(&rewritten, preview, timeout).await?;
+        if !preview {
+            for ((_, index), (check, decision)) in
+                policies.iter().zip(checks.iter().zip(&decisions))
+            {
+                if let Some(index) = index
+                    && check.cost > 0
+                {
+                    self.events.used(*index, check.cost, decision.allowed);
+                }
+            }
+        }
+        Ok(decisions)
+    }
+
+    async fn pass(
+        &self,
+        checks: &[Check<'_>],
+        preview: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Decision>, StoreError> {
+        match (timeout, preview) {
+            (Some(timeout), _) => self.local.decide_within(checks, preview, timeout).await,
+            (None, true) => self.local.preview_all(checks).await,
+            (None, false) => self.local.check_all(checks).await,
+        }
+    }
+}
+
+impl Store for RegionalStore {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> StoreFuture<'a, Decision> {
+        Box::pin(async move {
+            let checks = [Check { key, policy, cost }];
+            let mut decisions = self.decide(&checks, false, None).await?;
+            decisions
+                .pop()
+                .ok_or_else(|| StoreError::Protocol("no decision".into()))
+        })
+    }
+
+    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.decide(checks, false, None))
+    }
+
+    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.decide(checks, true, None))
+    }
+
+    fn decide_within<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+        preview: bool,
+        timeout: Duration,
+    ) -> StoreFuture<'a, Vec<Decision>> {
+        Box::pin(self.decide(checks, preview, Some(timeout)))
+    }
+
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(policies) = self.rewrite(checks, false)? else {
+                return self.local.refund_all(checks).await;
+            };
+            let rewritten: Vec<Check<'_>> = checks
+                .iter()
+                .zip(&policies)
+                .map(|(c, (policy, _))| Check {
+                    key: c.key,
+                    policy,
+                    cost: c.cost,
+                })
+                .collect();
+            self.local.refund_all(&rewritten).await
+        })
+    }
+
+    fn take<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        take: weir_core::Take,
+    ) -> StoreFuture<'a, weir_core::Grant> {
+        self.local.take(key, policy, take)
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        lease: weir_core::LeaseId,
+        unspent: u64,
+    ) -> StoreFuture<'a, bool> {
+        self.local.give_back(key, policy, lease, unspent)
+    }
+
+    /// Forgets the region's record of the key (its share with it: the next round
+    /// claims afresh; home's record expires by itself).
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let check = Check {
+                key,
+                policy,
+                cost: 0,
+            };
+            match self.regional(&check).transpose()? {
+                Some((_, regional)) => self.local.reset(key, &regional).await,
+                None => self.local.reset(key, policy).await,
+            }
+        })
+    }
+
+    fn is_ready(&self) -> bool {
+        self.local.is_ready()
+    }
+}
+
+#[cfg(test)]
+mod tests;
