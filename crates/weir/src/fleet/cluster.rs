@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use weir_core::{Clock, Decision, Grant, LeaseId, Leases, ManualClock, Policy, State, Take};
+use weir_core::{
+    Claim, Clock, Decision, Grant, LeaseId, Leases, ManualClock, Policy, Renewal, Report, State,
+    Take,
+};
 use weir_store::{Check, Key, Store, StoreError, StoreFuture};
 
 use super::scenario::Latency;
@@ -168,17 +171,39 @@ impl Cluster {
             .collect()
     }
 
-    /// Drops the keys that hold nothing (full again, no lease record): what Redis's
-    /// expiry does.
+    /// Drops the keys that hold nothing (full again, no lease record, no share record
+    /// that must live on): what Redis's expiry does.
     pub(super) fn sweep(&self) {
         let now = self.clock.now();
         for shard in &self.shards {
             shard.keys.lock().retain(|_, e| {
+                let live_until = e.state.as_ref().map_or(0, State::live_until);
                 let mut state = e.state.clone();
                 weir_core::check(&e.policy, &mut state, now, 0);
-                state.is_some() || !e.leases.is_empty()
+                state.is_some() || !e.leases.is_empty() || live_until > now
             });
         }
+    }
+
+    /// Runs `update` on the state stored as `name` (on the shard of `key`'s identity,
+    /// counted as a call for `key`'s rule) under `policy`, now.
+    fn update<T>(
+        &self,
+        key: Key<'_>,
+        name: String,
+        policy: &Policy,
+        update: impl FnOnce(&mut Option<State>, u64) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let shard = self.call(std::iter::once(key))?;
+        let now = self.clock.now();
+        let mut keys = shard.keys.lock();
+        let entry = keys.entry(name).or_insert_with(|| Entry {
+            policy: *policy,
+            state: None,
+            leases: Leases::default(),
+        });
+        entry.policy = *policy;
+        update(&mut entry.state, now)
     }
 
     /// A call for the rules of `keys` (one call, counted for each rule it carries) on
@@ -383,6 +408,48 @@ impl Store for Cluster {
         Box::pin(std::future::ready(found))
     }
 
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: Report,
+    ) -> StoreFuture<'a, Option<Claim>> {
+        let claim = self.update(key, key_name(key), policy, |state, now| {
+            Ok(weir_core::report_share(policy, state, now, &report)?)
+        });
+        Box::pin(std::future::ready(claim))
+    }
+
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: Duration,
+    ) -> StoreFuture<'a, bool> {
+        let applied = self.update(key, key_name(key), policy, |state, now| {
+            Ok(weir_core::apply_share(
+                policy, state, now, seq, grant, hold,
+            )?)
+        });
+        Box::pin(std::future::ready(applied))
+    }
+
+    /// Home's records live beside the key, under the rule's name and `:home`.
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        let name = format!("{}:home:{}", key.rule, key.identity);
+        let granted = self.update(key, name, policy, |state, now| {
+            Ok(weir_core::renew_share(policy, state, now, &renewal)?)
+        });
+        Box::pin(std::future::ready(granted))
+    }
+
     fn reset<'a>(&'a self, key: Key<'a>, _policy: &'a Policy) -> StoreFuture<'a, ()> {
         let reset = self.call(std::iter::once(key)).map(|shard| {
             shard.keys.lock().remove(&key_name(key));
@@ -462,6 +529,35 @@ impl<S: Store> Store for Watched<S> {
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
         self.seen(self.inner.reset(key, policy))
+    }
+
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: Report,
+    ) -> StoreFuture<'a, Option<Claim>> {
+        self.seen(self.inner.report_share(key, policy, report))
+    }
+
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.seen(self.inner.apply_share(key, policy, seq, grant, hold))
+    }
+
+    fn renew_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        renewal: Renewal,
+    ) -> StoreFuture<'a, Option<u64>> {
+        self.seen(self.inner.renew_share(key, policy, renewal))
     }
 
     fn is_ready(&self) -> bool {

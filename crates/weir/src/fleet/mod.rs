@@ -162,8 +162,11 @@ pub fn simulate(
             stats::MAX_REGIONS
         )));
     }
-    let with = config.engine.clone();
-    let mut without = config.engine.clone();
+    let shares = shares(scenario, &config)?;
+    // The run builds the regional stores on its clusters: the engines get none.
+    let mut with = config.engine.clone();
+    with.region = None;
+    let mut without = with.clone();
     for rule in &mut without.rules {
         rule.lease = None;
     }
@@ -172,6 +175,7 @@ pub fn simulate(
         let setup = run::Setup {
             scenario,
             spec,
+            shares: shares.as_ref(),
             timeout: redis.timeout,
             seed,
         };
@@ -190,6 +194,39 @@ pub fn simulate(
         )),
         _ => Err(FleetError::Runtime("a run is missing".into())),
     }
+}
+
+/// The global rules of `config` and its `region` section, whose regions must be the
+/// scenario's.
+fn shares(scenario: &Scenario, config: &Config) -> Result<Option<run::Shares>, FleetError> {
+    let Some(region) = &config.engine.region else {
+        return Ok(None);
+    };
+    let mut configured: Vec<&str> = std::iter::once(region.name.as_str())
+        .chain(region.peers.iter().map(|(name, _)| name.as_str()))
+        .collect();
+    let mut simulated: Vec<&str> = scenario.regions.iter().map(|r| r.name.as_str()).collect();
+    configured.sort_unstable();
+    simulated.sort_unstable();
+    if configured != simulated {
+        return Err(FleetError::Scenario {
+            path: scenario.rules.clone(),
+            message: format!(
+                "the `region` section names the regions {configured:?}; the scenario simulates {simulated:?}"
+            ),
+        });
+    }
+    Ok(Some(run::Shares {
+        rules: config
+            .engine
+            .rules
+            .iter()
+            .filter(|r| r.global)
+            .map(|r| r.name.clone())
+            .collect(),
+        rebalance: region.rebalance,
+        floor: region.floor,
+    }))
 }
 
 /// A progress bar on standard error over both runs' virtual time, shown only on a

@@ -19,8 +19,8 @@ pub struct FleetReport {
     pub(super) seed: u64,
     /// The routed rules' names, in file order.
     pub(super) rules: Vec<String>,
-    /// Whether each routed rule is leased.
-    leased: Vec<bool>,
+    /// How each routed rule is shared: leased, global, or neither.
+    marks: Vec<&'static str>,
     fallback_instances: u64,
     timeout_ms: u128,
     /// With the rules' leases.
@@ -38,14 +38,15 @@ impl FleetReport {
         without_leases: RunStats,
     ) -> Self {
         let routed = &config.engine.routing.rules;
-        let leased = routed
+        let marks = routed
             .iter()
             .map(|r| {
-                config
-                    .engine
-                    .rules
-                    .iter()
-                    .any(|n| n.name == r.name && n.lease.is_some())
+                let named = config.engine.rules.iter().find(|n| n.name == r.name);
+                match named {
+                    Some(n) if n.lease.is_some() => " (leased)",
+                    Some(n) if n.global => " (global)",
+                    _ => "",
+                }
             })
             .collect();
         let (fallback_instances, timeout_ms) = match &config.store {
@@ -56,7 +57,7 @@ impl FleetReport {
             scenario: scenario.clone(),
             seed,
             rules: routed.iter().map(|r| r.name.clone()).collect(),
-            leased,
+            marks,
             fallback_instances,
             timeout_ms,
             with_leases,
@@ -187,7 +188,7 @@ impl FleetReport {
         let _ = writeln!(out, "## Admitted against limit\n");
         let _ = writeln!(
             out,
-            "Per rule, the most cost admitted to one key in any trailing period of the rule's length (counted exactly, over every admission), as a multiple of its limit, in periods that overlap neither the shift nor the failure, that overlap the shift, and that overlap the failure. A bucket (`gcra`, `token_bucket`) may admit its burst and a whole period's refill within one period: its bound is (burst + limit) / limit, 2.00x when the burst is the limit. A region's store enforces that bound for the keys it sees; a key whose requests reach two regions has a bucket in each.\n"
+            "Per rule, the most cost admitted to one key in any trailing period of the rule's length (counted exactly, over every admission), as a multiple of its limit, in periods that overlap neither the shift nor the failure, that overlap the shift, and that overlap the failure. A bucket (`gcra`, `token_bucket`) may admit its burst and a whole period's refill within one period: its bound is (burst + limit) / limit, 2.00x when the burst is the limit. A region's store enforces that bound for the keys it sees, so a key whose requests reach two regions has a bucket in each, unless its rule is global (`scope: global`): then the regions' shares add up to one bucket.\n"
         );
         let _ = writeln!(
             out,
@@ -210,7 +211,7 @@ impl FleetReport {
                 let _ = writeln!(
                     out,
                     "| {name}{} | {} | {} | {run} | {} |",
-                    if self.leased[i] { " (leased)" } else { "" },
+                    self.marks[i],
                     limit(&policy),
                     bound(&policy).map_or("-".into(), |b| format!("{b:.2}x")),
                     cells.join(" | ")
@@ -297,7 +298,7 @@ impl FleetReport {
             let _ = writeln!(
                 out,
                 "| {name}{} | {} | {} | {} |",
-                if self.leased[i] { " (leased)" } else { "" },
+                self.marks[i],
                 thousands((with as f64 / seconds).round() as u64),
                 thousands((without as f64 / seconds).round() as u64),
                 saved(with, without)
@@ -398,7 +399,7 @@ impl FleetReport {
         let _ = writeln!(out, "## What is simulated, and what is not\n");
         let _ = writeln!(
             out,
-            "- Real: each gateway's `Engine` (routing, plans from `{PLAN_HEADER}`, identities from `{USER_HEADER}`, costs, all-or-nothing checks, failure policy and local fallback), its `LeasingStore` (takes, local spending, remembered denials, give-backs at the deadline, driven on the virtual clock) and the `Breaker` in front of the store (its jitter seeded).\n- Simulated: each Redis shard keeps state with weir-core's `check`, `take`, `give_back` and `refund` (the functions the Lua scripts are tested against), keys on the shard of their identity's CRC16 hash slot; calls answer at once and their latency is drawn from the model, added to the request's statistics only (no queueing: a shard's load does not slow it down).\n- Arrivals are spread evenly at the scenario's rate; a caller does not retry or honour Retry-After. Limits are per region (the rules' state lives in each region's cluster)."
+            "- Real: each gateway's `Engine` (routing, plans from `{PLAN_HEADER}`, identities from `{USER_HEADER}`, costs, all-or-nothing checks, failure policy and local fallback), its `LeasingStore` (takes, local spending, remembered denials, give-backs at the deadline, driven on the virtual clock) and the `Breaker` in front of the store (its jitter seeded).\n- Simulated: each Redis shard keeps state with weir-core's `check`, `take`, `give_back` and `refund` (the functions the Lua scripts are tested against), keys on the shard of their identity's CRC16 hash slot; calls answer at once and their latency is drawn from the model, added to the request's statistics only (no queueing: a shard's load does not slow it down).\n- Real too: for global rules, each gateway's `RegionalStore` (its peers the other regions' clusters), rebalanced on the virtual clock at the `region` section's interval.\n- Arrivals are spread evenly at the scenario's rate; a caller does not retry or honour Retry-After. Rules not global are per region (their state lives in each region's cluster)."
         );
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use weir_core::{Clock, ManualClock};
-use weir_store::{Breaker, BreakerConfig, Store};
+use weir_store::{Breaker, BreakerConfig, RegionalStore, Regions, Store};
 
 use super::cluster::{Cluster, Recorder, Watched};
 use super::scenario::Scenario;
@@ -41,29 +41,73 @@ pub(super) const PLAN_HEADER: &str = "x-plan";
 pub(super) struct Setup<'a> {
     /// The scenario.
     pub scenario: &'a Scenario,
-    /// The engine every gateway runs.
+    /// The engine every gateway runs (with no `region`: the run builds the regional
+    /// stores itself, on the simulated clusters).
     pub spec: &'a EngineSpec,
+    /// The rules global across regions, and how their shares are rebalanced.
+    pub shares: Option<&'a Shares>,
     /// The Redis store's timeout: how long a call to a shard that is down takes.
     pub timeout: Duration,
     /// The seed.
     pub seed: u64,
 }
 
-/// A region's shared store as one gateway sees it: the seam where a store in front of
-/// the region's cluster goes (a `RegionalStore` sharing global rules across regions).
+/// The rules with `scope: global` and the configuration's `region` section.
+#[derive(Debug, Clone)]
+pub(super) struct Shares {
+    /// The global rules' names.
+    pub rules: Vec<String>,
+    /// How often shares are renewed.
+    pub rebalance: Duration,
+    /// Each region's floor, as a fraction of a global limit.
+    pub floor: f64,
+}
+
+/// A region's shared store as one gateway sees it, as `weir serve` builds it: the
+/// region's cluster behind the gateway's circuit breaker and, for global rules, the
+/// regional store in front, its peers the other regions' clusters (with no breaker:
+/// `weir serve` connects to them directly). The regional store is returned to be
+/// rebalanced on the virtual clock.
 fn gateway_store(
-    cluster: &Arc<Cluster>,
+    region: usize,
+    clusters: &[Arc<Cluster>],
+    setup: &Setup<'_>,
     clock: &Arc<ManualClock>,
     recorder: &Arc<Recorder>,
     seed: u64,
-) -> Arc<dyn Store> {
+) -> Result<(Arc<dyn Store>, Option<Arc<RegionalStore>>), FleetError> {
     let breaker = Breaker::with_clock(
-        Arc::clone(cluster),
+        Arc::clone(&clusters[region]),
         BreakerConfig::default(),
         Arc::clone(clock) as Arc<dyn Clock>,
     )
     .with_jitter_seed(seed);
-    Arc::new(Watched::new(breaker, Arc::clone(recorder)))
+    let own: Arc<dyn Store> = Arc::new(Watched::new(breaker, Arc::clone(recorder)));
+    let Some(shares) = setup.shares.filter(|s| !s.rules.is_empty()) else {
+        return Ok((own, None));
+    };
+    let names = &setup.scenario.regions;
+    let stores = names
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let store = match i == region {
+                true => Arc::clone(&own),
+                false => Arc::clone(&clusters[i]) as Arc<dyn Store>,
+            };
+            (r.name.clone(), store)
+        })
+        .collect();
+    let regions = Regions {
+        this: names[region].name.clone(),
+        stores,
+        rebalance: shares.rebalance,
+        floor: shares.floor,
+    };
+    let rules = shares.rules.iter().cloned().zip(0..);
+    let regional = RegionalStore::new(own, regions, rules, Arc::new(()), false)
+        .map_err(FleetError::Runtime)?;
+    Ok((Arc::clone(&regional) as Arc<dyn Store>, Some(regional)))
 }
 
 /// Runs the scenario once; `progress` is advanced in milliseconds of virtual time.
@@ -86,10 +130,13 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
         })
         .collect();
     let mut engines = Vec::new();
+    let mut regionals = Vec::new();
     for (region, r) in scenario.regions.iter().enumerate() {
         for _ in 0..r.gateways {
             let seed = mix(setup.seed ^ mix(engines.len() as u64));
-            let store = gateway_store(&clusters[region], &clock, &recorder, seed);
+            let (store, regional) =
+                gateway_store(region, &clusters, setup, &clock, &recorder, seed)?;
+            regionals.extend(regional);
             let clock = Arc::clone(&clock) as Arc<dyn Clock>;
             engines.push(Arc::new(Engine::new(setup.spec, store, clock)));
         }
@@ -133,6 +180,10 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
         failure.as_ref().map(|(.., window)| window.clone()),
     );
     let tick = engines.first().and_then(|e| e.lease_tick()).map(nanos);
+    let rebalance = setup
+        .shares
+        .filter(|_| !regionals.is_empty())
+        .map(|s| nanos(s.rebalance));
     let user = HeaderName::from_static(USER_HEADER);
     let plan = HeaderName::from_static(PLAN_HEADER);
     let plans: Vec<HeaderValue> = scenario
@@ -153,6 +204,7 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
     runtime.block_on(async {
         let mut traffic = Traffic::new(scenario, setup.seed);
         let mut next_tick = tick;
+        let mut next_rebalance = rebalance;
         let mut next_sweep = SWEEP_EVERY;
         let mut down = false;
         let mut number = 0u64;
@@ -166,6 +218,13 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
                     engine.give_back_due_leases().await;
                 }
                 next_tick = tick.map(|every| due + every);
+            }
+            while let Some(due) = next_rebalance.filter(|&due| due <= at) {
+                clock.set(START + due);
+                for regional in &regionals {
+                    regional.rebalance().await;
+                }
+                next_rebalance = rebalance.map(|every| due + every);
             }
             while next_sweep <= at {
                 clock.set(START + next_sweep);
