@@ -63,6 +63,9 @@ pub(super) struct Shares {
     pub floor: f64,
 }
 
+/// The store a gateway's engine decides on, and its regional store if it has one.
+type GatewayStore = (Arc<dyn Store>, Option<Arc<RegionalStore>>);
+
 /// A region's shared store as one gateway sees it, as `weir serve` builds it: the
 /// region's cluster behind the gateway's circuit breaker and, for global rules, the
 /// regional store in front, its peers the other regions' clusters (with no breaker:
@@ -75,7 +78,7 @@ fn gateway_store(
     clock: &Arc<ManualClock>,
     recorder: &Arc<Recorder>,
     seed: u64,
-) -> Result<(Arc<dyn Store>, Option<Arc<RegionalStore>>), FleetError> {
+) -> Result<GatewayStore, FleetError> {
     let breaker = Breaker::with_clock(
         Arc::clone(&clusters[region]),
         BreakerConfig::default(),
