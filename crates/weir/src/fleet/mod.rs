@@ -2,7 +2,8 @@
 //! real engine, leases and failure policy against simulated Redis Clusters, so that
 //! what the seed article's fleet would do (admitted against limit per plan, Redis
 //! calls per shard with and without leases, the latency the store adds, what a shard
-//! failure and a traffic shift do) can be read before it is built.
+//! failure and a traffic shift do) can be read before it is built. Global rules run on
+//! each gateway's real `RegionalStore`, its peers the other regions' clusters.
 //!
 //! It lives in the `weir` crate, not in `weir-simulate` (which depends on `weir-core`
 //! alone), because it runs the engine itself. One idea per module: the scenario file
@@ -34,12 +35,15 @@ use crate::config::{Config, ConfigError, StoreConfig};
 
 /// Simulate a fleet of gateways: the scenario's regions, gateways and Redis Clusters
 /// on a virtual clock, every gateway running weir's real engine (its rules, token
-/// leases, failure policy and local fallback, behind the circuit breaker `weir serve`
-/// uses) against simulated Redis shards; deterministic from --seed.
+/// leases, regional shares of global rules, failure policy and local fallback, behind
+/// the circuit breaker `weir serve` uses) against simulated Redis shards;
+/// deterministic from --seed.
 ///
 /// The scenario file (see examples/fleet/seed.yaml) names a weir configuration (the
 /// rules every gateway runs, on a `redis_cluster` store: its `timeout` is how long a
-/// call to a failed shard takes; the nodes are not contacted), the regions (gateways,
+/// call to a failed shard takes; the nodes are not contacted; with a `region` section
+/// naming the scenario's regions, rules with `scope: global` share one limit across
+/// them, rebalanced at its interval), the regions (gateways,
 /// shards, the latency of a store call), populations of identities (a plan each, a
 /// Zipf popularity; callers send `X-User` and `X-Plan`), routes with their shares, the
 /// requests a second over time, a traffic shift between regions and a shard failure.

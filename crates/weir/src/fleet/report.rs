@@ -283,7 +283,7 @@ impl FleetReport {
         }
         let _ = writeln!(
             out,
-            "\nEvery shard together: {} calls/s with leases, {} without ({} fewer). Per rule, every region together (a call checking two rules, a login's plan and login limits, counts for both):\n",
+            "\nEvery shard together: {} calls/s with leases, {} without ({} fewer). Per rule, every region together (a call checking two rules, a login's plan and login limits, counts for both; a global rule's include its rebalancing: every gateway reports the keys it was asked for at each rebalance, and one per region claims, renews at the key's home and applies the share):\n",
             thousands((totals[0] as f64 / seconds).round() as u64),
             thousands((totals[1] as f64 / seconds).round() as u64),
             saved(totals[0], totals[1])
@@ -385,7 +385,7 @@ impl FleetReport {
         let _ = writeln!(out, "## The traffic shift\n");
         let _ = writeln!(
             out,
-            "{:.0}% of {}'s requests went to {} from {} s to {} s: {} requests moved. The identities moved have a bucket in both regions' stores meanwhile (rules with `scope: global` would share one limit across regions; per-region limits are simulated here): the \"during the shift\" column above.\n",
+            "{:.0}% of {}'s requests went to {} from {} s to {} s: {} requests moved. The identities moved have a bucket in both regions' stores meanwhile, but for global rules, whose regions' shares follow the demand at each rebalance: the \"overlapping the shift\" column above.\n",
             s.share * 100.0,
             self.scenario.regions[s.from].name,
             self.scenario.regions[s.to].name,
