@@ -256,7 +256,10 @@ impl LeasingStore {
     }
 
     async fn give_back_where(&self, due: impl Fn(u64) -> bool) {
-        for (name, rule) in &self.rules {
+        // Rule by rule in the order they were given, whatever the map's seed.
+        let mut rules: Vec<_> = self.rules.iter().collect();
+        rules.sort_unstable_by_key(|(_, rule)| rule.index);
+        for (name, rule) in rules {
             for (identity, slot) in rule.slots.leased() {
                 let Some((closing, policy)) = slot.slot.release_if(&due) else {
                     continue;

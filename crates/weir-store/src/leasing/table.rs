@@ -58,14 +58,19 @@ impl Slots {
         self.by_key.read().get(identity).cloned()
     }
 
-    /// The slots holding a lease, with their identities (for giving leases back).
+    /// The slots holding a lease, with their identities (for giving leases back), in
+    /// the order of their identities whatever the table's seed: the give-backs then
+    /// come in one order (a simulation on a virtual clock replays, breaker and all).
     pub(super) fn leased(&self) -> Vec<(Box<str>, Arc<Entry>)> {
-        self.by_key
+        let mut leased: Vec<_> = self
+            .by_key
             .read()
             .iter()
             .filter(|(_, v)| v.slot.holds_lease())
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
-            .collect()
+            .collect();
+        leased.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        leased
     }
 
     /// Drops the slots holding nothing whose key was not asked for in the last two

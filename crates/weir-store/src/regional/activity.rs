@@ -102,6 +102,10 @@ impl Activities {
                 });
             }
         }
+        // In one order whatever the hash tables' seeds: a round's calls then come in
+        // the same order from the same keys (a simulation on a virtual clock replays,
+        // breaker and all).
+        out.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         out
     }
 }
@@ -130,6 +134,17 @@ mod tests {
             assert_eq!(table.drain()[0].3, 0, "reported with no demand");
         }
         assert!(table.drain().is_empty(), "forgotten");
+    }
+
+    #[test]
+    fn keys_are_reported_in_order() {
+        let table = Activities::new(2, 100);
+        for (rule, identity) in [(1, "b"), (0, "z"), (1, "a"), (0, "c")] {
+            assert!(table.offer(rule, identity, policy(), 1));
+        }
+        let order: Vec<(usize, String)> = table.drain().into_iter().map(|r| (r.0, r.1)).collect();
+        let want = [(0, "c"), (0, "z"), (1, "a"), (1, "b")].map(|(r, i)| (r, i.to_owned()));
+        assert_eq!(order, want);
     }
 
     #[test]
