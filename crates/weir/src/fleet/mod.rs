@@ -8,12 +8,14 @@
 //! It lives in the `weir` crate, not in `weir-simulate` (which depends on `weir-core`
 //! alone), because it runs the engine itself. One idea per module: the scenario file
 //! (`scenario`), who calls and when (`zipf`, `traffic`), the simulated Redis Cluster
-//! (`cluster`), a run over the whole fleet (`run`), what a run counts (`stats`), and
+//! (`cluster`) and what the stores tell the run (`recorder`), a run over the whole
+//! fleet (`run`), what a run counts (`stats`), and
 //! what comes out (`report`, `plot`). Each scenario runs twice from one seed, with the
 //! rules' leases and without, on the same requests.
 
 mod cluster;
 mod plot;
+mod recorder;
 mod report;
 mod run;
 mod scenario;
@@ -29,8 +31,8 @@ use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub use self::report::FleetReport;
-pub use self::scenario::Scenario;
+use self::report::FleetReport;
+use self::scenario::Scenario;
 use crate::config::{Config, ConfigError, StoreConfig};
 
 /// Simulate a fleet of gateways: the scenario's regions, gateways and Redis Clusters
@@ -148,7 +150,7 @@ pub fn run(args: &FleetArgs) -> Result<(), FleetError> {
 }
 
 /// Runs `scenario` from `seed` with its rules' leases and without.
-pub fn simulate(
+pub(crate) fn simulate(
     scenario: &Scenario,
     seed: u64,
     progress: &Progress,
@@ -236,7 +238,7 @@ fn shares(scenario: &Scenario, config: &Config) -> Result<Option<run::Shares>, F
 /// A progress bar on standard error over both runs' virtual time, shown only on a
 /// terminal.
 #[derive(Debug)]
-pub struct Progress(Option<ProgressBar>);
+pub(crate) struct Progress(Option<ProgressBar>);
 
 impl Progress {
     /// A bar for `scenario`'s two runs when standard error is a terminal.
@@ -253,7 +255,7 @@ impl Progress {
     }
 
     /// No bar.
-    pub fn hidden() -> Self {
+    pub(crate) fn hidden() -> Self {
         Self(None)
     }
 

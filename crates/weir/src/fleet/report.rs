@@ -14,7 +14,7 @@ use crate::config::{Config, StoreConfig};
 
 /// Both runs of a scenario and what they found.
 #[derive(Debug, Clone)]
-pub struct FleetReport {
+pub(crate) struct FleetReport {
     pub(super) scenario: Scenario,
     pub(super) seed: u64,
     /// The routed rules' names, in file order.
@@ -74,7 +74,7 @@ impl FleetReport {
     }
 
     /// The report, as Markdown.
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut out = String::new();
         self.summary(&mut out);
         self.plans(&mut out);

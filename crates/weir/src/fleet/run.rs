@@ -18,7 +18,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use weir_core::{Clock, ManualClock};
 use weir_store::{Breaker, BreakerConfig, RegionalStore, Regions, Store};
 
-use super::cluster::{Cluster, Recorder, Watched};
+use super::cluster::Cluster;
+use super::recorder::{Recorder, Watched};
 use super::scenario::Scenario;
 use super::stats::{Fate, Recording, RunStats};
 use super::traffic::{Traffic, mix};

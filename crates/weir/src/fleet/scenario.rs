@@ -14,7 +14,7 @@ use super::FleetError;
 
 /// A validated scenario.
 #[derive(Debug, Clone)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     /// Its name, for the report.
     pub name: String,
     /// The weir configuration every gateway runs (absolute, or as given).
@@ -201,7 +201,7 @@ const MAX_GATEWAYS: usize = 1000;
 
 impl Scenario {
     /// Reads and checks the scenario at `path`; its `rules` is read relative to it.
-    pub fn load(path: &Path) -> Result<Self, FleetError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, FleetError> {
         let text = std::fs::read_to_string(path).map_err(|error| FleetError::Io {
             path: path.to_path_buf(),
             error,

@@ -9,7 +9,8 @@ use std::sync::{Arc, LazyLock};
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::{Batch, Key, LeasePlan, LeasingStore, Store};
 
-use super::cluster::{Cluster, Recorder};
+use super::cluster::Cluster;
+use super::recorder::Recorder;
 use super::report::FleetReport;
 use super::scenario::{Latency, Scenario};
 use super::stats::{PHASES, Phase, RunStats};
