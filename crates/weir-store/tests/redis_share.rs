@@ -70,7 +70,7 @@ async fn conform(redis: &RedisStore, clock: &Arc<ManualClock>, seed: u64) {
             rule: "global",
             identity: &identity,
         };
-        let round = Duration::from_micros(4 * (1 + random.below(500_000)));
+        let round = Duration::from_micros(4 * (1 + random.below(100_000)));
         let hold = round * 3;
         let mut now = START;
         // The last claim on each side: memory's number (ns) and Redis's (us).
@@ -170,9 +170,14 @@ async fn store(target: RedisTarget, clock: Arc<dyn Clock>) -> RedisStore {
     RedisStore::connect(&config, clock).await.unwrap()
 }
 
+/// The longest hold of the sequences (three rounds of at most 400 ms), and a second for
+/// Redis's uptime, counted in whole seconds: a younger Redis grants no share.
+const OLDER_THAN_A_HOLD: Duration = Duration::from_millis(2_300);
+
 #[tokio::test]
 async fn the_lua_decides_shares_as_weir_core_does() {
     let server = RedisServer::start();
+    tokio::time::sleep(OLDER_THAN_A_HOLD).await;
     let clock = Arc::new(ManualClock::new(START));
     let redis = store(RedisTarget::Single(server.url()), clock.clone()).await;
     for seed in 0..4 {
@@ -181,8 +186,39 @@ async fn the_lua_decides_shares_as_weir_core_does() {
 }
 
 #[tokio::test]
+async fn a_home_younger_than_a_hold_grants_nothing() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let redis = store(RedisTarget::Single(server.url()), clock.clone()).await;
+    let policy = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(60), None)
+        .unwrap()
+        .regional(2, 3)
+        .unwrap();
+    let key = Key {
+        rule: "global",
+        identity: "young",
+    };
+    let renewal = |seq, hold| Renewal {
+        region: 0,
+        regions: 3,
+        demand: 50,
+        enforcing: 0,
+        seq,
+        hold,
+    };
+    // A hold of a minute: the server is seconds old.
+    let young = redis.renew_share(key, &policy, renewal(1, Duration::from_secs(60)));
+    assert_eq!(young.await.unwrap(), Some(0));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    // A hold of a millisecond: the server has been up longer.
+    let old = redis.renew_share(key, &policy, renewal(2, Duration::from_millis(1)));
+    assert_eq!(old.await.unwrap(), Some(94));
+}
+
+#[tokio::test]
 async fn on_a_cluster_too() {
     let cluster = RedisCluster::start();
+    tokio::time::sleep(OLDER_THAN_A_HOLD).await;
     let clock = Arc::new(ManualClock::new(START));
     let redis = store(RedisTarget::Cluster(cluster.urls()), clock.clone()).await;
     conform(&redis, &clock, 7).await;

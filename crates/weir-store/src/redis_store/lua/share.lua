@@ -245,6 +245,11 @@ local function share_renew(keys, argv, now)
   local target = 0
   if demand > 0 then target = math.floor(grantable * demand / (demand + wanted)) end
   local granted = math.min(target, math.max(0, grantable - reserved))
+  -- A home whose Redis started less than a hold ago may have lost records of shares
+  -- still in force (a restart without persistence): it grants nothing until they have
+  -- all passed their deadlines (the regions keep their floors meanwhile).
+  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  if uptime and uptime * 1000000 < hold then granted = 0 end
   records[me] = { share = granted, expires = now + hold, held = math.min(enforcing, grantable),
     held_expires = now + hold, demand = demand, seq = seq }
   local parts, last = {}, 0
