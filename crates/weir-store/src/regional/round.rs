@@ -87,15 +87,17 @@ impl RegionalStore {
             force: false,
         };
         let mut demand = None;
+        let mut in_force = None;
         for _ in 0..2 {
             let Some(renewed) = self
                 .renew_once(rule, key, policy, report, demand, failures)
                 .await
             else {
-                return;
+                break;
             };
+            in_force = Some(renewed.granted);
             if renewed.granted >= renewed.enforcing {
-                return;
+                break;
             }
             // The confirmation asks with the same demand (nothing was offered since).
             demand = Some(renewed.demand);
@@ -104,6 +106,9 @@ impl RegionalStore {
                 force: true,
                 ..report
             };
+        }
+        if let Some(units) = in_force {
+            self.events.holding(rule, units);
         }
     }
 
@@ -185,7 +190,7 @@ impl RegionalStore {
             .apply_share(key, policy, claim.seq, granted, self.hold)
             .await
             .unwrap_or(false);
-        self.events.renewed(rule, granted, applied);
+        self.events.renewed(rule, applied);
         applied.then_some(Renewed {
             granted,
             enforcing: claim.enforcing,

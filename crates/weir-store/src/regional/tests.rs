@@ -178,7 +178,8 @@ impl ShareEvents for Counting {
             .fetch_add(keys, std::sync::atomic::Ordering::Relaxed);
     }
     fn used(&self, _: usize, _: u64, _: bool) {}
-    fn renewed(&self, _: usize, _: u64, _: bool) {}
+    fn renewed(&self, _: usize, _: bool) {}
+    fn holding(&self, _: usize, _: u64) {}
     fn stale(&self, _: usize) {}
     fn unreachable(&self, _: &str) {
         self.unreachable

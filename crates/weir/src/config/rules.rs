@@ -51,7 +51,9 @@ pub(super) fn routing(
             .is_some_and(|s| s.value == super::region::ScopeName::Global);
         // While the store is down, each instance enforces its part of the limit: of
         // its region's even split, for a global rule.
-        let parts = fallback.instances.saturating_mul(if global { regions } else { 1 });
+        let parts = fallback
+            .instances
+            .saturating_mul(if global { regions } else { 1 });
         if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, parts)? {
             rules.push(rule);
         }
