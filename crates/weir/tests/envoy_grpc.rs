@@ -460,6 +460,12 @@ async fn x_weir_decides_a_rate_limit_by_any_algorithm_and_period() {
     let weir = Harness::memory(config_dir(&[("w.yaml", WEIR_FILE.to_owned())], "", "")).await;
     // 2 per 30 s, fixed windows aligned to the epoch: T0 is 10 s into one.
     let half: &[(&str, &str)] = &[("half_minute", "a")];
+    // A look (a descriptor's hits_addend 0) at an empty window: the 30 s window's
+    // end, not the unit's minute.
+    let mut peek = request("w", &[half]);
+    peek.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
+    let empty = weir.send(peek).await.unwrap();
+    assert_eq!(empty.statuses[0].duration_until_reset.unwrap().seconds, 20);
     let first = weir.ask("w", &[half]).await;
     assert_eq!(codes(&first), (OK, vec![OK]));
     assert_eq!(first.statuses[0].duration_until_reset.unwrap().seconds, 20);

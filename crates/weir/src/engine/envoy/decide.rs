@@ -15,7 +15,6 @@ use weir_store::{Check, Key, Store, StoreError};
 
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
-    Unit,
 };
 use crate::engine::{Engine, key};
 use crate::metrics::EnvoyOutcome;
@@ -223,8 +222,10 @@ impl Engine {
                 // A fixed window's end, even when nothing is counted in it yet (as
                 // envoyproxy/ratelimit reports it); other algorithms' own time to full.
                 let fixed = policy.algorithm() == weir_core::Algorithm::FixedWindow;
+                // The window of the policy's own period (an `x-weir` period may differ
+                // from the unit's).
                 let left = if d.reset_after.is_zero() && fixed {
-                    self.window_left(limit.unit)
+                    self.window_left(policy.period())
                 } else {
                     d.reset_after
                 };
@@ -233,7 +234,7 @@ impl Engine {
                 (!d.allowed, if d.allowed { remaining } else { 0 }, until)
             }
             // A zero limit, or (never) a counted one left undecided.
-            _ => (hits > 0, 0, self.window_left(limit.unit)),
+            _ => (hits > 0, 0, self.window_left(limit.unit.period())),
         };
         DescriptorAnswer {
             over_limit: over && !limit.shadow_mode,
@@ -247,9 +248,9 @@ impl Engine {
         }
     }
 
-    /// What is left of the current window of `unit` (windows aligned to the epoch).
-    fn window_left(&self, unit: Unit) -> Duration {
-        let period = u64::try_from(unit.period().as_nanos()).unwrap_or(u64::MAX);
+    /// What is left of the current window of `period` (windows aligned to the epoch).
+    fn window_left(&self, period: Duration) -> Duration {
+        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
         Duration::from_nanos(period - self.clock.now() % period)
     }
 }
