@@ -57,6 +57,14 @@ impl Engine {
                     _ => None,
                 })
         };
+        // With all-or-nothing, a descriptor whose limit is zero denies the request
+        // outright: the others are looked at, not charged.
+        let zero_denies = limits.all_or_nothing
+            && applied.iter().zip(&ask.descriptors).any(|(limit, asked)| {
+                limit
+                    .as_deref()
+                    .is_some_and(|l| l.quota == Quota::Zero && !l.shadow_mode && asked.hits > 0)
+            });
         let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
         let mut fell_back = false;
         // All-or-nothing binds the enforcing limits together; shadow limits are
@@ -81,10 +89,13 @@ impl Engine {
             if checks.is_empty() {
                 continue;
             }
-            let decided = match self
-                .decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
-                .await
-            {
+            let decided = if zero_denies && !shadow {
+                self.store.preview_all(&checks).await
+            } else {
+                self.decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
+                    .await
+            };
+            let decided = match decided {
                 Ok(decided) => decided,
                 Err(error) => match self.on_fallback(limits, &checks, error).await {
                     Ok(decided) => {
