@@ -8,6 +8,7 @@
 //! descriptors share a key unless their entries are the same.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::Decision;
@@ -106,6 +107,7 @@ impl Engine {
                         for _ in &checks {
                             self.metrics.envoy_descriptor(EnvoyOutcome::Unavailable);
                         }
+                        self.log_unavailable(&error, ask.domain);
                         return Err(error);
                     }
                 },
@@ -179,6 +181,23 @@ impl Engine {
             }
         }
         Ok(decisions)
+    }
+
+    /// Logs that the store could not decide a request of `domain`, at most every 10 s
+    /// (an outage would otherwise log every request), with the domain cut to 64
+    /// characters (it is whatever the client sent).
+    fn log_unavailable(&self, error: &StoreError, domain: &str) {
+        let now = self.clock.now();
+        let last = self.unavailable_logged.load(Ordering::Relaxed);
+        let due = now.saturating_sub(last) >= crate::engine::FALLBACK_LOG_EVERY
+            && self
+                .unavailable_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if due {
+            let domain: String = domain.chars().take(64).collect();
+            tracing::warn!(%error, domain = %domain.escape_debug(), "ShouldRateLimit: the store cannot decide; answering UNAVAILABLE (logged at most every 10 s)");
+        }
     }
 
     /// The checks the shared store could not decide (`error`), decided on this
