@@ -185,3 +185,168 @@ fn a_value_refused_before_a_syntax_error_is_reported_first() {
         "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances",
     )]);
 }
+
+#[test]
+fn a_global_rule_and_its_regions_are_checked() {
+    let store = "store: { type: redis, url: redis://127.0.0.1:7001 }";
+    let region = [
+        "region:",
+        "  name: eu",
+        "  peers: { us: redis://127.0.0.1:7002 }",
+    ];
+    let rule = |scope: &str, algorithm: &str, limit: &str| {
+        [
+            "rules:".to_owned(),
+            "  - name: partner".to_owned(),
+            format!("    scope: {scope}"),
+            format!("    algorithm: {algorithm}"),
+            format!("    limit: {limit}"),
+            "    period: 1m".to_owned(),
+        ]
+    };
+    let file = |parts: &[&[String]]| -> String {
+        parts
+            .iter()
+            .flat_map(|p| p.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    };
+    let lines = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let cases: Vec<(String, &str)> = vec![
+        (
+            file(&[&lines(&[store]), &rule("global", "token_bucket", "100")]),
+            "weir.yaml:4:12: rules[0].scope: scope: global needs a `region` section (this region and its peers)",
+        ),
+        (
+            file(&[&lines(&region), &rule("global", "token_bucket", "100")]),
+            "weir.yaml:2:3: region: a region's instances share its store: `region` needs store type redis or redis_cluster",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &rule("global", "gcra", "100"),
+            ]),
+            "weir.yaml:7:12: rules[0].scope: scope: global applies to token_bucket, not to gcra (a region's share changes the rate, which only a bucket's level carries across)",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &rule("global", "token_bucket", "100"),
+                &lines(&["    lease: auto"]),
+            ]),
+            "weir.yaml:7:12: rules[0].scope: a global rule is not leased: the region's share is already a lease of the limit",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &rule("global", "token_bucket", "1"),
+            ]),
+            "weir.yaml:7:12: rules[0].scope: a global limit needs at least one unit per region: 1 is below the 2 regions",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &lines(&["  floor: 0.6"]),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:5:10: region.floor: region.floor is each region's fraction of a global limit, above 0 and at most 1/2 (every region has one)",
+        ),
+        (
+            file(&[
+                &lines(&[
+                    store,
+                    "region:",
+                    "  name: eu",
+                    "  peers: { eu: redis://127.0.0.1:7002 }",
+                ]),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:4:16: region.peers.eu: peer `eu`: a name of 1 to 32 characters of A-Z, a-z, 0-9, `_` and `-`, not this region's own",
+        ),
+        (
+            file(&[
+                &lines(&[
+                    store,
+                    "region:",
+                    "  name: eu",
+                    "  peers: { us: http://127.0.0.1:7002 }",
+                ]),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:4:16: region.peers.us: a peer's store is a redis:// (or rediss://) URL, or a list of a cluster's nodes",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &lines(&["  rebalance: 10ms"]),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:5:14: region.rebalance: region.rebalance must be from 100ms to 60s",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &lines(&["  rebalanse: 1s"]),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:5:3: region.rebalanse: unknown field `rebalanse`, expected one of name, peers, rebalance, floor",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &rule("planet", "token_bucket", "100"),
+            ]),
+            "weir.yaml:7:12: rules[0].scope: unknown variant `planet`, expected one of region, global",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(error_of(&text), expected, "for:\n{text}");
+    }
+    // A valid one: each region's floor, 2 of 100, and the rule global.
+    let ok = file(&[
+        &lines(&[store]),
+        &lines(&region),
+        &rule("global", "token_bucket", "100"),
+    ]);
+    let config = Config::parse(&ok, Path::new("weir.yaml")).unwrap();
+    assert!(config.engine.rules[0].global);
+    let region = config.engine.region.unwrap();
+    assert_eq!((region.name.as_str(), region.regions()), ("eu", 2));
+    assert_eq!(region.rebalance, std::time::Duration::from_secs(2));
+    // While the store is down, a fail-open global rule falls back to this instance's
+    // part of its region's even split: 100 / (2 regions × 2 instances).
+    let gateway = [
+        "store: { type: redis, url: redis://127.0.0.1:7001, fallback_instances: 2 }",
+        "region: { name: eu, peers: { us: redis://127.0.0.1:7002 } }",
+        "rules:",
+        "  - name: partner",
+        "    scope: global",
+        "    algorithm: token_bucket",
+        "    limit: 100",
+        "    period: 1m",
+        "    match: { path_prefix: /api }",
+        "  - name: local",
+        "    algorithm: token_bucket",
+        "    limit: 100",
+        "    period: 1m",
+        "    match: { path_prefix: /api }",
+    ]
+    .join("\n");
+    let config = Config::parse(&gateway, Path::new("weir.yaml")).unwrap();
+    let limits: Vec<u64> = config
+        .engine
+        .routing
+        .rules
+        .iter()
+        .map(|rule| rule.fallback_policy.limit())
+        .collect();
+    assert_eq!(limits, [25, 50]);
+}

@@ -224,6 +224,28 @@ async fn a_denied_request_charges_the_others_unless_all_or_nothing() {
 }
 
 #[tokio::test]
+async fn with_all_or_nothing_a_zero_limit_charges_nothing_elsewhere() {
+    let file = "domain: z
+descriptors:
+  - key: blocked
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: counted
+    rate_limit: {unit: minute, requests_per_unit: 10}
+";
+    let remaining_after = |options: &'static str| async move {
+        let weir = Harness::memory(config_dir(&[("z.yaml", file.to_owned())], options, "")).await;
+        let both: [&[(&str, &str)]; 2] = [&[("blocked", "x")], &[("counted", "x")]];
+        let denied = weir.ask("z", &both).await;
+        assert_eq!(codes(&denied), (OVER, vec![OVER, OK]));
+        weir.ask("z", &[&[("counted", "x")]]).await.statuses[0].limit_remaining
+    };
+    // As envoyproxy/ratelimit: the other descriptor is charged (10 - 2).
+    assert_eq!(remaining_after("").await, 8);
+    // All-or-nothing: the zero limit denies, nothing is charged (10 - 1).
+    assert_eq!(remaining_after("  all_or_nothing: true\n").await, 9);
+}
+
+#[tokio::test]
 async fn shadow_mode_per_descriptor_and_global() {
     let weir = Harness::memory(config_dir(&[fixture("shadowmode_config.yaml")], "", "")).await;
     // key2: 20 a minute, in shadow mode: never over, though counted.
@@ -460,6 +482,12 @@ async fn x_weir_decides_a_rate_limit_by_any_algorithm_and_period() {
     let weir = Harness::memory(config_dir(&[("w.yaml", WEIR_FILE.to_owned())], "", "")).await;
     // 2 per 30 s, fixed windows aligned to the epoch: T0 is 10 s into one.
     let half: &[(&str, &str)] = &[("half_minute", "a")];
+    // A look (a descriptor's hits_addend 0) at an empty window: the 30 s window's
+    // end, not the unit's minute.
+    let mut peek = request("w", &[half]);
+    peek.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
+    let empty = weir.send(peek).await.unwrap();
+    assert_eq!(empty.statuses[0].duration_until_reset.unwrap().seconds, 20);
     let first = weir.ask("w", &[half]).await;
     assert_eq!(codes(&first), (OK, vec![OK]));
     assert_eq!(first.statuses[0].duration_until_reset.unwrap().seconds, 20);

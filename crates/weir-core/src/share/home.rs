@@ -39,12 +39,15 @@ pub(crate) struct Home {
 }
 
 impl Home {
-    /// The records in `state` for `regions` regions (none yet when there are none,
-    /// or the count changed: a new configuration, whose shares start afresh).
-    pub(crate) fn take_from(state: &mut Option<State>, regions: u32) -> Self {
+    /// The records in `state` for `regions` regions at `now` (none yet when there are
+    /// none, when every lease in them has expired, which a store may still hold, or
+    /// when the count changed: a new configuration, whose shares start afresh).
+    pub(crate) fn take_from(state: &mut Option<State>, regions: u32, now: u64) -> Self {
         let count = regions as usize;
         match state.take().map(|s| s.0) {
-            Some(Inner::Home(home)) if home.regions.len() == count => *home,
+            Some(Inner::Home(home)) if home.regions.len() == count && home.live_until() > now => {
+                *home
+            }
             _ => Self {
                 regions: vec![Record::default(); count],
             },

@@ -212,7 +212,7 @@ pub fn renew(
     let grantable = policy
         .limit()
         .saturating_sub(floor.saturating_mul(u64::from(renewal.regions)));
-    let mut home = Home::take_from(state, renewal.regions);
+    let mut home = Home::take_from(state, renewal.regions, now);
     let granted = home.renew(grantable, now, renewal);
     *state = home.keep(now);
     Ok(granted)

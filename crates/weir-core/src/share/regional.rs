@@ -33,7 +33,7 @@ impl Regional {
     /// is another algorithm's), taken out of it.
     pub(crate) fn take_from(policy: &Policy, state: &mut Option<State>, now: u64) -> Self {
         match state.take().map(|s| s.0) {
-            Some(Inner::Regional(regional)) => *regional,
+            Some(Inner::Regional(regional)) if !regional.idle(policy, now) => *regional,
             _ => Self {
                 bucket: TokenBucket::full(&Self::at_floor(policy), now),
                 share: 0,
@@ -49,17 +49,22 @@ impl Regional {
 
     /// The record as the state to keep: `None` once nothing in it matters any more
     /// (the bucket full at the floor, no share in force, nothing to report).
-    pub(crate) fn keep(mut self, policy: &Policy, now: u64) -> Option<State> {
-        self.advance(policy, now);
-        let full = self
-            .bucket
-            .clone()
-            .check(&self.in_force(policy, now), now, 0);
-        let idle = self.deadline <= now && self.offered == 0 && self.keep_until <= now;
-        if full.reset_after.is_zero() && idle {
-            return None;
+    pub(crate) fn keep(self, policy: &Policy, now: u64) -> Option<State> {
+        (!self.idle(policy, now)).then(|| State(Inner::Regional(Box::new(self))))
+    }
+
+    /// Whether nothing in the record matters any more at `now`: its bucket full, no
+    /// share in force, and its claims' time over (units offered and not claimed by
+    /// then are stale). A store may drop it then, and one that still holds it reads it
+    /// as none.
+    fn idle(&self, policy: &Policy, now: u64) -> bool {
+        if self.deadline > now || self.keep_until > now {
+            return false;
         }
-        Some(State(Inner::Regional(Box::new(self))))
+        let mut copy = self.clone();
+        copy.advance(policy, now);
+        let bucket = copy.in_force(policy, now);
+        copy.bucket.check(&bucket, now, 0).reset_after.is_zero()
     }
 
     /// Until when a store keeps the record even with its bucket full.
@@ -127,11 +132,21 @@ impl Regional {
             Some(elapsed) if self.since != 0 && elapsed > 0 => elapsed,
             _ => round,
         };
-        let demand =
+        let sample =
             u128::from(self.offered) * u128::from(policy.period_ns()) / u128::from(elapsed);
+        let demand = match self.since {
+            0 => sample,
+            _ => {
+                let (elapsed, round) = (u128::from(elapsed), u128::from(round));
+                (u128::from(self.demand) * round + sample * elapsed) / (round + elapsed)
+            }
+        };
         let demand = u64::try_from(demand).unwrap_or(u64::MAX);
+        self.demand = demand;
         self.offered = 0;
-        self.since = now.max(self.since.saturating_add(1));
+        // Claims are numbered at least a microsecond apart (the stores count in
+        // microseconds).
+        self.since = now.max(self.since.saturating_add(1_000));
         self.open = false;
         if demand == 0 && enforcing == 0 {
             // Nothing wanted, nothing held: no renewal (home's record expires alone).

@@ -85,8 +85,10 @@ fn a_claim_is_made_once_a_round_and_only_by_one_instance() {
     assert_eq!(report_at(&mut state, T0 + SECOND + SECOND / 2, 0), None);
     let second = report_at(&mut state, T0 + 2 * SECOND, 0).unwrap();
     assert!(second.seq > first.seq);
-    // The 20 units reported since the first claim, over its 2 s: 600 a minute.
-    assert_eq!(second.demand, 600);
+    // The 20 units reported since the first claim, over its 2 s: 600 a minute,
+    // averaged with the first claim's 300 (10 units over a round) as a round's
+    // time constant weighs them: (300 × 2 + 600 × 2) / 4.
+    assert_eq!(second.demand, 450);
     // The first claim's grant, late, is not applied: the claim was replaced.
     assert!(!apply(&policy(), &mut state, T0 + 2 * SECOND, first.seq, 100, HOLD).unwrap());
 }

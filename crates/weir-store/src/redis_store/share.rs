@@ -5,6 +5,12 @@
 //! Home's records live beside the state, `<state key>:home` (rule names cannot contain
 //! `:`), in the same hash slot. Times are the store's as for checks; claim numbers are
 //! times in microseconds, compared only with numbers from the same region's store.
+//!
+//! One rule beyond weir-core's: a Redis (a cluster node) that started less than a hold
+//! ago grants no share (its `INFO` uptime, read in the script). Restarted without
+//! persistence, it has lost the records of shares the regions may still enforce, and
+//! granting them again would let two regions hold the same units; after a hold, every
+//! such share has passed its deadline.
 
 use std::time::Duration;
 

@@ -86,8 +86,12 @@ pub trait ShareEvents: Send + Sync + 'static {
     fn round(&self, keys: usize);
     /// Units asked for on a key of the rule, and whether they were allowed.
     fn used(&self, rule: usize, units: u64, allowed: bool);
-    /// Home granted `units` for a key of the rule; `applied` whether it went in force.
-    fn renewed(&self, rule: usize, units: u64, applied: bool);
+    /// Home granted a share for a key of the rule; `applied`, whether it went in force
+    /// (else its claim had been replaced, or its deadline had passed).
+    fn renewed(&self, rule: usize, applied: bool);
+    /// The share in force for a key of the rule after this instance renewed it in the
+    /// round, in units per period.
+    fn holding(&self, rule: usize, units: u64);
     /// Home found a claim stale.
     fn stale(&self, rule: usize);
     /// A region's store failed or did not answer in time (`region` its name).
@@ -98,7 +102,8 @@ pub trait ShareEvents: Send + Sync + 'static {
 impl ShareEvents for () {
     fn round(&self, _: usize) {}
     fn used(&self, _: usize, _: u64, _: bool) {}
-    fn renewed(&self, _: usize, _: u64, _: bool) {}
+    fn renewed(&self, _: usize, _: bool) {}
+    fn holding(&self, _: usize, _: u64) {}
     fn stale(&self, _: usize) {}
     fn unreachable(&self, _: &str) {}
 }

@@ -2,6 +2,7 @@
 //! key's home, and the grant applied (`weir_core`'s share module, steps 1 to 3).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
@@ -14,19 +15,40 @@ use crate::Key;
 /// costs a few round trips, not one per key.
 const IN_FLIGHT: usize = 64;
 
+/// The most keys one instance renews a round: the ones it was asked the most for. The
+/// others stay at their floors this round; so a flood of distinct keys costs a bounded
+/// number of calls, whatever its size.
+pub(super) const MAX_RENEWED_PER_ROUND: usize = 10_000;
+
+/// Failed calls to one region's store in a round after which its keys are left alone
+/// for the rest of the round (their shares lapse to the floors, as they would), so
+/// that a region that stopped answering costs a few timeouts, not one per key.
+const FAILURES_PER_ROUND: u32 = 8;
+
 impl RegionalStore {
     /// Renews the shares of the keys this instance was asked for since the last round
-    /// (and of those quiet for a few rounds, which give their shares back).
+    /// (and of those quiet for a few rounds, which give their shares back): at most
+    /// [`MAX_RENEWED_PER_ROUND`], the busiest.
     pub async fn rebalance(self: &Arc<Self>) {
-        let keys = self.activity.drain();
+        let mut keys = self.activity.drain();
+        if keys.len() > MAX_RENEWED_PER_ROUND {
+            keys.select_nth_unstable_by(MAX_RENEWED_PER_ROUND - 1, |a, b| b.3.cmp(&a.3));
+            keys.truncate(MAX_RENEWED_PER_ROUND);
+        }
         self.events.round(keys.len());
+        let failures: Arc<Vec<AtomicU32>> =
+            Arc::new(self.regions.iter().map(|_| AtomicU32::new(0)).collect());
         let mut tasks = JoinSet::new();
         for (rule, identity, policy, offered) in keys {
             if tasks.len() >= IN_FLIGHT {
                 tasks.join_next().await;
             }
-            let store = Arc::clone(self);
-            tasks.spawn(async move { store.renew_key(rule, &identity, &policy, offered).await });
+            let (store, failures) = (Arc::clone(self), Arc::clone(&failures));
+            tasks.spawn(async move {
+                store
+                    .renew_key(rule, &identity, &policy, offered, &failures)
+                    .await
+            });
         }
         while tasks.join_next().await.is_some() {}
     }
@@ -47,7 +69,14 @@ impl RegionalStore {
     /// Reports the key and, if this instance wins its claim, renews the region's share
     /// at home and applies it; after a shrink, once more at once, so that home stops
     /// holding the larger share.
-    async fn renew_key(&self, rule: usize, identity: &str, policy: &Policy, offered: u64) {
+    async fn renew_key(
+        &self,
+        rule: usize,
+        identity: &str,
+        policy: &Policy,
+        offered: u64,
+        failures: &[AtomicU32],
+    ) {
         let key = Key {
             rule: &self.names[rule],
             identity,
@@ -58,12 +87,17 @@ impl RegionalStore {
             force: false,
         };
         let mut demand = None;
+        let mut in_force = None;
         for _ in 0..2 {
-            let Some(renewed) = self.renew_once(rule, key, policy, report, demand).await else {
-                return;
+            let Some(renewed) = self
+                .renew_once(rule, key, policy, report, demand, failures)
+                .await
+            else {
+                break;
             };
+            in_force = Some(renewed.granted);
             if renewed.granted >= renewed.enforcing {
-                return;
+                break;
             }
             // The confirmation asks with the same demand (nothing was offered since).
             demand = Some(renewed.demand);
@@ -73,10 +107,14 @@ impl RegionalStore {
                 ..report
             };
         }
+        if let Some(units) = in_force {
+            self.events.holding(rule, units);
+        }
     }
 
     /// One claim, renewal (with `demand`, or the claim's) and apply; what was renewed,
-    /// when the grant went in force.
+    /// when the grant went in force. Counts the calls that fail in `failures`, per
+    /// region, and skips a region that failed [`FAILURES_PER_ROUND`] times this round.
     async fn renew_once(
         &self,
         rule: usize,
@@ -84,24 +122,41 @@ impl RegionalStore {
         policy: &Policy,
         report: Report,
         demand: Option<u64>,
+        failures: &[AtomicU32],
     ) -> Option<Renewed> {
         let wait = self.rebalance / 2;
-        let local = &self.regions[self.this];
-        let claim =
-            match tokio::time::timeout(wait, self.local.report_share(key, policy, report)).await {
-                Ok(Ok(Some(claim))) => claim,
-                Ok(Ok(None)) => return None,
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, rule = key.rule, "could not report a global key's use");
-                    self.events.unreachable(&local.0);
-                    return None;
+        let home = self.home_of(key);
+        let given_up =
+            |region: usize| failures[region].load(Ordering::Relaxed) >= FAILURES_PER_ROUND;
+        if given_up(self.this) || given_up(home) {
+            return None;
+        }
+        let failed = |region: usize, error: Option<crate::StoreError>| {
+            let name = &self.regions[region].0;
+            match error {
+                Some(error) => {
+                    tracing::debug!(%error, region = %name, rule = key.rule, "a share call to a region's store failed")
                 }
-                Err(_) => {
-                    self.events.unreachable(&local.0);
-                    return None;
+                None => {
+                    tracing::debug!(region = %name, rule = key.rule, "a share call to a region's store timed out")
                 }
-            };
-        let (home_name, home) = &self.regions[self.home_of(key)];
+            }
+            failures[region].fetch_add(1, Ordering::Relaxed);
+            self.events.unreachable(name);
+        };
+        let reported = tokio::time::timeout(wait, self.local.report_share(key, policy, report));
+        let claim = match reported.await {
+            Ok(Ok(Some(claim))) => claim,
+            Ok(Ok(None)) => return None,
+            Ok(Err(error)) => {
+                failed(self.this, Some(error));
+                return None;
+            }
+            Err(_) => {
+                failed(self.this, None);
+                return None;
+            }
+        };
         let renewal = Renewal {
             region: self.this as u32,
             regions: self.regions.len() as u32,
@@ -113,20 +168,20 @@ impl RegionalStore {
         // An unanswered claim stays open until it times out (a round): no other
         // instance renews the key meanwhile, and the share in force holds until its
         // deadline, then the floor.
-        let granted = match tokio::time::timeout(wait, home.renew_share(key, policy, renewal)).await
-        {
+        let renewed =
+            tokio::time::timeout(wait, self.regions[home].1.renew_share(key, policy, renewal));
+        let granted = match renewed.await {
             Ok(Ok(Some(granted))) => granted,
             Ok(Ok(None)) => {
                 self.events.stale(rule);
                 return None;
             }
             Ok(Err(error)) => {
-                tracing::debug!(%error, region = %home_name, "a region's store refused or failed a share renewal");
-                self.events.unreachable(home_name);
+                failed(home, Some(error));
                 return None;
             }
             Err(_) => {
-                self.events.unreachable(home_name);
+                failed(home, None);
                 return None;
             }
         };
@@ -135,7 +190,7 @@ impl RegionalStore {
             .apply_share(key, policy, claim.seq, granted, self.hold)
             .await
             .unwrap_or(false);
-        self.events.renewed(rule, granted, applied);
+        self.events.renewed(rule, applied);
         applied.then_some(Renewed {
             granted,
             enforcing: claim.enforcing,

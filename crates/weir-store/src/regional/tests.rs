@@ -164,3 +164,163 @@ fn floors_are_a_fraction_of_the_limit_at_least_one_unit() {
     );
     assert_eq!(regions(0.02).floor_of(2), None, "fewer units than regions");
 }
+
+/// Counts what the rebalancing did.
+#[derive(Default)]
+struct Counting {
+    reported: std::sync::atomic::AtomicUsize,
+    unreachable: std::sync::atomic::AtomicUsize,
+}
+
+impl ShareEvents for Counting {
+    fn round(&self, keys: usize) {
+        self.reported
+            .fetch_add(keys, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn used(&self, _: usize, _: u64, _: bool) {}
+    fn renewed(&self, _: usize, _: bool) {}
+    fn holding(&self, _: usize, _: u64) {}
+    fn stale(&self, _: usize) {}
+    fn unreachable(&self, _: &str) {
+        self.unreachable
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A store that never answers a renewal (a region whose Redis hangs).
+struct Hung(MemoryStore);
+
+impl Store for Hung {
+    fn check<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        cost: u64,
+    ) -> crate::StoreFuture<'a, weir_core::Decision> {
+        self.0.check(key, policy, cost)
+    }
+    fn check_all<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+    ) -> crate::StoreFuture<'a, Vec<weir_core::Decision>> {
+        self.0.check_all(checks)
+    }
+    fn preview_all<'a>(
+        &'a self,
+        checks: &'a [Check<'a>],
+    ) -> crate::StoreFuture<'a, Vec<weir_core::Decision>> {
+        self.0.preview_all(checks)
+    }
+    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> crate::StoreFuture<'a, ()> {
+        self.0.refund_all(checks)
+    }
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> crate::StoreFuture<'a, ()> {
+        self.0.reset(key, policy)
+    }
+    fn renew_share<'a>(
+        &'a self,
+        _: Key<'a>,
+        _: &'a Policy,
+        _: weir_core::Renewal,
+    ) -> crate::StoreFuture<'a, Option<u64>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+fn region_with(
+    peer: Arc<dyn Store>,
+    events: Arc<Counting>,
+) -> (Arc<RegionalStore>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(1_800_000_000 * SECOND));
+    let local: Arc<dyn Store> = Arc::new(MemoryStore::new(
+        MemoryStoreConfig::default(),
+        clock.clone(),
+    ));
+    let config = Regions {
+        this: "eu".into(),
+        stores: vec![("eu".into(), Arc::clone(&local)), ("us".into(), peer)],
+        rebalance: ROUND,
+        floor: 0.02,
+    };
+    let rules = [("partner".to_owned(), 0)];
+    let store = RegionalStore::new(local, config, rules, events, false).unwrap();
+    (store, clock)
+}
+
+#[tokio::test]
+async fn a_flood_of_distinct_keys_renews_the_busiest_ten_thousand() {
+    let events = Arc::new(Counting::default());
+    let clock = Arc::new(ManualClock::new(0));
+    let peer = Arc::new(MemoryStore::new(MemoryStoreConfig::default(), clock));
+    let (region, _) = region_with(peer, Arc::clone(&events));
+    let policy = policy();
+    for i in 0..round::MAX_RENEWED_PER_ROUND + 500 {
+        let key = Key {
+            rule: "partner",
+            identity: &format!("bot-{i}"),
+        };
+        region.check(key, &policy, 1).await.unwrap();
+    }
+    let hot = Key {
+        rule: "partner",
+        identity: "acme",
+    };
+    for _ in 0..40 {
+        region.check(hot, &policy, 1).await.unwrap();
+    }
+    region.rebalance().await;
+    let reported = events.reported.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reported, round::MAX_RENEWED_PER_ROUND);
+    // The busiest key was among them: its share is in force.
+    let regional = policy.regional(12, 2).unwrap();
+    let report = weir_core::Report {
+        offered: 0,
+        round: ROUND,
+        force: true,
+    };
+    let claim = region
+        .local
+        .report_share(hot, &regional, report)
+        .await
+        .unwrap();
+    assert!(claim.is_some_and(|c| c.enforcing > 0), "{claim:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_region_that_hangs_costs_a_few_timeouts_a_round_not_one_per_key() {
+    let events = Arc::new(Counting::default());
+    let clock = Arc::new(ManualClock::new(0));
+    let peer = Arc::new(Hung(MemoryStore::new(MemoryStoreConfig::default(), clock)));
+    let (region, _) = region_with(peer, Arc::clone(&events));
+    let policy = policy();
+    // 200 keys whose home is the hung region.
+    let names: Vec<String> = (0..)
+        .map(|i| format!("k{i}"))
+        .filter(|identity| {
+            region.home_of(Key {
+                rule: "partner",
+                identity,
+            }) == 1
+        })
+        .take(200)
+        .collect();
+    for identity in &names {
+        region
+            .check(
+                Key {
+                    rule: "partner",
+                    identity,
+                },
+                &policy,
+                1,
+            )
+            .await
+            .unwrap();
+    }
+    region.rebalance().await;
+    let unreachable = events
+        .unreachable
+        .load(std::sync::atomic::Ordering::Relaxed);
+    // The calls in flight when the eighth timed out also count; at most one batch.
+    assert!((8..8 + 64).contains(&unreachable), "{unreachable}");
+}

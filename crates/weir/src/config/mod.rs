@@ -118,6 +118,8 @@ impl Config {
             StoreConfig::Redis(_, fallback) => *fallback,
             StoreConfig::Memory(_) => Fallback { instances: 1 },
         };
+        // A global rule's fallback: this instance's part of its region's even split.
+        let regions = region.as_ref().map_or(1, RegionSpec::regions);
         // Read once: the engine keys IPv6 clients by its prefix, the gateway reads
         // clients by the rest.
         let client_ip = upstream::client_ip(raw.client_ip.as_ref(), &errors)?;
@@ -127,6 +129,7 @@ impl Config {
             &errors,
             &check_policy,
             fallback,
+            regions,
             client_ip.ipv6_prefix,
         )?;
         let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;

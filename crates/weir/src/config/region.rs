@@ -74,11 +74,10 @@ pub(super) fn region(
             .field(format!("region.{field}"))
     };
     let StoreConfig::Redis(local, _) = store else {
-        return Err(fail(
-            raw.referenced,
-            "name",
-            "a region's instances share its store: `region` needs store type redis or redis_cluster".into(),
-        ));
+        let message = "a region's instances share its store: `region` needs store type redis or redis_cluster";
+        return Err(ConfigError::new(file, message)
+            .at(raw.referenced)
+            .field("region"));
     };
     let region = &raw.value;
     let name = region.name.value.clone();

@@ -31,6 +31,7 @@ pub(super) fn routing(
     errors: &Errors<'_>,
     check_policy: &dyn Fn(&Policy) -> Result<(), String>,
     fallback: Fallback,
+    regions: u64,
     ipv6_prefix: u8,
 ) -> Result<Routing, ConfigError> {
     let mut identities = HashMap::new();
@@ -44,7 +45,16 @@ pub(super) fn routing(
         .transpose()?;
     let mut rules = Vec::new();
     for (i, (rule, policy)) in raw.rules.iter().zip(policies).enumerate() {
-        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, fallback)? {
+        let global = rule
+            .scope
+            .as_ref()
+            .is_some_and(|s| s.value == super::region::ScopeName::Global);
+        // While the store is down, each instance enforces its part of the limit: of
+        // its region's even split, for a global rule.
+        let parts = fallback
+            .instances
+            .saturating_mul(if global { regions } else { 1 });
+        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, parts)? {
             rules.push(rule);
         }
     }
@@ -104,7 +114,7 @@ fn routed_rule(
     policy: Policy,
     identities: &HashMap<String, IdentitySource>,
     errors: &Errors<'_>,
-    fallback: Fallback,
+    parts: u64,
 ) -> Result<Option<Rule>, ConfigError> {
     let field = |name: &str| format!("rules[{i}].{name}");
     let Some(route) = &raw.route else {
@@ -199,7 +209,7 @@ fn routed_rule(
         }
     };
     // Each instance's share of the limit, for when the shared store is down.
-    let share = |n: u64| n.div_ceil(fallback.instances).max(1);
+    let share = |n: u64| n.div_ceil(parts).max(1);
     let fallback_policy = Policy::new(
         policy.algorithm(),
         share(policy.limit()),

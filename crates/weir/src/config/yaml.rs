@@ -315,8 +315,11 @@ fn message_of(error: &Error) -> String {
     text.to_owned()
 }
 
-/// The path of a field as written in the file (without the `value` of a `Spanned`).
+/// The path of a field as written in the file (without the `value` of a `Spanned`,
+/// at the end or before a field of a section read as one: a field of the file named
+/// `value` holds a single value, never fields).
 fn field_path(path: String) -> String {
+    let path = path.replace(".value.", ".");
     path.strip_suffix(".value")
         .map(str::to_owned)
         .unwrap_or(path)

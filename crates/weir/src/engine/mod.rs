@@ -121,6 +121,8 @@ pub struct Engine {
     pending: Pending,
     /// When the engine last logged that it decides on the fallback.
     fallback_logged: AtomicU64,
+    /// When the engine last logged that the store could not decide an Envoy request.
+    unavailable_logged: AtomicU64,
     metrics: EngineMetrics,
     /// Per routed rule, its series in `metrics`.
     series: Vec<usize>,
@@ -209,6 +211,7 @@ impl Engine {
             pending: Pending::default(),
             clock,
             fallback_logged: AtomicU64::new(0),
+            unavailable_logged: AtomicU64::new(0),
             metrics,
             series,
             denials,

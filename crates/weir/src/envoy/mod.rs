@@ -59,13 +59,11 @@ impl RateLimitDoor {
         let ask = translate::ask(request)?;
         let engine = self.engine.current();
         let descriptors = self.descriptors.load();
+        // The engine logs the failure (at most every 10 s).
         let answer = engine
             .should_rate_limit(&descriptors, &ask)
             .await
-            .map_err(|error| {
-                tracing::warn!(%error, domain = ask.domain, "ShouldRateLimit: the store cannot decide");
-                Status::unavailable("the rate limit store cannot decide now")
-            })?;
+            .map_err(|_| Status::unavailable("the rate limit store cannot decide now"))?;
         Ok(translate::response(&answer, descriptors.response_headers))
     }
 }

@@ -20,6 +20,22 @@ use super::RateLimitDoor;
 /// How often the rate limit service's health follows the store's readiness.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
 
+/// Calls answered at once on one connection; more wait (HTTP/2 flow control slows the
+/// client) rather than pile up as tasks.
+const CALLS_PER_CONNECTION: usize = 1_024;
+/// The longest a call may take, the store's wait included: a call past it is answered
+/// `CANCELLED` rather than held.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 pings to find connections whose peer vanished without closing them, and
+/// TCP keepalive below them.
+const KEEPALIVE: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Streams a client may reset before being answered, per connection (HTTP/2
+/// "rapid reset"): beyond, the connection is closed.
+const PENDING_RESETS: usize = 100;
+/// The largest header block a call may send.
+const MAX_HEADER_BYTES: u32 = 16 * 1024;
+
 /// Serves `door` and the health service on `listener` until `shutdown` completes, then
 /// finishes the calls in flight.
 pub async fn serve_grpc(
@@ -47,13 +63,22 @@ pub async fn serve_grpc(
             }
         }
     });
+    // Bounds on what one client can make the server hold: calls in flight per
+    // connection, a call's time, dead connections (keepalive), reset floods, headers.
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(KEEPALIVE));
     let served = Server::builder()
+        .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
+        .max_concurrent_streams(Some(CALLS_PER_CONNECTION as u32))
+        .timeout(CALL_TIMEOUT)
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .http2_max_pending_accept_reset_streams(Some(PENDING_RESETS))
+        .http2_max_header_list_size(MAX_HEADER_BYTES)
         .add_service(health)
         .add_service(RateLimitServiceServer::new(door))
-        .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     watcher.abort();
     served

@@ -90,14 +90,18 @@ impl ShareEvents for ShareMetrics {
         }
     }
 
-    fn renewed(&self, rule: usize, units: u64, applied: bool) {
+    fn renewed(&self, rule: usize, applied: bool) {
         if let Some(r) = self.rules.get(rule) {
-            if applied {
-                r.applied.inc();
-                r.granting.fetch_add(units, Ordering::Relaxed);
-            } else {
-                r.late.inc();
-            }
+            match applied {
+                true => r.applied.inc(),
+                false => r.late.inc(),
+            };
+        }
+    }
+
+    fn holding(&self, rule: usize, units: u64) {
+        if let Some(r) = self.rules.get(rule) {
+            r.granting.fetch_add(units, Ordering::Relaxed);
         }
     }
 

@@ -22,6 +22,8 @@ local function share_capacity(limit, C, L)
   return div_ceil(C * limit, L)
 end
 
+local regional_idle
+
 local function regional_read(state, now, floor, C, L, period)
   local s = tagged(state, 'r')
   if not s then
@@ -29,8 +31,12 @@ local function regional_read(state, now, floor, C, L, period)
       deadline = 0, offered = 0, since = 0, open = 0, keep = 0, demand = 0 }
   end
   local n = numbers(s)
-  return { tokens = n[1], last = n[2], share = n[3], deadline = n[4], offered = n[5],
+  local r = { tokens = n[1], last = n[2], share = n[3], deadline = n[4], offered = n[5],
     since = n[6], open = n[7], keep = n[8], demand = n[9] }
+  if regional_idle(r, now, floor, C, L, period) then
+    return regional_read(false, now, floor, C, L, period)
+  end
+  return r
 end
 
 local function regional_text(r)
@@ -45,19 +51,22 @@ local function regional_rate(r, at, floor)
   return floor
 end
 
--- The bucket refilled to `at` (not before `last`) at `rate`, up to its capacity.
+-- The bucket refilled to `at` (not before `last`) at `rate`, and never above its
+-- capacity (TokenBucket::capped).
 local function regional_refill(r, at, rate, C, L, period)
-  if at <= r.last then return end
   local cap = share_capacity(rate, C, L) * period
-  local missing = cap - r.tokens
-  -- Compared, not added, as in token_bucket.
-  if missing <= 0 then
-  elseif (at - r.last) * rate >= missing then
+  if at > r.last then
+    local missing = cap - r.tokens
+    -- Compared, not added, as in token_bucket.
+    if missing <= 0 or (at - r.last) * rate >= missing then
+      r.tokens = cap
+    else
+      r.tokens = r.tokens + (at - r.last) * rate
+    end
+    r.last = at
+  elseif r.tokens > cap then
     r.tokens = cap
-  else
-    r.tokens = r.tokens + (at - r.last) * rate
   end
-  r.last = at
 end
 
 -- The bucket brought to the deadline at the share's rate, if it passed since.
@@ -67,12 +76,20 @@ local function regional_advance(r, now, floor, C, L, period)
   end
 end
 
+-- Whether nothing in the record matters at `now` (Regional::idle): its bucket full,
+-- no share in force, its claims' time over. Read as none then.
+regional_idle = function(r, now, floor, C, L, period)
+  if r.deadline > now or r.keep > now then return false end
+  local copy = { tokens = r.tokens, last = r.last, share = r.share, deadline = r.deadline }
+  regional_advance(copy, now, floor, C, L, period)
+  local rate = regional_rate(copy, now, floor)
+  regional_refill(copy, math.max(now, copy.last), rate, C, L, period)
+  return copy.tokens >= share_capacity(rate, C, L) * period
+end
+
 -- The record as the state to keep, or false once nothing in it matters.
 local function regional_keep(r, now, floor, C, L, period)
-  local cap = share_capacity(regional_rate(r, now, floor), C, L) * period
-  if r.tokens >= cap and r.deadline <= now and r.offered == 0 and r.keep <= now then
-    return false
-  end
+  if regional_idle(r, now, floor, C, L, period) then return false end
   return regional_text(r)
 end
 
@@ -96,8 +113,10 @@ local function regional(state, now, cost, L, C, period, floor)
   if fits and not allowed then retry = skew + div_ceil(needed - r.tokens, rate) end
   local reset = 0
   if r.tokens < cap then reset = skew + div_ceil(cap - r.tokens, rate) end
-  return allowed, math.floor(r.tokens / period), reset, retry, 0,
-    regional_keep(r, now, floor, C, L, period)
+  -- A peek leaves the record as it is (see share/mod.rs).
+  local kept = state
+  if cost > 0 then kept = regional_keep(r, now, floor, C, L, period) end
+  return allowed, math.floor(r.tokens / period), reset, retry, 0, kept
 end
 
 -- Puts `cost` back into the bucket at the rate in force, up to its capacity.
@@ -200,6 +219,10 @@ local function share_renew(keys, argv, now)
   local s = tagged(redis.call('GET', keys[1]), 'h')
   local n = s and numbers(s) or {}
   if #n ~= 6 * regions then n = {} end
+  -- Every lease expired: read as none (Home::take_from), however long Redis keeps it.
+  local live = 0
+  for i = 1, #n, 6 do live = math.max(live, n[i + 1], n[i + 3]) end
+  if live <= now then n = {} end
   for i = 1, regions do
     local b = (i - 1) * 6
     records[i] = { share = n[b + 1] or 0, expires = n[b + 2] or 0, held = n[b + 3] or 0,
@@ -222,6 +245,11 @@ local function share_renew(keys, argv, now)
   local target = 0
   if demand > 0 then target = math.floor(grantable * demand / (demand + wanted)) end
   local granted = math.min(target, math.max(0, grantable - reserved))
+  -- A home whose Redis started less than a hold ago may have lost records of shares
+  -- still in force (a restart without persistence): it grants nothing until they have
+  -- all passed their deadlines (the regions keep their floors meanwhile).
+  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  if uptime and uptime * 1000000 < hold then granted = 0 end
   records[me] = { share = granted, expires = now + hold, held = math.min(enforcing, grantable),
     held_expires = now + hold, demand = demand, seq = seq }
   local parts, last = {}, 0

@@ -8,6 +8,7 @@
 //! descriptors share a key unless their entries are the same.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::Decision;
@@ -15,7 +16,6 @@ use weir_store::{Check, Key, Store, StoreError};
 
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
-    Unit,
 };
 use crate::engine::{Engine, key};
 use crate::metrics::EnvoyOutcome;
@@ -58,6 +58,14 @@ impl Engine {
                     _ => None,
                 })
         };
+        // With all-or-nothing, a descriptor whose limit is zero denies the request
+        // outright: the others are looked at, not charged.
+        let zero_denies = limits.all_or_nothing
+            && applied.iter().zip(&ask.descriptors).any(|(limit, asked)| {
+                limit
+                    .as_deref()
+                    .is_some_and(|l| l.quota == Quota::Zero && !l.shadow_mode && asked.hits > 0)
+            });
         let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
         let mut fell_back = false;
         // All-or-nothing binds the enforcing limits together; shadow limits are
@@ -82,10 +90,13 @@ impl Engine {
             if checks.is_empty() {
                 continue;
             }
-            let decided = match self
-                .decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
-                .await
-            {
+            let decided = if zero_denies && !shadow {
+                self.store.preview_all(&checks).await
+            } else {
+                self.decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
+                    .await
+            };
+            let decided = match decided {
                 Ok(decided) => decided,
                 Err(error) => match self.on_fallback(limits, &checks, error).await {
                     Ok(decided) => {
@@ -96,6 +107,7 @@ impl Engine {
                         for _ in &checks {
                             self.metrics.envoy_descriptor(EnvoyOutcome::Unavailable);
                         }
+                        self.log_unavailable(&error, ask.domain);
                         return Err(error);
                     }
                 },
@@ -171,6 +183,23 @@ impl Engine {
         Ok(decisions)
     }
 
+    /// Logs that the store could not decide a request of `domain`, at most every 10 s
+    /// (an outage would otherwise log every request), with the domain cut to 64
+    /// characters (it is whatever the client sent).
+    fn log_unavailable(&self, error: &StoreError, domain: &str) {
+        let now = self.clock.now();
+        let last = self.unavailable_logged.load(Ordering::Relaxed);
+        let due = now.saturating_sub(last) >= crate::engine::FALLBACK_LOG_EVERY
+            && self
+                .unavailable_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if due {
+            let domain: String = domain.chars().take(64).collect();
+            tracing::warn!(%error, domain = %domain.escape_debug(), "ShouldRateLimit: the store cannot decide; answering UNAVAILABLE (logged at most every 10 s)");
+        }
+    }
+
     /// The checks the shared store could not decide (`error`), decided on this
     /// instance's local fallback with its share of each limit when the descriptors
     /// fail open and the error is an outage; else the error.
@@ -223,8 +252,10 @@ impl Engine {
                 // A fixed window's end, even when nothing is counted in it yet (as
                 // envoyproxy/ratelimit reports it); other algorithms' own time to full.
                 let fixed = policy.algorithm() == weir_core::Algorithm::FixedWindow;
+                // The window of the policy's own period (an `x-weir` period may differ
+                // from the unit's).
                 let left = if d.reset_after.is_zero() && fixed {
-                    self.window_left(limit.unit)
+                    self.window_left(policy.period())
                 } else {
                     d.reset_after
                 };
@@ -233,7 +264,7 @@ impl Engine {
                 (!d.allowed, if d.allowed { remaining } else { 0 }, until)
             }
             // A zero limit, or (never) a counted one left undecided.
-            _ => (hits > 0, 0, self.window_left(limit.unit)),
+            _ => (hits > 0, 0, self.window_left(limit.unit.period())),
         };
         DescriptorAnswer {
             over_limit: over && !limit.shadow_mode,
@@ -247,9 +278,9 @@ impl Engine {
         }
     }
 
-    /// What is left of the current window of `unit` (windows aligned to the epoch).
-    fn window_left(&self, unit: Unit) -> Duration {
-        let period = u64::try_from(unit.period().as_nanos()).unwrap_or(u64::MAX);
+    /// What is left of the current window of `period` (windows aligned to the epoch).
+    fn window_left(&self, period: Duration) -> Duration {
+        let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
         Duration::from_nanos(period - self.clock.now() % period)
     }
 }
