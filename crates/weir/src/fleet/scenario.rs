@@ -424,3 +424,58 @@ fn shares(what: &str, shares: impl Iterator<Item = f64>) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = include_str!("../../../../examples/fleet/small.yaml");
+
+    #[test]
+    fn the_small_example_reads() {
+        let scenario = Scenario::parse(SMALL).unwrap();
+        assert_eq!(scenario.gateways(), 5);
+        assert_eq!(scenario.identities(), 2205);
+        assert_eq!(scenario.rate(Duration::from_secs(7)), 400.0);
+    }
+
+    #[test]
+    fn the_rate_is_linear_between_points_and_flat_after() {
+        let text = SMALL.replace(
+            "  - { at: 0s, rate: 400 }",
+            "  - { at: 0s, rate: 100 }\n  - { at: 10s, rate: 300 }",
+        );
+        let scenario = Scenario::parse(&text).unwrap();
+        assert_eq!(scenario.rate(Duration::from_secs(5)), 200.0);
+        assert_eq!(scenario.rate(Duration::from_secs(30)), 300.0);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        for (from, to, says) in [
+            ("share: 0.35, zipf", "share: 0.45, zipf", "add up to 1"),
+            (
+                "region: us-east, shard: 1",
+                "region: us-west, shard: 1",
+                "us-west",
+            ),
+            (
+                "region: us-east, shard: 1",
+                "region: us-east, shard: 2",
+                "no shard 2",
+            ),
+            (
+                "start: 25s, end: 32s",
+                "start: 32s, end: 25s",
+                "before `end`",
+            ),
+            ("duration: 40s", "duration: 40 s", "duration"),
+            ("method: GET", "method: \"G T\"", "not a method"),
+            ("zipf: 1.0 }", "zipf: 0 }", "zipf"),
+        ] {
+            assert!(SMALL.contains(from), "{from}");
+            let error = Scenario::parse(&SMALL.replacen(from, to, 1)).unwrap_err();
+            assert!(error.contains(says), "{to}: {error}");
+        }
+    }
+}
