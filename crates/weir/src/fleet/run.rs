@@ -117,6 +117,12 @@ fn gateway_store(
 /// Runs the scenario once; `progress` is advanced in milliseconds of virtual time.
 pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, FleetError> {
     let scenario = setup.scenario;
+    // Inside a runtime the leasing stores would start loops ticking in real time.
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(FleetError::Runtime(
+            "the fleet simulation runs its own runtime: call it outside one".into(),
+        ));
+    }
     let clock = Arc::new(ManualClock::new(START));
     let recorder = Arc::new(Recorder::new(setup.seed));
     let clusters: Vec<Arc<Cluster>> = scenario
