@@ -260,6 +260,8 @@ fn crc16(bytes: &[u8]) -> u16 {
     crc
 }
 
+/// Every call does its work when polled, as a Redis call does: a call the breaker
+/// refuses (it drops the future unpolled) never reaches the shard.
 impl Store for Cluster {
     fn check<'a>(
         &'a self,
@@ -267,49 +269,53 @@ impl Store for Cluster {
         policy: &'a Policy,
         cost: u64,
     ) -> StoreFuture<'a, Decision> {
-        let checks = [Check { key, policy, cost }];
-        let decided = self.decide(&checks, true).map(|mut d| d.remove(0));
-        Box::pin(std::future::ready(decided))
+        Box::pin(async move {
+            let checks = [Check { key, policy, cost }];
+            self.decide(&checks, true).map(|mut d| d.remove(0))
+        })
     }
 
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(std::future::ready(self.decide(checks, true)))
+        Box::pin(async move { self.decide(checks, true) })
     }
 
     fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(std::future::ready(self.decide(checks, false)))
+        Box::pin(async move { self.decide(checks, false) })
     }
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
-        let refunded = checks.first().map_or(Ok(()), |_| {
-            let shard = self.call(checks.iter().map(|c| c.key))?;
-            let now = self.clock.now();
-            let mut keys = shard.keys.lock();
-            for check in checks {
-                if let Some(entry) = keys.get_mut(&key_name(check.key)) {
-                    weir_core::refund(check.policy, &mut entry.state, now, check.cost);
+        Box::pin(async move {
+            checks.first().map_or(Ok(()), |_| {
+                let shard = self.call(checks.iter().map(|c| c.key))?;
+                let now = self.clock.now();
+                let mut keys = shard.keys.lock();
+                for check in checks {
+                    if let Some(entry) = keys.get_mut(&key_name(check.key)) {
+                        weir_core::refund(check.policy, &mut entry.state, now, check.cost);
+                    }
                 }
-            }
-            Ok(())
-        });
-        Box::pin(std::future::ready(refunded))
+                Ok(())
+            })
+        })
     }
 
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
-        let granted = (|| {
-            let shard = self.call(std::iter::once(key))?;
-            let now = self.clock.now();
-            let mut keys = shard.keys.lock();
-            let entry = keys.entry(key_name(key)).or_insert_with(|| Entry {
-                policy: *policy,
-                state: None,
-                leases: Leases::default(),
-            });
-            entry.policy = *policy;
-            let grant = weir_core::take(policy, &mut entry.state, &mut entry.leases, now, &take)?;
-            Ok(grant)
-        })();
-        Box::pin(std::future::ready(granted))
+        Box::pin(async move {
+            (|| {
+                let shard = self.call(std::iter::once(key))?;
+                let now = self.clock.now();
+                let mut keys = shard.keys.lock();
+                let entry = keys.entry(key_name(key)).or_insert_with(|| Entry {
+                    policy: *policy,
+                    state: None,
+                    leases: Leases::default(),
+                });
+                entry.policy = *policy;
+                let grant =
+                    weir_core::take(policy, &mut entry.state, &mut entry.leases, now, &take)?;
+                Ok(grant)
+            })()
+        })
     }
 
     fn give_back<'a>(
@@ -319,23 +325,24 @@ impl Store for Cluster {
         lease: LeaseId,
         unspent: u64,
     ) -> StoreFuture<'a, bool> {
-        let found = (|| {
-            let shard = self.call(std::iter::once(key))?;
-            let now = self.clock.now();
-            let mut keys = shard.keys.lock();
-            match keys.get_mut(&key_name(key)) {
-                Some(entry) => Ok(weir_core::give_back(
-                    policy,
-                    &mut entry.state,
-                    &mut entry.leases,
-                    now,
-                    lease,
-                    unspent,
-                )?),
-                None => Ok(false),
-            }
-        })();
-        Box::pin(std::future::ready(found))
+        Box::pin(async move {
+            (|| {
+                let shard = self.call(std::iter::once(key))?;
+                let now = self.clock.now();
+                let mut keys = shard.keys.lock();
+                match keys.get_mut(&key_name(key)) {
+                    Some(entry) => Ok(weir_core::give_back(
+                        policy,
+                        &mut entry.state,
+                        &mut entry.leases,
+                        now,
+                        lease,
+                        unspent,
+                    )?),
+                    None => Ok(false),
+                }
+            })()
+        })
     }
 
     fn report_share<'a>(
@@ -344,10 +351,11 @@ impl Store for Cluster {
         policy: &'a Policy,
         report: Report,
     ) -> StoreFuture<'a, Option<Claim>> {
-        let claim = self.update(key, key_name(key), policy, |state, now| {
-            Ok(weir_core::report_share(policy, state, now, &report)?)
-        });
-        Box::pin(std::future::ready(claim))
+        Box::pin(async move {
+            self.update(key, key_name(key), policy, |state, now| {
+                Ok(weir_core::report_share(policy, state, now, &report)?)
+            })
+        })
     }
 
     fn apply_share<'a>(
@@ -358,12 +366,13 @@ impl Store for Cluster {
         grant: u64,
         hold: Duration,
     ) -> StoreFuture<'a, bool> {
-        let applied = self.update(key, key_name(key), policy, |state, now| {
-            Ok(weir_core::apply_share(
-                policy, state, now, seq, grant, hold,
-            )?)
-        });
-        Box::pin(std::future::ready(applied))
+        Box::pin(async move {
+            self.update(key, key_name(key), policy, |state, now| {
+                Ok(weir_core::apply_share(
+                    policy, state, now, seq, grant, hold,
+                )?)
+            })
+        })
     }
 
     /// Home's records live beside the key, under the rule's name and `:home`.
@@ -374,17 +383,19 @@ impl Store for Cluster {
         renewal: Renewal,
     ) -> StoreFuture<'a, Option<u64>> {
         let name = format!("{}:home:{}", key.rule, key.identity);
-        let granted = self.update(key, name, policy, |state, now| {
-            Ok(weir_core::renew_share(policy, state, now, &renewal)?)
-        });
-        Box::pin(std::future::ready(granted))
+        Box::pin(async move {
+            self.update(key, name, policy, |state, now| {
+                Ok(weir_core::renew_share(policy, state, now, &renewal)?)
+            })
+        })
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, _policy: &'a Policy) -> StoreFuture<'a, ()> {
-        let reset = self.call(std::iter::once(key)).map(|shard| {
-            shard.keys.lock().remove(&key_name(key));
-        });
-        Box::pin(std::future::ready(reset))
+        Box::pin(async move {
+            self.call(std::iter::once(key)).map(|shard| {
+                shard.keys.lock().remove(&key_name(key));
+            })
+        })
     }
 }
 

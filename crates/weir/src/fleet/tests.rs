@@ -243,3 +243,77 @@ fn a_leasing_store_outside_a_runtime_gives_back_when_driven() {
         std::time::Duration::from_millis(250)
     );
 }
+
+/// A call the breaker refuses never reaches the simulated shard (the cluster works
+/// when polled, as Redis does when a command is sent), so it neither counts nor spends.
+#[test]
+fn a_call_the_breaker_refuses_never_reaches_a_shard() {
+    let clock = Arc::new(ManualClock::new(1_000_000_000_000));
+    let latency = Latency {
+        base: 0,
+        spread: 0,
+        tail: 0.0,
+        tail_mean: 0,
+    };
+    let cluster = Arc::new(Cluster::new(
+        2,
+        latency,
+        std::time::Duration::from_millis(50),
+        clock.clone(),
+        Arc::new(Recorder::new(1)),
+    ));
+    let breaker = weir_store::Breaker::with_clock(
+        cluster.clone(),
+        weir_store::BreakerConfig::default(),
+        clock.clone() as Arc<dyn Clock>,
+    );
+    let policy = Policy::new(
+        Algorithm::Gcra,
+        10,
+        std::time::Duration::from_secs(60),
+        None,
+    )
+    .unwrap();
+    // One identity on each shard.
+    let on = |shard: usize| {
+        (0..)
+            .map(|i| format!("user-{i}"))
+            .find(|id| cluster.shard_of(id) == shard)
+            .unwrap()
+    };
+    let (down, up) = (on(1), on(0));
+    cluster.set_down(1, true);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let key = |identity| Key {
+        rule: "r",
+        identity,
+    };
+    for _ in 0..3 {
+        assert!(
+            runtime
+                .block_on(breaker.check(key(&down), &policy, 1))
+                .is_err()
+        );
+    }
+    let reached = || {
+        calls(&super::stats::RunStats {
+            calls: vec![cluster.calls()],
+            ..SMALL.with_leases.clone()
+        })
+    };
+    let before = reached();
+    // Open: the healthy shard's key is refused without a call, and spends nothing.
+    assert!(
+        runtime
+            .block_on(breaker.check(key(&up), &policy, 1))
+            .is_err()
+    );
+    assert_eq!(reached(), before);
+    let grant = runtime
+        .block_on(cluster.take(key(&up), &policy, weir_core::Take::check(0)))
+        .unwrap();
+    assert_eq!(grant.decision.remaining, 10);
+}
