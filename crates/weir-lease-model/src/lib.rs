@@ -103,6 +103,7 @@
 pub mod actions;
 pub mod bound;
 pub mod properties;
+pub mod share;
 pub mod state;
 
 pub use actions::{Action, HoldFrom, LeaseModel, Refill};
