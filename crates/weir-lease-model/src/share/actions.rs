@@ -63,14 +63,13 @@ pub enum Apply {
 /// and how far the checker explores.
 #[derive(Clone, Debug)]
 pub struct ShareModel {
-    /// The states the runs start from, one list of shares per start, one share per
-    /// region (so its length is the number of regions): each region has that share in
-    /// force from a claim at tick 0, with demand equal to its share, and home has the
-    /// matching record (as if a round had just completed at tick 0). A region with
-    /// share 0 has made no claim yet. `[0, 0, 0]` is the system's very first state;
-    /// the others are steady states of the running system (each share is the
-    /// demand-weighted target of the demands), from which few claims reach the states
-    /// where several regions hold shares.
+    /// The states the runs start from, one share per region for each (summing to at
+    /// most `G`): each region has that share in force from a claim at tick 0, with
+    /// demand equal to its share, and home has the matching record (as if a round had
+    /// just completed at tick 0). A region with share 0 has made no claim yet.
+    /// `[0, 0, 0]` is the system's very first state; the others are steady states of
+    /// the running system (each share is the demand-weighted target of the demands),
+    /// from which few claims reach the states where several regions hold shares.
     pub starts: &'static [[u8; REGIONS]],
     /// `G = L - sum(f_i)`: the grantable units. (The floors are constant and never
     /// exchanged, so the model leaves them out.)
@@ -273,9 +272,9 @@ impl ShareModel {
                 region.deadline = 0;
             }
             if let Some(claim) = region.claim.as_mut()
-                && now >= claim.claimed_at + self.deadline
+                && now >= claim.claimed_at + self.deadline.max(self.claim_timeout)
             {
-                // Its reply can only close it now; it is long enough ago to time out.
+                // Its reply can only close it now, and it may time out.
                 claim.claimed_at = 0;
                 claim.demand = 0;
                 claim.in_force = 0;
