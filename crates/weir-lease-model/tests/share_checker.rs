@@ -137,6 +137,19 @@ fn a_partition_never_exceeds_g() {
     explore("partition", model).assert_properties();
 }
 
+/// Home may delete a record (a TTL) once nothing in it counts, forgetting its `seq`: a
+/// renewal delayed past that is recorded, but its reply finds its claim replaced or
+/// closed, so what it reserves is never enforced.
+#[test]
+fn a_home_record_deleted_at_expiry_never_exceeds_g() {
+    let model = ShareModel {
+        home_ttl: true,
+        demands: &[0, 2],
+        ..protocol(&[[0, 0, 0]])
+    };
+    assert_safe("home TTL", &explore("home TTL", model));
+}
+
 /// Runs breadth first until `property` fails, and returns the shortest counterexample
 /// (stateright's breadth-first checker does not reduce by symmetry, so these runs are
 /// small).

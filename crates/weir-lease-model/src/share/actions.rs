@@ -98,6 +98,11 @@ pub struct ShareModel {
     pub seq_check: SeqCheck,
     /// Which replies a region applies.
     pub apply: Apply,
+    /// Whether home deletes a record once nothing in it counts any more (its share
+    /// expired, nothing held): a TTL on the record, which forgets its `seq` too, so a
+    /// renewal delayed past it is not known to be stale. (The regions never forget
+    /// their counters: a `seq` must never go backwards.)
+    pub home_ttl: bool,
 }
 
 /// Something that happens next.
@@ -144,6 +149,7 @@ impl ShareModel {
             deadline_from: DeadlineFrom::Claim,
             seq_check: SeqCheck::Checked,
             apply: Apply::OpenClaim,
+            home_ttl: false,
         }
     }
 
@@ -291,6 +297,9 @@ impl ShareModel {
             {
                 record.held = 0;
                 record.held_expires = 0;
+            }
+            if self.home_ttl && record.expires == 0 && record.held_expires == 0 {
+                record.seq = 0;
             }
         }
         let mut ranks: [Vec<Seq>; REGIONS] =

@@ -134,6 +134,27 @@
 //! home's expiry, as in the protocol. (In ticks, any `deadline <= H` would keep the
 //! invariant with one clock: the quarter is for the rates, which one clock cannot show.)
 //!
+//! # Notes for the implementation
+//!
+//! - **`avail`**: computed signed and clamped at 0 (`max(0, ...)`), and the grant with
+//!   it; never subtracted in unsigned arithmetic.
+//! - **Sequence numbers never go backwards** for a (key, region): if the region's
+//!   record can expire or be lost, take `seq` from something monotone (for example the
+//!   region's clock in milliseconds times a constant, plus the counter), so that a
+//!   recreated record still sorts after every renewal sent before.
+//! - **Home's record may expire** (a TTL) once its share has expired and it holds
+//!   nothing, `seq` included: a renewal delayed past that is recorded, but its reply
+//!   finds its claim replaced or closed, so the units it reserves are never enforced
+//!   (checked, [`ShareModel::home_ttl`]).
+//! - **A retried RENEW** (the same `seq`) is stale at home if the first one arrived.
+//!   Replying with the recorded grant when `seq == seq_i` instead (an idempotent retry)
+//!   is safe: the record is still the one this claim made, so `D` still comes before
+//!   its expiry. (Not modelled: the model never duplicates a message.)
+//! - **The bucket at a lapse**: when the share lapses at `D`, or a smaller one is
+//!   applied, the region's bucket is brought to that instant at the old rate, then
+//!   capped to the smaller capacity. Without the cap, a region's old burst and the
+//!   burst of the region its units went to add up to more than `C`.
+//!
 //! # Faults
 //!
 //! Any message (renewal, reply) may be delayed across ticks, delivered in any order,
@@ -163,10 +184,11 @@
 //! [`RESERVED`], the per-region cover [`COVERED`], and that the interesting cases happen
 //! in the explored space. `tests/share_checker.rs` runs the checker with small bounds
 //! (`G = 3`, `H = 3` or `4`, up to 4 ticks, 2 to 4 claims, demands 0, 1 or 2, from the
-//! first state and from steady shares), finds each pitfall's counterexample, and drives
-//! fault-free rounds with steady demands to the demand-weighted target (within 3 rounds,
-//! for every order of the regions in each round, from several starts and after a
-//! partition heals).
+//! first state and from steady shares), finds each pitfall's counterexample and one for
+//! a local deadline past home's expiry, and drives fault-free rounds with steady
+//! demands to the demand-weighted target: within 3 rounds, for every order of the
+//! regions in each round, from several starts and after a partition heals (and a
+//! fourth round is needed without the confirm).
 //!
 //! [`COVERED`]: properties::COVERED
 //! [`RESERVED`]: properties::RESERVED

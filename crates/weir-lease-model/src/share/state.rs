@@ -2,9 +2,13 @@
 //! messages in flight. (No ghost state: every property reads the protocol's own.)
 //!
 //! Every number is a small integer (`u8`): the model is bounded, and the checker
-//! fingerprints every state it reaches. Values a rule can no longer read are cleared
-//! when time passes (an expired share becomes 0 with deadline 0, an expired home record
-//! becomes all zeros but its `seq`), so states that behave the same are one state.
+//! fingerprints every state it reaches. After every step the model brings the state to
+//! a canonical form, so that states that behave the same are one state: values no rule
+//! can read any more are cleared (an expired share becomes 0 with deadline 0, an
+//! expired home record all zeros but its `seq`), messages whose delivery can change
+//! nothing are dropped, and each region's sequence numbers are renumbered by rank
+//! (`0, 1, 2, ...` in order). So the `seq` values in a counterexample are ranks among
+//! those still in play, not the counter's history.
 
 use stateright::Representative;
 
