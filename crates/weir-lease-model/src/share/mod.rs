@@ -73,8 +73,8 @@
 //! Home then reserves more than `G`, and `G - sum_{j != i} reserved_j` is *negative*
 //! at the next renewal of another region (the notes said "`>= 0` by the invariant"): in
 //! unsigned arithmetic it wraps to a huge grant, in signed arithmetic it grants a
-//! negative share. The smallest counterexample (`G = 3, H = 3`, local deadline 2),
-//! [`Held::AsClaimed`]:
+//! negative share. A counterexample the checker finds (`G = 3, H = 3`, local deadline
+//! 2; [`Held::AsClaimed`]):
 //!
 //! ```text
 //! tick 0  A claims (d = 2, e = 0); home grants 3 (A's record expires at 3); A applies
@@ -86,8 +86,8 @@
 //! ```
 //!
 //! The shares in force stay within `G` (A's share lapsed before its record expired, and
-//! a grant computed from a negative `avail` clamped at 0 is 0), so the invariant itself
-//! holds; but home's bound does not, and an implementation that trusts `avail >= 0`
+//! a grant computed from a negative `avail` clamped at 0 is 0): the invariant itself
+//! holds in every run the checker explores; but home's bound does not, and an implementation that trusts `avail >= 0`
 //! over-admits. The fix: `held = min(e, reserved_i(h))`. Holding what home no longer
 //! reserves protects nothing: if the region still enforced `e` at `h`, home still
 //! reserves at least `e` for it (the cover below), so the minimum is `e` exactly when
@@ -153,7 +153,8 @@
 //! - **The bucket at a lapse**: when the share lapses at `D`, or a smaller one is
 //!   applied, the region's bucket is brought to that instant at the old rate, then
 //!   capped to the smaller capacity. Without the cap, a region's old burst and the
-//!   burst of the region its units went to add up to more than `C`.
+//!   burst of the region its units went to add up to more than `C`. (Not modelled:
+//!   the model stops at the shares.)
 //!
 //! # Faults
 //!
