@@ -95,10 +95,16 @@ impl Home {
         };
         let granted = target.min(available);
         let until = now.saturating_add(ns(renewal.hold));
+        // What the region says it enforces stays reserved, but never more than its
+        // record reserved until now: a renewal arriving after that record expired
+        // (delayed) must not take back units home has granted to others since (the
+        // region's share lapsed with it). Found by the model checker
+        // (weir-lease-model's `share`).
+        let previous = self.regions[me].reserved(now);
         self.regions[me] = Record {
             share: granted,
             expires: until,
-            held: renewal.enforcing.min(grantable),
+            held: renewal.enforcing.min(previous),
             held_expires: until,
             demand: renewal.demand,
             seq: renewal.seq,

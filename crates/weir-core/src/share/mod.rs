@@ -22,7 +22,9 @@
 //! 2. [`renew`] (home's store): grants `min(target, G - reserved by the others)`,
 //!    where `G = L - N × floor` and the target is the region's demand-weighted part of
 //!    `G`, and records it until `now + hold`, with the share the region said it
-//!    enforces held as long. A claim older than the one recorded is refused (stale).
+//!    enforces held as long (but never more than its replaced record reserved: a
+//!    renewal delayed past that record's expiry must not reserve units granted to
+//!    others since). A claim older than the one recorded is refused (stale).
 //! 3. [`apply`] (region's store): if the claim is still the open one and its deadline
 //!    (`seq + 3/4 hold`, on the region store's clock) has not passed, the share is in
 //!    force until then; the bucket is first brought to now at the old rate.
@@ -33,7 +35,12 @@
 //! region's deadline (durations on each side's own clock, from a claim made before the
 //! grant). With the floors, the regions' rates add up to at most `L` per period and
 //! their capacities to at most the burst, so any window of length `T` admits at most
-//! `burst + L × T / period` between them: the bound of one bucket.
+//! `burst + L × T / period` between them: the bound of one bucket (and one unit per
+//! region, capacities being rounded up).
+//!
+//! `weir-lease-model`'s `share` module checks the protocol with stateright: 3 regions,
+//! messages delayed, reordered and lost, claims given up, partitions and healing; the
+//! shares in force never exceed `G`, and home never reserves more than `G`.
 
 mod home;
 mod regional;

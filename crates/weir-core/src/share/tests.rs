@@ -247,3 +247,47 @@ fn the_record_is_dropped_once_nothing_in_it_matters() {
         deadline(claim.seq, HOLD)
     );
 }
+
+#[test]
+fn a_delayed_renewal_never_takes_back_units_granted_since() {
+    // The model checker's counterexample: region 0's renewal saying it enforces 510
+    // arrives after its record expired and region 1 was granted everything.
+    let (policy, mut home) = (policy(), None);
+    let ask = |region, demand, enforcing, seq| Renewal {
+        region,
+        regions: 3,
+        demand,
+        enforcing,
+        seq,
+        hold: HOLD,
+    };
+    assert_eq!(
+        renew(&policy, &mut home, T0, &ask(0, 50, 0, 1)).unwrap(),
+        Some(510)
+    );
+    let expired = T0 + 6 * SECOND;
+    assert_eq!(
+        renew(&policy, &mut home, expired, &ask(1, 50, 0, 1)).unwrap(),
+        Some(510)
+    );
+    // The delayed renewal: nothing granted, and nothing held back from region 1's.
+    assert_eq!(
+        renew(&policy, &mut home, expired + 1, &ask(0, 0, 510, 2)).unwrap(),
+        Some(0)
+    );
+    // Region 2 asks: region 1 holds everything (510), region 0 nothing, so 0; were
+    // region 0's 510 held too, home would count 1,020 of 510 reserved.
+    assert_eq!(
+        renew(&policy, &mut home, expired + 2, &ask(2, 50, 0, 1)).unwrap(),
+        Some(0)
+    );
+    // Region 1 renews with no demand: everything is free again for region 2.
+    assert_eq!(
+        renew(&policy, &mut home, expired + 3, &ask(1, 0, 0, 2)).unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, expired + 4, &ask(2, 50, 0, 2)).unwrap(),
+        Some(510)
+    );
+}

@@ -250,7 +250,12 @@ local function share_renew(keys, argv, now)
   -- all passed their deadlines (the regions keep their floors meanwhile).
   local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
   if uptime and uptime * 1000000 < hold then granted = 0 end
-  records[me] = { share = granted, expires = now + hold, held = math.min(enforcing, grantable),
+  -- What the region says it enforces stays reserved, never more than its record
+  -- reserved until now (a delayed renewal must not take back units granted since).
+  local mine, previous = records[me], 0
+  if now < mine.expires then previous = mine.share end
+  if now < mine.held_expires then previous = math.max(previous, mine.held) end
+  records[me] = { share = granted, expires = now + hold, held = math.min(enforcing, previous),
     held_expires = now + hold, demand = demand, seq = seq }
   local parts, last = {}, 0
   for i = 1, regions do
