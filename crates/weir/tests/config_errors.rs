@@ -284,10 +284,10 @@ fn a_global_rule_and_its_regions_are_checked() {
             file(&[
                 &lines(&[store]),
                 &lines(&region),
-                &lines(&["  rebalance: 10ms"]),
+                &lines(&["  rebalance: 100ms"]),
                 &rule("global", "token_bucket", "100"),
             ]),
-            "weir.yaml:5:14: region.rebalance: region.rebalance must be from 100ms to 60s",
+            "weir.yaml:5:14: region.rebalance: region.rebalance must be from 500ms to 60s",
         ),
         (
             file(&[
@@ -297,6 +297,22 @@ fn a_global_rule_and_its_regions_are_checked() {
                 &rule("global", "token_bucket", "100"),
             ]),
             "weir.yaml:5:3: region.rebalanse: unknown field `rebalanse`, expected one of name, peers, rebalance, floor",
+        ),
+        (
+            file(&[
+                &lines(&["store: { type: redis, url: redis://127.0.0.1:7001, clock: local }"]),
+                &lines(&region),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:3:3: region: `region` needs the store's clock to be Redis's (`clock: redis`, the default): shares are timed by each Redis server's own clock, never compared across regions, and an instance's clock would be",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &rule("global", "token_bucket", "100000000"),
+            ]),
+            "weir.yaml:7:12: rules[0].scope: too large to decide exactly in Redis (Lua numbers are exact to 2^53): a global rule's burst x period in microseconds, or burst x limit; use a shorter period or a smaller limit or burst",
         ),
         (
             file(&[

@@ -56,6 +56,10 @@ use crate::{Decision, Policy, State};
 /// The most regions a global limit is shared by.
 pub const MAX_REGIONS: u32 = 16;
 
+/// 2^53: the Lua mirror computes in doubles, exact below this; counts and demands are
+/// bounded so that its products stay below it, and bounded alike here.
+const EXACT: u64 = 1 << 53;
+
 /// What a region's instance reports for one key at a rebalance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Report {
@@ -65,9 +69,14 @@ pub struct Report {
     /// The rebalance period: a claim is due once half of it has passed since the last,
     /// and an open claim not applied within it is given up.
     pub round: Duration,
-    /// Claim even if the last claim is recent (not if one is open): the renewal that
-    /// follows a shrink, so that home stops holding the larger share at once.
+    /// Claim even if the last claim is recent, or nothing is wanted or held (not if a
+    /// claim is open): the renewal that follows a shrink, so that home stops holding
+    /// the larger share at once.
     pub force: bool,
+    /// The hold renewals use now: the share in force ends no later than a new claim's
+    /// deadline under it (so that a hold shortened by a reload never leaves a share in
+    /// force longer than home holds it).
+    pub hold: Duration,
 }
 
 /// A claim opened by [`report`]: this instance renews the region's share of the key.
@@ -221,7 +230,7 @@ pub fn renew(
         .saturating_sub(floor.saturating_mul(u64::from(renewal.regions)));
     let mut home = Home::take_from(state, renewal.regions, now);
     let granted = home.renew(grantable, now, renewal);
-    *state = home.keep(now);
+    home.keep_into(state, now);
     Ok(granted)
 }
 
