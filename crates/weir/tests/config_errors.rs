@@ -366,3 +366,42 @@ fn a_global_rule_and_its_regions_are_checked() {
         .collect();
     assert_eq!(limits, [25, 50]);
 }
+
+#[test]
+fn a_priority_on_a_match_needs_shedding_and_belongs_to_the_rule() {
+    let rule = |priority_at_cost: bool| {
+        let (own, cost) = match priority_at_cost {
+            false => (", priority: sheddable", ""),
+            true => ("", ", priority: critical"),
+        };
+        [
+            "rules:".to_owned(),
+            "  - name: exports".to_owned(),
+            format!("    match: {{ path_prefix: /exports{own} }}"),
+            format!("    costs: [{{ match: {{ path: /exports/all{cost} }}, cost: 5 }}]"),
+            "    algorithm: gcra".to_owned(),
+            "    limit: 10".to_owned(),
+            "    period: 1m".to_owned(),
+        ]
+        .join("\n")
+            + "\n"
+    };
+    assert_eq!(
+        error_of(&rule(false)),
+        "weir.yaml:3:12: rules[0].match.priority: `priority` is the shedding priority of the rule's requests: it needs a `shedding` section"
+    );
+    let shedding = "upstream: { url: http://127.0.0.1:9 }\nshedding:\n  min_limit: 2\n";
+    assert_eq!(
+        error_of(&format!("{shedding}{}", rule(true))),
+        "weir.yaml:7:13: rules[0].costs[0].match.priority: `priority` belongs on the rule's own `match`, not a cost's"
+    );
+    let config = Config::parse(
+        &format!("{shedding}{}", rule(false)),
+        Path::new("weir.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        config.engine.routing.rules[0].priority,
+        Some(weir_core::Priority::Sheddable)
+    );
+}

@@ -325,13 +325,22 @@ fn a_home_asked_for_another_number_of_regions_grants_nothing_while_its_records_l
         seq,
         hold: HOLD,
     };
-    assert_eq!(renew(&policy, &mut home, T0, &ask(0, 3, 1)).unwrap(), Some(510));
+    assert_eq!(
+        renew(&policy, &mut home, T0, &ask(0, 3, 1)).unwrap(),
+        Some(510)
+    );
     let before = home.clone();
     // A region already configured for 2 regions: its count cannot be matched with
     // the records of shares in force, so nothing, and nothing recorded.
-    assert_eq!(renew(&policy, &mut home, T0 + 1, &ask(1, 2, 1)).unwrap(), Some(0));
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 1, &ask(1, 2, 1)).unwrap(),
+        Some(0)
+    );
     assert_eq!(home, before);
     // Once they have expired, the new count starts afresh: G = 600 - 2 × 30.
     let later = T0 + 6 * SECOND;
-    assert_eq!(renew(&policy, &mut home, later, &ask(1, 2, 2)).unwrap(), Some(540));
+    assert_eq!(
+        renew(&policy, &mut home, later, &ask(1, 2, 2)).unwrap(),
+        Some(540)
+    );
 }

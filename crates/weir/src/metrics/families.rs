@@ -283,7 +283,7 @@ impl Families {
         );
         registry.register(
             "gateway_shed_requests",
-            "Requests the gateway shed (503 overloaded) by shedding route (its path prefix; (none) for others) and priority",
+            "Requests the gateway shed (503 overloaded) by shedding route (its path prefix, or the name of the rule whose match gave the priority; (none) for others) and priority",
             f.shed.clone(),
         );
         registry.register(
