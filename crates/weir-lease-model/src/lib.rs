@@ -97,12 +97,23 @@
 //!
 //! [`properties`] lists what is checked; `tests/` runs the checker with bounds (ticks,
 //! takes, crashes) small enough for the test suite.
+//!
+//! # Regional shares ([`share`])
+//!
+//! The crate also specifies and models the protocol by which regions share a global
+//! limit (issue 22): each region enforces a constant floor plus a share of the rest
+//! that one home store grants, renewed by claims with deadlines, and home keeps
+//! counting a share a region may still enforce. [`share`] is that specification and
+//! its model; the checker verifies that the shares in force never sum to more than the
+//! grantable part, whatever the delays, reorderings, losses, timeouts and partitions
+//! (`tests/share_checker.rs`).
 
 #![deny(missing_docs)]
 
 pub mod actions;
 pub mod bound;
 pub mod properties;
+pub mod share;
 pub mod state;
 
 pub use actions::{Action, HoldFrom, LeaseModel, Refill};

@@ -92,6 +92,8 @@ async fn conform(redis: &RedisStore, clock: &Arc<ManualClock>, seed: u64) {
                         offered: random.below(20),
                         round,
                         force: random.below(4) == 0,
+                        // Now and then a shorter hold, as after a reload.
+                        hold: if random.below(4) == 0 { round } else { hold },
                     };
                     let expected = memory.report_share(key, &policy, report).await.unwrap();
                     let actual = redis.report_share(key, &policy, report).await.unwrap();
@@ -125,9 +127,11 @@ async fn conform(redis: &RedisStore, clock: &Arc<ManualClock>, seed: u64) {
                 4 => {
                     let region = random.below(regions) as usize;
                     home_seq[region] += random.below(3);
+                    // Now and then from a region configured for one more region.
+                    let count = regions + u64::from(random.below(8) == 0);
                     let renewal = Renewal {
                         region: region as u32,
-                        regions: regions as u32,
+                        regions: count as u32,
                         demand: random.below(limit * 3),
                         enforcing: random.below(limit),
                         seq: home_seq[region],

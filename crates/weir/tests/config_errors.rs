@@ -284,10 +284,10 @@ fn a_global_rule_and_its_regions_are_checked() {
             file(&[
                 &lines(&[store]),
                 &lines(&region),
-                &lines(&["  rebalance: 10ms"]),
+                &lines(&["  rebalance: 100ms"]),
                 &rule("global", "token_bucket", "100"),
             ]),
-            "weir.yaml:5:14: region.rebalance: region.rebalance must be from 100ms to 60s",
+            "weir.yaml:5:14: region.rebalance: region.rebalance must be from 500ms to 60s",
         ),
         (
             file(&[
@@ -297,6 +297,22 @@ fn a_global_rule_and_its_regions_are_checked() {
                 &rule("global", "token_bucket", "100"),
             ]),
             "weir.yaml:5:3: region.rebalanse: unknown field `rebalanse`, expected one of name, peers, rebalance, floor",
+        ),
+        (
+            file(&[
+                &lines(&["store: { type: redis, url: redis://127.0.0.1:7001, clock: local }"]),
+                &lines(&region),
+                &rule("global", "token_bucket", "100"),
+            ]),
+            "weir.yaml:3:3: region: `region` needs the store's clock to be Redis's (`clock: redis`, the default): shares are timed by each Redis server's own clock, never compared across regions, and an instance's clock would be",
+        ),
+        (
+            file(&[
+                &lines(&[store]),
+                &lines(&region),
+                &rule("global", "token_bucket", "100000000"),
+            ]),
+            "weir.yaml:7:12: rules[0].scope: too large to decide exactly in Redis (Lua numbers are exact to 2^53): a global rule's burst x period in microseconds, or burst x limit; use a shorter period or a smaller limit or burst",
         ),
         (
             file(&[
@@ -349,4 +365,43 @@ fn a_global_rule_and_its_regions_are_checked() {
         .map(|rule| rule.fallback_policy.limit())
         .collect();
     assert_eq!(limits, [25, 50]);
+}
+
+#[test]
+fn a_priority_on_a_match_needs_shedding_and_belongs_to_the_rule() {
+    let rule = |priority_at_cost: bool| {
+        let (own, cost) = match priority_at_cost {
+            false => (", priority: sheddable", ""),
+            true => ("", ", priority: critical"),
+        };
+        [
+            "rules:".to_owned(),
+            "  - name: exports".to_owned(),
+            format!("    match: {{ path_prefix: /exports{own} }}"),
+            format!("    costs: [{{ match: {{ path: /exports/all{cost} }}, cost: 5 }}]"),
+            "    algorithm: gcra".to_owned(),
+            "    limit: 10".to_owned(),
+            "    period: 1m".to_owned(),
+        ]
+        .join("\n")
+            + "\n"
+    };
+    assert_eq!(
+        error_of(&rule(false)),
+        "weir.yaml:3:12: rules[0].match.priority: `priority` is the shedding priority of the rule's requests: it needs a `shedding` section"
+    );
+    let shedding = "upstream: { url: http://127.0.0.1:9 }\nshedding:\n  min_limit: 2\n";
+    assert_eq!(
+        error_of(&format!("{shedding}{}", rule(true))),
+        "weir.yaml:7:13: rules[0].costs[0].match.priority: `priority` belongs on the rule's own `match`, not a cost's"
+    );
+    let config = Config::parse(
+        &format!("{shedding}{}", rule(false)),
+        Path::new("weir.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        config.engine.routing.rules[0].priority,
+        Some(weir_core::Priority::Sheddable)
+    );
 }

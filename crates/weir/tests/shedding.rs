@@ -45,9 +45,15 @@ async fn start_gateway(upstream: SocketAddr, shedding: bool) -> (SocketAddr, wei
     } else {
         ""
     };
-    let yaml = format!(
-        "upstream:\n  url: http://{upstream}\n  timeout: 10s\n{shedding}rules:\n  - name: roomy\n    match: {{ path_prefix: /checkout }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1s\n"
+    let sections = format!(
+        "{shedding}rules:\n  - name: roomy\n    match: {{ path_prefix: /checkout }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1s\n"
     );
+    start_gateway_with(upstream, &sections).await
+}
+
+/// The gateway in front of `upstream`, with these sections after `upstream`.
+async fn start_gateway_with(upstream: SocketAddr, sections: &str) -> (SocketAddr, weir::Service) {
+    let yaml = format!("upstream:\n  url: http://{upstream}\n  timeout: 10s\n{sections}");
     let config = weir::Config::parse(&yaml, Path::new("shedding.yaml")).unwrap();
     let service = weir::service(&config).await.unwrap();
     let gateway = service.gateway.clone().unwrap();
@@ -220,4 +226,45 @@ async fn the_critical_route_keeps_its_success_and_latency_while_sheddable_goes_f
         0,
         "{critical:?} {sheddable:?}"
     );
+}
+
+/// Priorities given on the rules' own `match` shed as shedding routes' do, counted in
+/// the metrics under the rule's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_match_gives_its_requests_their_priority() {
+    let upstream = start_upstream(4, Duration::from_millis(20)).await;
+    let rule = |name: &str, path: &str, priority: &str| {
+        format!(
+            "  - name: {name}\n    match: {{ path_prefix: {path}, priority: {priority} }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1s\n"
+        )
+    };
+    let sections = format!(
+        "shedding:\n  min_limit: 2\nrules:\n{}{}",
+        rule("checkout", "/checkout", "critical"),
+        rule("analytics", "/analytics", "sheddable")
+    );
+    let (gateway, service) = start_gateway_with(upstream, &sections).await;
+    let (critical, sheddable) = phase(gateway, (40, 400), Duration::from_secs(4)).await;
+    eprintln!(
+        "by rules: critical {critical:?}; sheddable {} shed of {}",
+        sheddable.shed,
+        sheddable.sent()
+    );
+    assert!(
+        critical.ok as f64 >= 0.99 * critical.sent() as f64,
+        "{critical:?}"
+    );
+    assert!(
+        sheddable.shed * 3 >= sheddable.sent(),
+        "{} shed of {}",
+        sheddable.shed,
+        sheddable.sent()
+    );
+    let metrics = service.metrics.encode();
+    let series = r#"weir_gateway_shed_requests_total{route="analytics",priority="sheddable"}"#;
+    let shed: f64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in {metrics}"));
+    assert_eq!(shed as u64, sheddable.shed);
 }

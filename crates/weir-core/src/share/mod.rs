@@ -22,7 +22,9 @@
 //! 2. [`renew`] (home's store): grants `min(target, G - reserved by the others)`,
 //!    where `G = L - N × floor` and the target is the region's demand-weighted part of
 //!    `G`, and records it until `now + hold`, with the share the region said it
-//!    enforces held as long. A claim older than the one recorded is refused (stale).
+//!    enforces held as long (but never more than its replaced record reserved: a
+//!    renewal delayed past that record's expiry must not reserve units granted to
+//!    others since). A claim older than the one recorded is refused (stale).
 //! 3. [`apply`] (region's store): if the claim is still the open one and its deadline
 //!    (`seq + 3/4 hold`, on the region store's clock) has not passed, the share is in
 //!    force until then; the bucket is first brought to now at the old rate.
@@ -33,7 +35,12 @@
 //! region's deadline (durations on each side's own clock, from a claim made before the
 //! grant). With the floors, the regions' rates add up to at most `L` per period and
 //! their capacities to at most the burst, so any window of length `T` admits at most
-//! `burst + L × T / period` between them: the bound of one bucket.
+//! `burst + L × T / period` between them: the bound of one bucket (and one unit per
+//! region, capacities being rounded up).
+//!
+//! `weir-lease-model`'s `share` module checks the protocol with stateright: 3 regions,
+//! messages delayed, reordered and lost, claims given up, partitions and healing; the
+//! shares in force never exceed `G`, and home never reserves more than `G`.
 
 mod home;
 mod regional;
@@ -49,6 +56,10 @@ use crate::{Decision, Policy, State};
 /// The most regions a global limit is shared by.
 pub const MAX_REGIONS: u32 = 16;
 
+/// 2^53: the Lua mirror computes in doubles, exact below this; counts and demands are
+/// bounded so that its products stay below it, and bounded alike here.
+const EXACT: u64 = 1 << 53;
+
 /// What a region's instance reports for one key at a rebalance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Report {
@@ -58,9 +69,14 @@ pub struct Report {
     /// The rebalance period: a claim is due once half of it has passed since the last,
     /// and an open claim not applied within it is given up.
     pub round: Duration,
-    /// Claim even if the last claim is recent (not if one is open): the renewal that
-    /// follows a shrink, so that home stops holding the larger share at once.
+    /// Claim even if the last claim is recent, or nothing is wanted or held (not if a
+    /// claim is open): the renewal that follows a shrink, so that home stops holding
+    /// the larger share at once.
     pub force: bool,
+    /// The hold renewals use now: the share in force ends no later than a new claim's
+    /// deadline under it (so that a hold shortened by a reload never leaves a share in
+    /// force longer than home holds it).
+    pub hold: Duration,
 }
 
 /// A claim opened by [`report`]: this instance renews the region's share of the key.
@@ -214,7 +230,7 @@ pub fn renew(
         .saturating_sub(floor.saturating_mul(u64::from(renewal.regions)));
     let mut home = Home::take_from(state, renewal.regions, now);
     let granted = home.renew(grantable, now, renewal);
-    *state = home.keep(now);
+    home.keep_into(state, now);
     Ok(granted)
 }
 

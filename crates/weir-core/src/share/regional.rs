@@ -1,7 +1,7 @@
 //! A region's record of one key of a global rule: the bucket it decides on, and the
 //! share in force.
 
-use super::{Claim, Report, deadline, ns};
+use super::{Claim, EXACT, Report, deadline, ns};
 use crate::algorithm::{AlgorithmState, TokenBucket};
 use crate::state::{Inner, State};
 use crate::{Decision, Policy};
@@ -92,6 +92,7 @@ impl Regional {
         }
     }
 
+    /// A check of `cost` at `now` on the bucket in force.
     pub(crate) fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
         self.advance(policy, now);
         let bucket = self.in_force(policy, now);
@@ -105,9 +106,21 @@ impl Regional {
         }
         // The rule's limit, as every check of it reports; `remaining` is this region's.
         decision.limit = policy.limit();
+        // Full again: at the share's rate, unless the share ends first; then at its
+        // deadline, where the capacity drops to the floor's, and at the floor's rate
+        // from there.
+        let to_deadline = self.deadline.saturating_sub(now);
+        if self.share > 0
+            && to_deadline > 0
+            && decision.reset_after.as_nanos() > u128::from(to_deadline)
+        {
+            let after = self.clone().check(policy, self.deadline, 0).reset_after;
+            decision.reset_after = std::time::Duration::from_nanos(to_deadline) + after;
+        }
         decision
     }
 
+    /// `cost` back into the bucket in force, up to its capacity.
     pub(crate) fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
         self.advance(policy, now);
         let bucket = self.in_force(policy, now);
@@ -116,9 +129,17 @@ impl Regional {
         }
     }
 
+    /// [`super::report`] on this record.
     pub(crate) fn report(&mut self, policy: &Policy, now: u64, report: &Report) -> Option<Claim> {
-        self.offered = self.offered.saturating_add(report.offered);
+        let period_us = (policy.period_ns() / 1_000).max(1);
         let round = ns(report.round).max(1);
+        // Bounded so that the Lua's products stay exact (below 2^53, see super::EXACT),
+        // identically here: a count this large only says "more than the limit".
+        let most_offered = EXACT / 2 / period_us;
+        self.offered = self
+            .offered
+            .saturating_add(report.offered)
+            .min(most_offered);
         self.keep_until = self
             .keep_until
             .max(now.saturating_add(round.saturating_mul(2)));
@@ -141,17 +162,21 @@ impl Regional {
                 (u128::from(self.demand) * round + sample * elapsed) / (round + elapsed)
             }
         };
-        let demand = u64::try_from(demand).unwrap_or(u64::MAX);
+        let most_demand = EXACT / 2 / ns(report.round).div_ceil(1_000).max(1);
+        let demand = u64::try_from(demand).unwrap_or(u64::MAX).min(most_demand);
         self.demand = demand;
         self.offered = 0;
         // Claims are numbered at least a microsecond apart (the stores count in
         // microseconds).
         self.since = now.max(self.since.saturating_add(1_000));
         self.open = false;
-        if demand == 0 && enforcing == 0 {
+        if demand == 0 && enforcing == 0 && !report.force {
             // Nothing wanted, nothing held: no renewal (home's record expires alone).
             return None;
         }
+        // The share in force ends no later than this claim's deadline under the hold
+        // used now: home holds it that long at most (a hold shortened by a reload).
+        self.deadline = self.deadline.min(deadline(self.since, report.hold));
         self.open = true;
         Some(Claim {
             seq: self.since,
@@ -160,6 +185,7 @@ impl Regional {
         })
     }
 
+    /// [`super::apply`] on this record.
     pub(crate) fn apply(
         &mut self,
         policy: &Policy,

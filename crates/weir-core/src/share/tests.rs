@@ -27,6 +27,7 @@ fn report_at(state: &mut Option<State>, now: u64, offered: u64) -> Option<Claim>
         offered,
         round: ROUND,
         force: false,
+        hold: HOLD,
     };
     super::report(&policy(), state, now, &report).unwrap()
 }
@@ -245,5 +246,101 @@ fn the_record_is_dropped_once_nothing_in_it_matters() {
     assert_eq!(
         state.as_ref().unwrap().live_until(),
         deadline(claim.seq, HOLD)
+    );
+}
+
+#[test]
+fn a_delayed_renewal_never_takes_back_units_granted_since() {
+    // The model checker's counterexample: region 0's renewal saying it enforces 510
+    // arrives after its record expired and region 1 was granted everything.
+    let (policy, mut home) = (policy(), None);
+    let ask = |region, demand, enforcing, seq| Renewal {
+        region,
+        regions: 3,
+        demand,
+        enforcing,
+        seq,
+        hold: HOLD,
+    };
+    assert_eq!(
+        renew(&policy, &mut home, T0, &ask(0, 50, 0, 1)).unwrap(),
+        Some(510)
+    );
+    let expired = T0 + 6 * SECOND;
+    assert_eq!(
+        renew(&policy, &mut home, expired, &ask(1, 50, 0, 1)).unwrap(),
+        Some(510)
+    );
+    // The delayed renewal: nothing granted, and nothing held back from region 1's.
+    assert_eq!(
+        renew(&policy, &mut home, expired + 1, &ask(0, 0, 510, 2)).unwrap(),
+        Some(0)
+    );
+    // Region 2 asks: region 1 holds everything (510), region 0 nothing, so 0; were
+    // region 0's 510 held too, home would count 1,020 of 510 reserved.
+    assert_eq!(
+        renew(&policy, &mut home, expired + 2, &ask(2, 50, 0, 1)).unwrap(),
+        Some(0)
+    );
+    // Region 1 renews with no demand: everything is free again for region 2.
+    assert_eq!(
+        renew(&policy, &mut home, expired + 3, &ask(1, 0, 0, 2)).unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        renew(&policy, &mut home, expired + 4, &ask(2, 50, 0, 2)).unwrap(),
+        Some(510)
+    );
+}
+
+#[test]
+fn a_bucket_is_full_again_when_its_share_ends_if_not_before() {
+    let (policy, mut state) = (policy(), None);
+    let claim = report_at(&mut state, T0, 300).unwrap();
+    assert!(apply(&policy, &mut state, T0, claim.seq, 510, HOLD).unwrap());
+    // 540 a minute, capacity 540: emptied now, it would take a minute to fill; but at
+    // the deadline (4.5 s) the capacity drops to the floor's 30, and 40.5 units have
+    // come back by then: full at the deadline.
+    let drained = admitted(&policy, &mut state, T0, 100);
+    assert_eq!(
+        drained, 30,
+        "the bucket held the floor's 30 when the share came"
+    );
+    let peek = check(&policy, &mut state, T0, 0);
+    assert_eq!(peek.reset_after, Duration::from_millis(4_500));
+    // A second later, 9 more units taken: 4.5 s × 9 = 40.5 - 9 = 31.5 at the deadline.
+    assert_eq!(admitted(&policy, &mut state, T0 + SECOND, 9), 9);
+    let peek = check(&policy, &mut state, T0 + SECOND, 0);
+    assert_eq!(peek.reset_after, Duration::from_millis(3_500));
+}
+
+#[test]
+fn a_home_asked_for_another_number_of_regions_grants_nothing_while_its_records_live() {
+    let (policy, mut home) = (policy(), None);
+    let ask = |region, regions, seq| Renewal {
+        region,
+        regions,
+        demand: 50,
+        enforcing: 0,
+        seq,
+        hold: HOLD,
+    };
+    assert_eq!(
+        renew(&policy, &mut home, T0, &ask(0, 3, 1)).unwrap(),
+        Some(510)
+    );
+    let before = home.clone();
+    // A region already configured for 2 regions: its count cannot be matched with
+    // the records of shares in force, so nothing, and nothing recorded.
+    assert_eq!(
+        renew(&policy, &mut home, T0 + 1, &ask(1, 2, 1)).unwrap(),
+        Some(0)
+    );
+    assert_eq!(home, before);
+    // Once they have expired, the new count starts afresh: G = 600 - 2 × 30.
+    let later = T0 + 6 * SECOND;
+    assert_eq!(
+        renew(&policy, &mut home, later, &ask(1, 2, 2)).unwrap(),
+        Some(540)
     );
 }

@@ -55,14 +55,19 @@ pub(super) fn general(
     time(command, now_us);
     command.arg(mode.argument());
     for (check, p) in checks {
+        // A region's share takes its floor in L's place (see ScriptPolicy).
+        let (l, per_unit) = match p.region_floor {
+            Some(floor) => (floor, 0),
+            None => (p.ticks_per_us, p.ticks_per_unit),
+        };
         command
             .arg(p.lua_name())
             .arg(check.cost)
             .arg(p.limit)
             .arg(p.capacity)
             .arg(p.period_us)
-            .arg(p.ticks_per_us)
-            .arg(p.ticks_per_unit);
+            .arg(l)
+            .arg(per_unit);
     }
 }
 

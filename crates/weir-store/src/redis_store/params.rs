@@ -43,9 +43,9 @@ pub(crate) struct ScriptPolicy {
     /// in (`now / period`), whose count lives under its own key as a bare integer (see
     /// `counter`). `None` for state kept under the rule's key.
     pub(crate) window: Option<u64>,
-    /// For a region's share of a global limit (`share.lua`): the region's floor, sent
-    /// in the place of `ticks_per_us` (the bucket counts tokens in units of
-    /// `1 / period_us`, whatever the rate in force).
+    /// For a region's share of a global limit (`share.lua`): the region's floor, which
+    /// the driver's `regional` algorithm takes in the place of L (its bucket counts
+    /// tokens in units of `1 / period_us`, whatever the rate in force, and needs no P).
     pub(crate) region_floor: Option<u64>,
 }
 
@@ -80,8 +80,6 @@ impl ScriptPolicy {
                 ));
             }
             return Ok(Self {
-                ticks_per_us: floor,
-                ticks_per_unit: 0,
                 region_floor: Some(floor),
                 ..params
             });

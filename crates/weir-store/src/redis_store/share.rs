@@ -24,12 +24,15 @@ use crate::{Key, StoreError};
 
 /// What one share call asks of the Lua.
 pub(super) enum ShareCall {
+    /// Step 1 on the region's record (mode 6).
     Report(Report),
+    /// Step 3 on the region's record (mode 7).
     Apply {
         seq: u64,
         grant: u64,
         hold: Duration,
     },
+    /// Step 2 on the home's records (mode 8).
     Renew(Renewal),
 }
 
@@ -56,7 +59,8 @@ impl ShareCall {
                     .arg(floor)
                     .arg(report.offered)
                     .arg(micros(report.round))
-                    .arg(u8::from(report.force));
+                    .arg(u8::from(report.force))
+                    .arg(micros(report.hold));
             }
             ShareCall::Apply { seq, grant, hold } => {
                 command

@@ -22,9 +22,10 @@ use weir_core::{Decision, Policy};
 use self::activity::Activities;
 use crate::{Check, Key, Store, StoreError, StoreFuture};
 
-/// The most keys of global rules one instance reports a round; beyond, new keys are
-/// decided at the region's floor until some go quiet.
-pub const MAX_REPORTED_KEYS: usize = 1_000_000;
+/// The most keys of global rules one instance tracks (identities of up to 1 KiB: at
+/// most about 100 MiB); beyond, new keys are decided at the region's floor until some
+/// go quiet.
+pub const MAX_REPORTED_KEYS: usize = 100_000;
 
 /// The regions a global limit is shared by, and how they rebalance.
 #[derive(Clone)]
@@ -96,6 +97,9 @@ pub trait ShareEvents: Send + Sync + 'static {
     fn stale(&self, rule: usize);
     /// A region's store failed or did not answer in time (`region` its name).
     fn unreachable(&self, region: &str);
+    /// A key of the rule was not tracked ([`MAX_REPORTED_KEYS`] are): it stays at the
+    /// region's floor.
+    fn untracked(&self, rule: usize);
 }
 
 /// Counts nothing.
@@ -106,6 +110,7 @@ impl ShareEvents for () {
     fn holding(&self, _: usize, _: u64) {}
     fn stale(&self, _: usize) {}
     fn unreachable(&self, _: &str) {}
+    fn untracked(&self, _: usize) {}
 }
 
 /// A check's policy as the region decides it, and its global rule's index if any.
@@ -122,7 +127,7 @@ pub struct RegionalStore {
     rebalance: Duration,
     hold: Duration,
     /// Each region's floor, as a fraction of a rule's limit.
-    config: Regions,
+    floor: f64,
     /// The global rules: name → the index events carry, and back.
     rules: HashMap<String, usize, foldhash::fast::RandomState>,
     names: Vec<String>,
@@ -179,7 +184,7 @@ impl RegionalStore {
             hold: regions.hold(),
             activity: Activities::new(names.len(), MAX_REPORTED_KEYS),
             regions: sorted,
-            config: regions,
+            floor: regions.floor,
             rules,
             names,
             events,
@@ -203,9 +208,8 @@ impl RegionalStore {
     /// The region's policy of a check's key, if its rule is global.
     fn regional(&self, check: &Check<'_>) -> Option<Result<(usize, Policy), StoreError>> {
         let index = *self.rules.get(check.key.rule)?;
-        let policy = self
-            .config
-            .floor_of(check.policy.limit())
+        let regions = self.regions.len() as u64;
+        let policy = region_floor(check.policy.limit(), regions, self.floor)
             .ok_or(StoreError::Share(weir_core::ShareError::NotRegional))
             .and_then(|floor| {
                 let regions = self.regions.len() as u64;
@@ -232,9 +236,16 @@ impl RegionalStore {
         for check in checks {
             match self.regional(check).transpose()? {
                 Some((index, policy)) => {
-                    if count && check.cost > 0 {
-                        self.activity
-                            .offer(index, check.key.identity, policy, check.cost);
+                    // A cost that can never fit is denied and consumes nothing: no
+                    // demand for a share.
+                    let wanted = check.cost > 0 && check.cost <= policy.capacity();
+                    if count
+                        && wanted
+                        && !self
+                            .activity
+                            .offer(index, check.key.identity, policy, check.cost)
+                    {
+                        self.events.untracked(index);
                     }
                     out.push((policy, Some(index)));
                 }
@@ -279,6 +290,7 @@ impl RegionalStore {
         Ok(decisions)
     }
 
+    /// `checks` decided on the region's store as they are.
     async fn pass(
         &self,
         checks: &[Check<'_>],

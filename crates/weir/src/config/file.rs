@@ -232,6 +232,9 @@ pub(super) struct RawMatch {
     /// A trailing slash makes no other path (`/login/` is `/login`); the default too.
     #[serde(default = "yes")]
     pub(super) trailing_slash: bool,
+    /// The shedding priority of the requests a rule's match applies to (a rule's
+    /// `match` only, with a `shedding` section).
+    pub(super) priority: Option<PriorityName>,
 }
 
 fn yes() -> bool {

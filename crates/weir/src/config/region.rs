@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
-use weir_store::{RedisStoreConfig, RedisTarget};
+use weir_store::{RedisClock, RedisStoreConfig, RedisTarget};
 
 use super::ConfigError;
 use super::period::Period;
@@ -19,7 +19,9 @@ use crate::engine::RegionSpec;
 pub(super) const DEFAULT_REBALANCE: Duration = Duration::from_secs(2);
 /// Each region's floor when none is configured: 2% of a global rule's limit.
 pub(super) const DEFAULT_FLOOR: f64 = 0.02;
-const MIN_REBALANCE: Duration = Duration::from_millis(100);
+/// At least this: a Redis clock stepping by up to a quarter of the hold (three
+/// rebalances) keeps the bound.
+const MIN_REBALANCE: Duration = Duration::from_millis(500);
 const MAX_REBALANCE: Duration = Duration::from_secs(60);
 
 /// `region:` as written.
@@ -79,6 +81,12 @@ pub(super) fn region(
             .at(raw.referenced)
             .field("region"));
     };
+    if local.clock == RedisClock::Local {
+        let message = "`region` needs the store's clock to be Redis's (`clock: redis`, the default): shares are timed by each Redis server's own clock, never compared across regions, and an instance's clock would be";
+        return Err(ConfigError::new(file, message)
+            .at(raw.referenced)
+            .field("region"));
+    }
     let region = &raw.value;
     let name = region.name.value.clone();
     if !plain(&name) {
@@ -147,7 +155,7 @@ pub(super) fn region(
         return Err(fail(
             at,
             "rebalance",
-            "region.rebalance must be from 100ms to 60s".into(),
+            "region.rebalance must be from 500ms to 60s".into(),
         ));
     }
     let regions = peers.len() as f64 + 1.0;
@@ -202,6 +210,7 @@ pub(super) fn scope(
             policy.limit()
         )
     })?;
-    policy.regional(floor, regions).map_err(|e| e.to_string())?;
+    let regional = policy.regional(floor, regions).map_err(|e| e.to_string())?;
+    weir_store::check_redis_policy(&regional).map_err(|e| e.to_string())?;
     Ok(true)
 }

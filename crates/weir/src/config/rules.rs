@@ -54,7 +54,8 @@ pub(super) fn routing(
         let parts = fallback
             .instances
             .saturating_mul(if global { regions } else { 1 });
-        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, parts)? {
+        let shedding = raw.shedding.is_some();
+        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, parts, shedding)? {
             rules.push(rule);
         }
     }
@@ -115,12 +116,21 @@ fn routed_rule(
     identities: &HashMap<String, IdentitySource>,
     errors: &Errors<'_>,
     parts: u64,
+    shedding: bool,
 ) -> Result<Option<Rule>, ConfigError> {
     let field = |name: &str| format!("rules[{i}].{name}");
     let Some(route) = &raw.route else {
         needs_match(i, raw, errors)?;
         return Ok(None);
     };
+    let priority = route.value.priority.map(priority_of);
+    if priority.is_some() && !shedding {
+        return Err(errors.at(
+            route.referenced,
+            field("match.priority"),
+            "`priority` is the shedding priority of the rule's requests: it needs a `shedding` section",
+        ));
+    }
     let route =
         route_match(&route.value).map_err(|m| errors.at(route.referenced, field("match"), m))?;
     let key = match &raw.key {
@@ -155,6 +165,13 @@ fn routed_rule(
         .map(|(j, c)| {
             let route = route_match(&c.value.route)
                 .map_err(|m| errors.at(c.referenced, field(&format!("costs[{j}].match")), m))?;
+            if c.value.route.priority.is_some() {
+                return Err(errors.at(
+                    c.referenced,
+                    field(&format!("costs[{j}].match.priority")),
+                    "`priority` belongs on the rule's own `match`, not a cost's",
+                ));
+            }
             if c.value.cost == 0 {
                 return Err(errors.at(
                     c.referenced,
@@ -229,6 +246,7 @@ fn routed_rule(
         None => None,
     };
     Ok(Some(Rule {
+        priority,
         lockout,
         store_timeout,
         failure: match raw.failure {
@@ -270,6 +288,16 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
             format!("`{name}` needs a `match`: it applies to gateway rules"),
         )),
         None => Ok(()),
+    }
+}
+
+/// A priority as written, as the shedder takes it.
+fn priority_of(name: super::file::PriorityName) -> weir_core::Priority {
+    use super::file::PriorityName;
+    match name {
+        PriorityName::Critical => weir_core::Priority::Critical,
+        PriorityName::Default => weir_core::Priority::Default,
+        PriorityName::Sheddable => weir_core::Priority::Sheddable,
     }
 }
 

@@ -32,6 +32,15 @@ impl Routed {
 }
 
 impl Engine {
+    /// The first rule among `routed` whose `match` gives a shedding priority: its
+    /// name and the priority.
+    pub fn shed_priority(&self, routed: &Routed) -> Option<(&str, weir_core::Priority)> {
+        routed.rules.iter().find_map(|&i| {
+            let rule = &self.routing.rules[i];
+            rule.priority.map(|p| (rule.name.as_str(), p))
+        })
+    }
+
     /// Reads a request's head one way ([`read_head`], with this engine's path
     /// options) and finds the rules that apply to it: the first step of every door
     /// that receives HTTP. A refusal is counted before it is returned.

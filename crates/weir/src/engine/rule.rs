@@ -18,6 +18,9 @@ pub struct Rule {
     pub policy: Policy,
     /// The requests it applies to.
     pub route: RouteMatch,
+    /// The shedding priority of those requests (`priority` in its `match`), when the
+    /// gateway sheds by priority and no shedding route of its own matches them.
+    pub priority: Option<weir_core::Priority>,
     /// The identities that make up its key, e.g. `[user]` or `[api_key, client_ip]`.
     /// A caller lacking one of them is counted by IP address instead.
     pub key: Vec<String>,

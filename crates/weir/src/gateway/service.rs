@@ -136,7 +136,11 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
         // the ticket is held until the upstream's answer starts.
         let admitted = match &gateway.shedding {
             None => None,
-            Some(shedding) => match shedding.admit(parts.uri.path(), engine.metrics()) {
+            Some(shedding) => match shedding.admit(
+                parts.uri.path(),
+                engine.shed_priority(&routed),
+                engine.metrics(),
+            ) {
                 Some(admitted) => Some(admitted),
                 None => break 'answer (Problem::overloaded().into_response(), route),
             },

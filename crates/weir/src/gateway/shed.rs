@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use weir_core::{Outcome, Shedder, Ticket};
+use weir_core::{Outcome, Priority, Shedder, Ticket};
 
 use crate::config::SheddingConfig;
 use crate::metrics::EngineMetrics;
@@ -39,10 +39,16 @@ impl Shedding {
     }
 
     /// Admits a request for `path` (the canonical path), or `None` to shed it (counted
-    /// in `metrics`).
-    pub(super) fn admit(&self, path: &str, metrics: &EngineMetrics) -> Option<Admitted<'_>> {
-        let route = self.config.route(path);
-        let priority = route.map_or(weir_core::Priority::Default, |(_, p)| p);
+    /// in `metrics`). Its priority: its shedding route's, else `by_rule` (the first
+    /// rule that applies and gives one: its name and priority), else default.
+    pub(super) fn admit(
+        &self,
+        path: &str,
+        by_rule: Option<(&str, Priority)>,
+        metrics: &EngineMetrics,
+    ) -> Option<Admitted<'_>> {
+        let route = self.config.route(path).or(by_rule);
+        let priority = route.map_or(Priority::Default, |(_, p)| p);
         let Some(ticket) = self.shedder.lock().admit(priority) else {
             metrics.shed(route.map(|(prefix, _)| prefix), priority);
             return None;

@@ -160,6 +160,7 @@ pub(super) struct Families {
     pub(super) region_share: Family<RuleLabels, Gauge>,
     pub(super) region_rounds: Counter,
     pub(super) region_unreachable: Family<RegionLabels, RareCounter>,
+    pub(super) region_untracked: Family<RuleLabels, Counter>,
 }
 
 impl Families {
@@ -190,6 +191,7 @@ impl Families {
             region_share: Family::default(),
             region_rounds: Counter::default(),
             region_unreachable: Family::default(),
+            region_untracked: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -281,7 +283,7 @@ impl Families {
         );
         registry.register(
             "gateway_shed_requests",
-            "Requests the gateway shed (503 overloaded) by shedding route (its path prefix; (none) for others) and priority",
+            "Requests the gateway shed (503 overloaded) by shedding route (its path prefix, or the name of the rule whose match gave the priority; (none) for others) and priority",
             f.shed.clone(),
         );
         registry.register(
@@ -318,6 +320,11 @@ impl Families {
             "region_unreachable",
             "Share calls to a region's store that failed or timed out, by region: while they fail, its share of the keys it is home to lapses to the floors",
             f.region_unreachable.clone(),
+        );
+        registry.register(
+            "region_untracked_requests",
+            "Requests for keys of a global rule this instance could not track (it tracks 100,000 keys at most): decided at the region's floor",
+            f.region_untracked.clone(),
         );
         families
     }

@@ -19,6 +19,7 @@ struct RuleShares {
     applied: Counter,
     late: Counter,
     stale: Counter,
+    untracked: Counter,
     /// Units granted to the keys this instance renewed in the round under way; shown
     /// as the last round's in `share`.
     granting: AtomicU64,
@@ -57,6 +58,9 @@ impl ShareMetrics {
                     applied: renewals("applied"),
                     late: renewals("late"),
                     stale: renewals("stale"),
+                    untracked: f.region_untracked.get_or_create_owned(&RuleLabels {
+                        rule: rule.to_owned(),
+                    }),
                     granting: AtomicU64::new(0),
                     share: f.region_share.get_or_create_owned(&RuleLabels {
                         rule: rule.to_owned(),
@@ -108,6 +112,12 @@ impl ShareEvents for ShareMetrics {
     fn stale(&self, rule: usize) {
         if let Some(r) = self.rules.get(rule) {
             r.stale.inc();
+        }
+    }
+
+    fn untracked(&self, rule: usize) {
+        if let Some(r) = self.rules.get(rule) {
+            r.untracked.inc();
         }
     }
 

@@ -7,7 +7,8 @@
 -- `regional` of the driver, whose policy arguments are: limit (the global limit L),
 -- capacity (the burst C), period (us), and the region's floor in the L slot.
 --
--- report (mode "6"): argv[3..] = L, C, period, floor, offered, round (us), force (0/1).
+-- report (mode "6"): argv[3..] = L, C, period, floor, offered, round (us), force (0/1),
+-- hold (us).
 -- Returns { 1, seq, demand, enforcing } for a claim, { 0 } for none.
 -- apply (mode "7"): argv[3..] = L, C, period, floor, seq, grant, hold (us). Returns { 1 }
 -- if the grant is in force, else { 0 }.
@@ -15,6 +16,9 @@
 -- "h:" then six numbers per region (share, expires, held, held expires, demand, seq):
 -- argv[3..] = L, floor, region (from 0), regions, demand, enforcing, seq, hold (us).
 -- Returns { 1, granted } or { 0 } for a stale claim.
+
+-- 2^53: doubles are exact below it (share/mod.rs).
+local EXACT = 9007199254740992
 
 -- The bucket of `limit` units per period of the global L, C: its capacity, scaled and
 -- rounded up (Policy::scaled_bucket).
@@ -113,6 +117,15 @@ local function regional(state, now, cost, L, C, period, floor)
   if fits and not allowed then retry = skew + div_ceil(needed - r.tokens, rate) end
   local reset = 0
   if r.tokens < cap then reset = skew + div_ceil(cap - r.tokens, rate) end
+  -- Full again at the share's rate, unless the share ends first: then at its deadline
+  -- the capacity drops to the floor's, and the floor's rate goes on (regional.rs).
+  if r.share > 0 and now < r.deadline and reset > r.deadline - now then
+    local tokens = math.min(r.tokens + math.max(0, r.deadline - at) * rate, cap)
+    local floor_cap = share_capacity(floor, C, L) * period
+    tokens = math.min(tokens, floor_cap)
+    reset = r.deadline - now
+    if tokens < floor_cap then reset = reset + div_ceil(floor_cap - tokens, floor) end
+  end
   -- A peek leaves the record as it is (see share/mod.rs).
   local kept = state
   if cost > 0 then kept = regional_keep(r, now, floor, C, L, period) end
@@ -157,9 +170,11 @@ local function share_report(keys, argv, now)
   local L, C, period, floor = tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5]),
     tonumber(argv[6])
   local offered, round, force = tonumber(argv[7]), tonumber(argv[8]), argv[9] == '1'
+  local hold = tonumber(argv[10])
   local r = regional_read(redis.call('GET', keys[1]), now, floor, C, L, period)
   regional_advance(r, now, floor, C, L, period)
-  r.offered = r.offered + offered
+  -- Bounded so that the products below stay exact (regional.rs).
+  r.offered = math.min(r.offered + offered, math.floor(EXACT / 2 / period))
   round = math.max(round, 1)
   r.keep = math.max(r.keep, now + 2 * round)
   local open = r.open == 1 and now < r.since + round
@@ -175,11 +190,14 @@ local function share_report(keys, argv, now)
     if r.since ~= 0 then
       demand = math.floor((r.demand * round + demand * elapsed) / (round + elapsed))
     end
+    demand = math.min(demand, math.floor(EXACT / 2 / round))
     r.demand = demand
     r.offered = 0
     r.since = math.max(now, r.since + 1)
     r.open = 0
-    if demand > 0 or enforcing > 0 then
+    if demand > 0 or enforcing > 0 or force then
+      -- The share in force ends by this claim's deadline under the hold used now.
+      r.deadline = math.min(r.deadline, r.since + math.floor(hold / 4) * 3)
       r.open = 1
       reply = { 1, r.since, demand, enforcing }
     end
@@ -218,11 +236,16 @@ local function share_renew(keys, argv, now)
   local records = {}
   local s = tagged(redis.call('GET', keys[1]), 'h')
   local n = s and numbers(s) or {}
-  if #n ~= 6 * regions then n = {} end
   -- Every lease expired: read as none (Home::take_from), however long Redis keeps it.
   local live = 0
-  for i = 1, #n, 6 do live = math.max(live, n[i + 1], n[i + 3]) end
+  for i = 1, #n - 5, 6 do live = math.max(live, n[i + 1], n[i + 3]) end
   if live <= now then n = {} end
+  if #n > 0 and #n ~= 6 * regions then
+    -- Live records for another number of regions: the regions are being
+    -- reconfigured; nothing is granted, or recorded, until they expire.
+    if seq <= 0 then return { 0 } end
+    return { 1, 0 }
+  end
   for i = 1, regions do
     local b = (i - 1) * 6
     records[i] = { share = n[b + 1] or 0, expires = n[b + 2] or 0, held = n[b + 3] or 0,
@@ -242,15 +265,30 @@ local function share_renew(keys, argv, now)
       reserved = reserved + math.max(share, held)
     end
   end
+  -- The demand-weighted part, the demands halved until the product is exact
+  -- (home.rs's target).
   local target = 0
-  if demand > 0 then target = math.floor(grantable * demand / (demand + wanted)) end
+  if demand > 0 then
+    local d, w = demand, wanted
+    while grantable * (d + w) >= EXACT do
+      d = math.floor(d / 2)
+      w = math.floor(w / 2)
+    end
+    d = math.max(d, 1)
+    target = math.floor(grantable * d / (d + w))
+  end
   local granted = math.min(target, math.max(0, grantable - reserved))
   -- A home whose Redis started less than a hold ago may have lost records of shares
   -- still in force (a restart without persistence): it grants nothing until they have
   -- all passed their deadlines (the regions keep their floors meanwhile).
   local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
   if uptime and uptime * 1000000 < hold then granted = 0 end
-  records[me] = { share = granted, expires = now + hold, held = math.min(enforcing, grantable),
+  -- What the region says it enforces stays reserved, never more than its record
+  -- reserved until now (a delayed renewal must not take back units granted since).
+  local mine, previous = records[me], 0
+  if now < mine.expires then previous = mine.share end
+  if now < mine.held_expires then previous = math.max(previous, mine.held) end
+  records[me] = { share = granted, expires = now + hold, held = math.min(enforcing, previous),
     held_expires = now + hold, demand = demand, seq = seq }
   local parts, last = {}, 0
   for i = 1, regions do
