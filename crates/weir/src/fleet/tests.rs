@@ -315,3 +315,31 @@ fn a_call_the_breaker_refuses_never_reaches_a_shard() {
         .unwrap();
     assert_eq!(grant.decision.remaining, 10);
 }
+
+/// The seed's example as shipped: its scenario and rules read, and they agree.
+#[test]
+fn the_seed_example_is_the_articles_fleet() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet/seed.yaml");
+    let scenario = Scenario::load(&path).unwrap();
+    assert_eq!(scenario.gateways(), 60);
+    assert_eq!(scenario.regions.len(), 3);
+    assert_eq!(scenario.identities(), 10_000_000);
+    let peak = scenario.traffic.iter().map(|&(_, r)| r).fold(0.0, f64::max);
+    assert_eq!(peak, 50_000.0);
+    let config = crate::Config::load(&scenario.rules).unwrap();
+    let shares = super::shares(&scenario, &config).unwrap().unwrap();
+    assert_eq!(shares.rules, ["enterprise"]);
+    let limits: Vec<(String, u64)> = config
+        .engine
+        .rules
+        .iter()
+        .map(|r| (r.name.clone(), r.policy.limit()))
+        .collect();
+    let want = [
+        ("free", 60),
+        ("pro", 1000),
+        ("enterprise", 20_000),
+        ("login", 10),
+    ];
+    assert_eq!(limits, want.map(|(n, l)| (n.to_owned(), l)));
+}
