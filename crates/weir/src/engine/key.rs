@@ -144,8 +144,6 @@ pub(super) fn stored_form(key: &str) -> Cow<'_, str> {
 /// What a stored key starts with when it is a hash.
 const HASHED: char = '#';
 
-/// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
-/// so that different lists of identities never make the same key.
 /// The key of a rule keyed on the one identity `name` whose value is `value`: what a
 /// store sees as the key's identity (a simulation routes it to a shard so).
 #[cfg(feature = "simulate")]
@@ -155,6 +153,8 @@ pub(crate) fn single_identity_key(name: &str, value: &str) -> String {
     stored(key)
 }
 
+/// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
+/// so that different lists of identities never make the same key.
 fn push_tagged(key: &mut String, name: &str, value: &str) {
     if !key.is_empty() {
         key.push('&');
