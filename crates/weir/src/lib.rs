@@ -6,6 +6,7 @@
 //! server                  listeners, threads, reloads: builds the rest from a Config
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
 //! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
+//! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
 //! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
@@ -65,8 +66,9 @@ pub use self::api::{
 };
 pub use self::config::EnvoyConfig;
 pub use self::config::{
-    AdminConfig, Config, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, GatewayConfig,
-    MAX_RULE_NAME, Period, PeriodError, SheddingConfig, StoreConfig, Upstream,
+    AdminConfig, Config, ConfigBuilder, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback,
+    GatewayConfig, MAX_RULE_NAME, Period, PeriodError, RuleBuilder, SheddingConfig, StoreConfig,
+    Upstream,
 };
 pub use self::edge::SHADOW_HEADER;
 pub use self::engine::{

@@ -28,6 +28,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("admin", 5),
     ("layer", 5),
     ("envoy", 5),
+    ("fleet", 5),
     ("server", 6),
 ];
 

@@ -8,6 +8,7 @@
 //! this, and `weir serve` refuses to start on an error.
 
 mod admin;
+mod builder;
 mod envoy;
 mod error;
 mod file;
@@ -32,6 +33,7 @@ use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
+pub use self::builder::{ConfigBuilder, RuleBuilder};
 pub use self::envoy::EnvoyConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
