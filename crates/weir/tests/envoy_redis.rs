@@ -194,3 +194,54 @@ async fn weir_starts_while_redis_is_down_and_answers_once_it_is_back() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// On a Redis Cluster (3 masters of the test's own), two instances share the counts
+/// whatever node a descriptor's counter lives on, and one request's descriptors on
+/// several nodes are each counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_the_counts_on_a_redis_cluster() {
+    let cluster = weir_testkit::RedisCluster::start();
+    let nodes: Vec<String> = cluster.urls();
+    let on_cluster = || async {
+        let store = format!(
+            "store:\n  type: redis_cluster\n  nodes: [{}]\n  timeout: 500ms\n",
+            nodes.join(", ")
+        );
+        let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
+        let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+        let service = weir::service(&config).await.unwrap();
+        Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await
+    };
+    let (a, b) = (on_cluster().await, on_cluster().await);
+    // key4: 1 a day per value; 12 values, spread over the cluster's slots.
+    let values: Vec<String> = (0..12).map(|i| format!("v{i}")).collect();
+    let owners: std::collections::BTreeSet<usize> = values
+        .iter()
+        .map(|v| cluster.owner_of(&format!("{{test-domain%7Ckey4={v}}}")))
+        .collect();
+    assert!(
+        owners.len() > 1,
+        "the values' counters live on several nodes"
+    );
+    for value in &values {
+        let entries: &[(&str, &str)] = &[("key4", value)];
+        let first = a.ask("test-domain", &[entries]).await;
+        assert_eq!(first.overall_code, Code::Ok as i32, "{value}");
+        let second = b.ask("test-domain", &[entries]).await;
+        assert_eq!(second.overall_code, Code::OverLimit as i32, "{value}");
+    }
+    // One request, two fresh counters on different nodes: both counted.
+    let owner = |v: &str| cluster.owner_of(&format!("{{test-domain%7Ckey4={v}}}"));
+    let fresh: Vec<String> = (0..12).map(|i| format!("w{i}")).collect();
+    let first = fresh[0].as_str();
+    let apart = fresh[1..]
+        .iter()
+        .find(|v| owner(v) != owner(first))
+        .unwrap();
+    let (x, y) = (&[("key4", first)][..], &[("key4", apart.as_str())][..]);
+    let both = a.ask("test-domain", &[x, y]).await;
+    assert_eq!(both.overall_code, Code::Ok as i32, "{both:?}");
+    let again = b.ask("test-domain", &[x, y]).await;
+    let codes: Vec<i32> = again.statuses.iter().map(|s| s.code).collect();
+    assert_eq!(codes, [Code::OverLimit as i32, Code::OverLimit as i32]);
+}
