@@ -32,6 +32,18 @@ fn report_at(state: &mut Option<State>, now: u64, offered: u64) -> Option<Claim>
     super::report(&policy(), state, now, &report).unwrap()
 }
 
+/// A renewal from region `region` of 3.
+fn ask(region: u32, demand: u64, enforcing: u64, seq: u64) -> Renewal {
+    Renewal {
+        region,
+        regions: 3,
+        demand,
+        enforcing,
+        seq,
+        hold: HOLD,
+    }
+}
+
 fn renewal(region: u32, claim: Claim) -> Renewal {
     Renewal {
         region,
@@ -119,14 +131,6 @@ fn share_deadline_of(seq: u64) -> u64 {
 #[test]
 fn home_weighs_shares_by_demand_and_never_grants_beyond_what_others_hold() {
     let (policy, mut home) = (policy(), None);
-    let ask = |region, demand, enforcing, seq| Renewal {
-        region,
-        regions: 3,
-        demand,
-        enforcing,
-        seq,
-        hold: HOLD,
-    };
     // G = 510. Region 0 alone: all of it.
     assert_eq!(
         renew(&policy, &mut home, T0, &ask(0, 800, 0, 1)).unwrap(),
@@ -172,14 +176,6 @@ fn home_weighs_shares_by_demand_and_never_grants_beyond_what_others_hold() {
 #[test]
 fn a_region_that_reports_no_demand_gives_its_share_back() {
     let (policy, mut home) = (policy(), None);
-    let ask = |region, demand, enforcing, seq| Renewal {
-        region,
-        regions: 3,
-        demand,
-        enforcing,
-        seq,
-        hold: HOLD,
-    };
     assert_eq!(
         renew(&policy, &mut home, T0, &ask(0, 50, 0, 1)).unwrap(),
         Some(510)
@@ -254,14 +250,6 @@ fn a_delayed_renewal_never_takes_back_units_granted_since() {
     // The model checker's counterexample: region 0's renewal saying it enforces 510
     // arrives after its record expired and region 1 was granted everything.
     let (policy, mut home) = (policy(), None);
-    let ask = |region, demand, enforcing, seq| Renewal {
-        region,
-        regions: 3,
-        demand,
-        enforcing,
-        seq,
-        hold: HOLD,
-    };
     assert_eq!(
         renew(&policy, &mut home, T0, &ask(0, 50, 0, 1)).unwrap(),
         Some(510)
