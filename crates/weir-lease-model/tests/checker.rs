@@ -11,31 +11,17 @@
     reason = "a test: a panic is a failing test, with its message"
 )]
 
+mod common;
+
 use std::time::Instant;
 
 use std::collections::BTreeSet;
 
+use common::explore;
 use stateright::{Checker, HasDiscoveries, Model, Path};
 use weir_lease_model::properties::{CAPACITY, CUMULATIVE, LEDGER, NO_OVER_ADMISSION, PLAIN_BUCKET};
 use weir_lease_model::state::State;
 use weir_lease_model::{HoldFrom, LeaseModel, Refill};
-
-/// Explores every state of `model` within its bounds, saying how many. Depth first:
-/// stateright 0.31 applies symmetry reduction (the instances are interchangeable) in its
-/// depth-first checker only.
-fn explore(name: &str, model: LeaseModel) -> impl Checker<LeaseModel> {
-    let start = Instant::now();
-    let checker = model.checker().symmetry().spawn_dfs().join();
-    eprintln!(
-        "{name}: {} states ({} unique), depth {}, {:.1?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
-    assert!(checker.is_done(), "{name}: the checker stopped early");
-    checker
-}
 
 /// `C = 2`, refill 1 every 2 ticks, `B = 2`, `H = 3`, over ticks 0..=3: 3 takes, a
 /// crash, every reordering, delay and loss of messages, timeouts.

@@ -12,30 +12,16 @@
     reason = "a test: a panic is a failing test, with its message"
 )]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use common::explore;
 use stateright::{Checker, HasDiscoveries, Model, Path};
 use weir_lease_model::share::properties::{COVERED, IN_FORCE, RESERVED};
 use weir_lease_model::share::state::State;
 use weir_lease_model::share::{Action, Apply, DeadlineFrom, Held, SeqCheck, ShareModel};
-
-/// Explores every state of `model` within its bounds, saying how many. Depth first:
-/// stateright 0.31 applies symmetry reduction (the regions are interchangeable) in its
-/// depth-first checker only.
-fn explore(name: &str, model: ShareModel) -> impl Checker<ShareModel> {
-    let start = Instant::now();
-    let checker = model.checker().symmetry().spawn_dfs().join();
-    eprintln!(
-        "{name}: {} states ({} unique), depth {}, {:.1?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        start.elapsed()
-    );
-    assert!(checker.is_done(), "{name}: the checker stopped early");
-    checker
-}
 
 /// `G = 3`, `H = 3` at home and `floor(3H/4) = 2` at the regions, claims time out after
 /// a tick, demands 0, 1 or 2, over ticks 0..=3 (a renewal can be delayed past the
