@@ -12,48 +12,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_core::{Algorithm, Clock, Decision, ManualClock, Policy, Renewal, Report};
+use weir_core::{Algorithm, Clock, ManualClock, Policy, Renewal, Report};
 use weir_store::{
     Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig, RedisTarget,
     Store,
 };
-use weir_testkit::{RedisCluster, RedisServer};
+use weir_testkit::{RedisCluster, RedisServer, XorShift, decisions_in_micros};
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds (whole microseconds).
 const START: u64 = 1_796_032_800_000_000_000;
 
-/// SplitMix64: the sequences are the same on every run.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A decision with its durations in whole microseconds, rounded up (as Redis counts).
-fn micros(d: &Decision) -> (bool, u64, u64, u128, Option<u128>) {
-    let up = |t: Duration| t.as_nanos().div_ceil(1_000);
-    (
-        d.allowed,
-        d.remaining,
-        d.limit,
-        up(d.reset_after),
-        d.retry_after.map(up),
-    )
-}
-
 async fn conform(redis: &RedisStore, clock: &Arc<ManualClock>, seed: u64) {
     let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
-    let mut random = Random(seed);
+    let mut random = XorShift(seed | 1);
     let mut seen = [0u32; 5];
     for n in 0..60 {
         let limit = [10, 60, 600, 7][random.below(4) as usize];
@@ -84,7 +55,11 @@ async fn conform(redis: &RedisStore, clock: &Arc<ManualClock>, seed: u64) {
                     let cost = random.below(4);
                     let expected = memory.check(key, &policy, cost).await.unwrap();
                     let actual = redis.check(key, &policy, cost).await.unwrap();
-                    assert_eq!(micros(&actual), micros(&expected), "check {cost}: {at}");
+                    assert_eq!(
+                        decisions_in_micros(&actual),
+                        decisions_in_micros(&expected),
+                        "check {cost}: {at}"
+                    );
                     seen[0] += u32::from(expected.allowed && cost > 0);
                 }
                 2 => {

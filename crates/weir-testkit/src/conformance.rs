@@ -68,17 +68,19 @@ impl Step {
 }
 
 /// A small deterministic generator, so a failing sequence can be replayed by seed.
-pub(crate) struct XorShift(pub(crate) u64);
+pub struct XorShift(pub u64);
 
 impl XorShift {
-    pub(crate) fn next(&mut self) -> u64 {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    /// A number below `n` (0 for `n` of 0).
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
