@@ -72,7 +72,7 @@ pub struct XorShift(pub u64);
 
 impl XorShift {
     /// The next number.
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
