@@ -362,7 +362,7 @@ fn a_global_rule_and_its_regions_are_checked() {
         .routing
         .rules
         .iter()
-        .map(|rule| rule.fallback_policy.limit())
+        .map(|rule| rule.fallback_policy(&rule.policy).limit())
         .collect();
     assert_eq!(limits, [25, 50]);
 }

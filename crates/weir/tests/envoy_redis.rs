@@ -245,3 +245,62 @@ async fn two_instances_share_the_counts_on_a_redis_cluster() {
     let codes: Vec<i32> = again.statuses.iter().map(|s| s.code).collect();
     assert_eq!(codes, [Code::OverLimit as i32, Code::OverLimit as i32]);
 }
+
+/// With all_or_nothing, a zero limit denies without charging the others, on the
+/// fail-open fallback (Redis down) as on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_limit_charges_nothing_on_the_fallback_either() {
+    let file = "domain: z
+descriptors:
+  - key: blocked
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: counted
+    rate_limit: {unit: minute, requests_per_unit: 10}
+";
+    let mut redis = RedisServer::start();
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
+        redis.url()
+    );
+    let dir = config_dir(
+        &[("z.yaml", file.to_owned())],
+        "  failure: open\n  all_or_nothing: true\n",
+        &store,
+    );
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    redis.kill();
+    let both: [&[(&str, &str)]; 2] = [&[("blocked", "x")], &[("counted", "x")]];
+    for _ in 0..5 {
+        let denied = weir.ask("z", &both).await;
+        assert_eq!(denied.overall_code, Code::OverLimit as i32);
+    }
+    let alone = weir.ask("z", &[&[("counted", "x")]]).await;
+    // 10 on the fallback (one instance), 1 spent by this request alone.
+    assert_eq!(alone.statuses[0].limit_remaining, 9, "{alone:?}");
+}
+
+/// A store timeout longer than 10 s (they may be up to 60 s): with a hung Redis and
+/// `failure: open`, a call from a client with no deadline waits for the store's
+/// timeout and is decided on the fallback, never cut by the server (11 s to run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_timeout_past_ten_seconds_still_falls_back() {
+    let redis = RedisServer::start();
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 11s\n",
+        redis.url()
+    );
+    let dir = config_dir(&[fixture("basic_config.yaml")], "  failure: open\n", &store);
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    weir.ask("test-domain", &[&[("key2", "value2")]]).await;
+    redis.pause();
+    let answer = weir
+        .send(request("test-domain", &[&[("key2", "value2")]]))
+        .await;
+    redis.resume();
+    let answer = answer.unwrap();
+    assert_eq!(answer.overall_code, Code::Ok as i32, "the fallback decides");
+}

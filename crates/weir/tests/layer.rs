@@ -388,3 +388,83 @@ async fn at_once(app: &Guarded, path: &'static str, n: usize) -> Vec<Reply> {
     }
     tasks.join_all().await
 }
+
+/// A key throttled to 2 a minute by the plans file (the rule's limit is 100) keeps its
+/// own limit (this instance's share of it) while Redis is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_limit_holds_on_the_fallback() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("keys.yaml"),
+        "keys:\n  small: { plan: std, limit: 2 }\n",
+    )
+    .unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store: {{ type: redis, url: '{}', timeout: 100ms }}\n\
+             identities:\n  api_key: {{ header: X-Api-Key }}\n\
+             plans:\n  file: keys.yaml\n  identity: api_key\n  default: std\n\
+             rules:\n  - {{ name: books, match: {{ path_prefix: /books }}, plans: [std], key: [api_key], algorithm: gcra, limit: 100, period: 1m }}\n",
+            redis.url()
+        ),
+    )
+    .unwrap();
+    let config = Config::load(&path).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let app =
+        WeirLayer::new(&config, service.engine.clone()).layer(app(Arc::new(AtomicUsize::new(0))));
+    let small = || get_books("/books").header("x-api-key", "small");
+    let on_redis: Vec<u16> = futures_statuses(&app, small, 4).await;
+    assert_eq!(on_redis, [200, 200, 429, 429], "on Redis, the custom limit");
+    redis.kill();
+    let on_fallback: Vec<u16> = futures_statuses(&app, small, 4).await;
+    assert_eq!(on_fallback, [200, 200, 429, 429], "on the fallback");
+}
+
+async fn futures_statuses(
+    app: &Guarded,
+    request: impl Fn() -> axum::http::request::Builder,
+    n: usize,
+) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for _ in 0..n {
+        statuses.push(send(app, request(), Body::empty()).await.status);
+    }
+    statuses
+}
+
+/// A plans-file custom limit on a global rule is checked as the rule's own: 1 a minute
+/// cannot be shared by 2 regions (a unit each at least), refused at load rather than
+/// failing every request of the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_limit_on_a_global_rule_is_checked_at_load() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("keys.yaml"),
+        "keys:\n  small: { plan: std, limit: 1 }\n",
+    )
+    .unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "store: {{ type: redis, url: '{}', timeout: 100ms }}\n\
+             region: {{ name: a, peers: {{ b: 'redis://127.0.0.1:1' }} }}\n\
+             identities:\n  api_key: {{ header: X-Api-Key }}\n\
+             plans:\n  file: keys.yaml\n  identity: api_key\n  default: std\n\
+             rules:\n  - {{ name: books, scope: global, match: {{ path_prefix: /books }}, plans: [std], key: [api_key], algorithm: token_bucket, limit: 100, period: 1m }}\n",
+            redis.url()
+        ),
+    )
+    .unwrap();
+    let refused = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        refused.contains("custom limit 1 of key `small` for rule `books`")
+            && refused.contains("at least one unit per region"),
+        "{refused}"
+    );
+}

@@ -63,6 +63,8 @@ const SOURCE: &str = "<built in code>";
 pub struct ConfigBuilder {
     redis: Option<String>,
     identities: Map<String, Value>,
+    /// An identity named twice (refused by `build`, as a file's would be).
+    twice: Option<String>,
     rules: Vec<RuleBuilder>,
 }
 
@@ -84,8 +86,11 @@ impl ConfigBuilder {
     /// [`RuleBuilder::key`] lists such names (`client_ip` is built in).
     #[must_use]
     pub fn identity_from_header(mut self, name: impl Into<String>, header: &str) -> Self {
-        self.identities
-            .insert(name.into(), json!({ "header": header }));
+        let name = name.into();
+        if self.identities.contains_key(&name) {
+            self.twice.get_or_insert(name.clone());
+        }
+        self.identities.insert(name, json!({ "header": header }));
         self
     }
 
@@ -100,6 +105,10 @@ impl ConfigBuilder {
     /// field at fault.
     pub fn build(self) -> Result<Config, ConfigError> {
         let source = Path::new(SOURCE);
+        if let Some(name) = self.twice {
+            let message = format!("identity `{name}` is named twice: give each identity once");
+            return Err(ConfigError::new(source, message).field(format!("identities.{name}")));
+        }
         let mut root = Map::new();
         if let Some(url) = self.redis {
             root.insert("store".into(), json!({ "type": "redis", "url": url }));
@@ -110,14 +119,16 @@ impl ConfigBuilder {
         let rules = self
             .rules
             .iter()
-            .map(RuleBuilder::to_json)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|message| ConfigError::new(source, message))?;
+            .enumerate()
+            .map(|(i, rule)| {
+                rule.to_json().map_err(|(field, message)| {
+                    ConfigError::new(source, message).field(format!("rules[{i}].{field}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         root.insert("rules".into(), Value::Array(rules));
         // JSON is YAML: the text is read by the file's own reader and validation.
-        let text = serde_json::to_string_pretty(&Value::Object(root))
-            .map_err(|e| ConfigError::new(source, e.to_string()))?;
-        Config::parse(&text, source)
+        Config::parse(&Value::Object(root).to_string(), source)
     }
 }
 
@@ -129,7 +140,7 @@ pub struct RuleBuilder {
     name: String,
     policy: Policy,
     route: Map<String, Value>,
-    key: Vec<String>,
+    key: Option<Vec<String>>,
     cost: Option<u64>,
     fail_closed: bool,
     shadow: bool,
@@ -142,15 +153,16 @@ impl RuleBuilder {
             name: name.into(),
             policy,
             route: Map::new(),
-            key: Vec::new(),
+            key: None,
             cost: None,
             fail_closed: false,
             shadow: false,
         }
     }
 
-    /// Applies to paths starting with `prefix` (by path segments: `/books` is not
-    /// `/bookshelf`).
+    /// Applies to paths starting with `prefix`, as a rule's `path_prefix` does (a
+    /// prefix of the text: `/books` matches `/bookshelf` too; end it with `/` for a
+    /// directory).
     #[must_use]
     pub fn path_prefix(mut self, prefix: &str) -> Self {
         self.route.insert("path_prefix".into(), json!(prefix));
@@ -183,7 +195,7 @@ impl RuleBuilder {
     /// [`ConfigBuilder::identity_from_header`], or `client_ip`).
     #[must_use]
     pub fn key<'a>(mut self, identities: impl IntoIterator<Item = &'a str>) -> Self {
-        self.key = identities.into_iter().map(str::to_owned).collect();
+        self.key = Some(identities.into_iter().map(str::to_owned).collect());
         self
     }
 
@@ -209,14 +221,13 @@ impl RuleBuilder {
         self
     }
 
-    /// The rule as the configuration file writes it.
-    fn to_json(&self) -> Result<Value, String> {
+    /// The rule as the configuration file writes it; else the field at fault and why.
+    fn to_json(&self) -> Result<Value, (&'static str, String)> {
         let period = self.policy.period();
         if !period.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(format!(
-                "rule {}: a period built in code is a whole number of milliseconds, got {period:?}",
-                self.name
-            ));
+            let message =
+                format!("a period built in code is a whole number of milliseconds, got {period:?}");
+            return Err(("period", message));
         }
         let mut rule = Map::new();
         rule.insert("name".into(), json!(self.name));
@@ -227,8 +238,8 @@ impl RuleBuilder {
             rule.insert("burst".into(), json!(burst));
         }
         rule.insert("match".into(), Value::Object(self.route.clone()));
-        if !self.key.is_empty() {
-            rule.insert("key".into(), json!(self.key));
+        if let Some(key) = &self.key {
+            rule.insert("key".into(), json!(key));
         }
         if let Some(cost) = self.cost {
             rule.insert("cost".into(), json!(cost));

@@ -64,6 +64,16 @@ pub(super) enum PriorityName {
     Sheddable,
 }
 
+impl From<PriorityName> for weir_core::Priority {
+    fn from(name: PriorityName) -> Self {
+        match name {
+            PriorityName::Critical => weir_core::Priority::Critical,
+            PriorityName::Default => weir_core::Priority::Default,
+            PriorityName::Sheddable => weir_core::Priority::Sheddable,
+        }
+    }
+}
+
 /// The admin API: where its bearer token comes from (never the file itself).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -109,11 +109,16 @@ impl Config {
             region.as_ref(),
         )?;
         let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
-        let check_policy = |policy: &Policy| -> Result<(), String> {
+        // A policy a rule may take (a plan's custom limit): decided exactly on Redis,
+        // and shareable by the regions for a global rule.
+        let check_policy = |rule: &str, policy: &Policy| -> Result<(), String> {
             if on_redis {
-                weir_store::check_redis_policy(policy).map_err(|e| e.to_string())
-            } else {
-                Ok(())
+                weir_store::check_redis_policy(policy).map_err(|e| e.to_string())?;
+            }
+            let global = rules.iter().any(|r| r.name == rule && r.global);
+            match (&region, global) {
+                (Some(region), true) => region::shareable(policy, region),
+                _ => Ok(()),
             }
         };
         let fallback = match &store {

@@ -203,6 +203,14 @@ pub(super) fn scope(
                 .into(),
         );
     }
+    shareable(policy, region)?;
+    Ok(true)
+}
+
+/// Whether `policy` (a global rule's, or a plan's custom limit of one) can be shared by
+/// the regions of `region`: a floor of a unit at least per region, and a regional
+/// policy Redis decides exactly.
+pub(super) fn shareable(policy: &weir_core::Policy, region: &RegionSpec) -> Result<(), String> {
     let regions = region.regions();
     let floor = weir_store::region_floor(policy.limit(), regions, region.floor).ok_or_else(|| {
         format!(
@@ -211,6 +219,5 @@ pub(super) fn scope(
         )
     })?;
     let regional = policy.regional(floor, regions).map_err(|e| e.to_string())?;
-    weir_store::check_redis_policy(&regional).map_err(|e| e.to_string())?;
-    Ok(true)
+    weir_store::check_redis_policy(&regional).map_err(|e| e.to_string())
 }

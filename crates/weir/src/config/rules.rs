@@ -29,7 +29,7 @@ pub(super) fn routing(
     raw: &RawConfig,
     policies: &[Policy],
     errors: &Errors<'_>,
-    check_policy: &dyn Fn(&Policy) -> Result<(), String>,
+    check_policy: &dyn Fn(&str, &Policy) -> Result<(), String>,
     fallback: Fallback,
     regions: u64,
     ipv6_prefix: u8,
@@ -78,7 +78,7 @@ pub(super) fn routing(
                 let p = rule.policy;
                 Policy::new(p.algorithm(), limit, p.period(), p.burst())
                     .map_err(|e| e.to_string())
-                    .and_then(|custom| check_policy(&custom))
+                    .and_then(|custom| check_policy(&rule.name, &custom))
                     .map_err(|e| {
                         errors.at(
                             at,
@@ -123,12 +123,19 @@ fn routed_rule(
         needs_match(i, raw, errors)?;
         return Ok(None);
     };
-    let priority = route.value.priority.map(priority_of);
+    let priority = route.value.priority.map(weir_core::Priority::from);
     if priority.is_some() && !shedding {
         return Err(errors.at(
             route.referenced,
             field("match.priority"),
             "`priority` is the shedding priority of the rule's requests: it needs a `shedding` section",
+        ));
+    }
+    if priority.is_some() && !raw.plans.is_empty() {
+        return Err(errors.at(
+            route.referenced,
+            field("match.priority"),
+            "`priority` cannot be given on a rule for some plans: the gateway sheds before it knows a caller's plan, so every plan's requests would get it",
         ));
     }
     let route =
@@ -225,15 +232,6 @@ fn routed_rule(
             Some(lockout)
         }
     };
-    // Each instance's share of the limit, for when the shared store is down.
-    let share = |n: u64| n.div_ceil(parts).max(1);
-    let fallback_policy = Policy::new(
-        policy.algorithm(),
-        share(policy.limit()),
-        policy.period(),
-        policy.burst().map(share),
-    )
-    .unwrap_or(policy);
     let store_timeout = match &raw.store_timeout {
         Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(60) => {
             return Err(errors.at(
@@ -253,7 +251,7 @@ fn routed_rule(
             FailureName::Open => Failure::Open,
             FailureName::Closed => Failure::Closed,
         },
-        fallback_policy,
+        fallback_parts: parts,
         name: raw.name.value.clone(),
         policy,
         route,
@@ -288,16 +286,6 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
             format!("`{name}` needs a `match`: it applies to gateway rules"),
         )),
         None => Ok(()),
-    }
-}
-
-/// A priority as written, as the shedder takes it.
-fn priority_of(name: super::file::PriorityName) -> weir_core::Priority {
-    use super::file::PriorityName;
-    match name {
-        PriorityName::Critical => weir_core::Priority::Critical,
-        PriorityName::Default => weir_core::Priority::Default,
-        PriorityName::Sheddable => weir_core::Priority::Sheddable,
     }
 }
 

@@ -11,10 +11,13 @@
 //!   initial_limit: 20            # where the limit starts
 //! ```
 
+use axum::http::Method;
 use weir_core::{Priority, ShedConfig};
 
 use super::error::{ConfigError, Errors};
-use super::file::{PriorityName, RawShedding};
+use super::file::RawShedding;
+use crate::engine::{PathMatch, RouteMatch};
+use crate::request::PathMatchOptions;
 
 /// The most requests in flight a limit may name.
 const MAX_LIMIT: u32 = 1_000_000;
@@ -22,8 +25,11 @@ const MAX_LIMIT: u32 = 1_000_000;
 /// Load shedding by route priority.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SheddingConfig {
-    /// Path prefixes and their priorities, first match wins.
+    /// Path prefixes (as written) and their priorities, first match wins.
     pub routes: Vec<(String, Priority)>,
+    /// Each route's prefix as rules match paths (`;params` stripped, case ignored): a
+    /// path spelt another way is the same route, as it is the same rule.
+    matchers: Vec<RouteMatch>,
     /// The adaptive limit's bounds.
     pub limits: ShedConfig,
 }
@@ -40,8 +46,9 @@ impl SheddingConfig {
     pub fn route(&self, path: &str) -> Option<(&str, Priority)> {
         self.routes
             .iter()
-            .find(|(prefix, _)| path.starts_with(prefix.as_str()))
-            .map(|(prefix, priority)| (prefix.as_str(), *priority))
+            .zip(&self.matchers)
+            .find(|(_, matcher)| matcher.matches(&Method::GET, None, path))
+            .map(|((prefix, priority), _)| (prefix.as_str(), *priority))
     }
 }
 
@@ -64,14 +71,31 @@ pub(super) fn shedding(
                     "a path prefix starts with /",
                 ));
             }
-            let priority = match route.priority {
-                PriorityName::Critical => Priority::Critical,
-                PriorityName::Default => Priority::Default,
-                PriorityName::Sheddable => Priority::Sheddable,
+            // Read as a rule's `path_prefix` with the rules' defaults.
+            let options = PathMatchOptions {
+                case_insensitive: true,
+                trailing_slash: true,
             };
-            Ok((prefix.value.clone(), priority))
+            let path = PathMatch::prefix(&prefix.value, options).map_err(|message| {
+                errors.at(
+                    prefix.referenced,
+                    format!("shedding.routes[{i}].path_prefix"),
+                    message,
+                )
+            })?;
+            let matcher = RouteMatch {
+                methods: Vec::new(),
+                host: None,
+                path,
+                options,
+            };
+            Ok((
+                (prefix.value.clone(), Priority::from(route.priority)),
+                matcher,
+            ))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let (routes, matchers) = routes.into_iter().unzip();
     let defaults = ShedConfig::default();
     let limit = |field: &Option<serde_saphyr::Spanned<u32>>, name: &str, default: u32| match field {
         None => Ok(default),
@@ -104,6 +128,7 @@ pub(super) fn shedding(
     }
     Ok(SheddingConfig {
         routes,
+        matchers,
         limits: ShedConfig {
             min_limit,
             max_limit,

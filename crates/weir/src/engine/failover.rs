@@ -1,13 +1,11 @@
 //! When the shared store cannot decide: each rule's failure policy, and the local
 //! fallback store fail-open rules are decided on, with each instance's share.
 
-use std::sync::atomic::Ordering;
-
 use weir_store::{MemoryStore, Store, StoreError};
 
 use super::applied::Applied;
 use super::settlement::StoreUsed;
-use super::{Engine, FALLBACK_LOG_EVERY, Failure};
+use super::{Engine, Failure};
 use crate::metrics::Outcome;
 
 impl Engine {
@@ -35,14 +33,7 @@ impl Engine {
 
     /// Logs that the engine decides on its local fallback, at most every 10 s.
     pub(super) fn log_fallback(&self, error: &StoreError) {
-        let now = self.clock.now();
-        let last = self.fallback_logged.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= FALLBACK_LOG_EVERY
-            && self
-                .fallback_logged
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if self.fallback_logged.due(self.clock.now()) {
             tracing::warn!(%error, "store unavailable: deciding fail-open rules on this instance's local fallback limits");
         }
     }
@@ -61,12 +52,13 @@ impl Engine {
     }
 }
 
-/// The rules with each instance's share of their limits, for the local fallback.
+/// The rules with each instance's share of their callers' limits (a plan's, or a
+/// custom one), for the local fallback.
 pub(super) fn on_fallback(applied: Vec<Applied<'_>>) -> Vec<Applied<'_>> {
     applied
         .into_iter()
         .map(|a| Applied {
-            policy: a.rule.fallback_policy,
+            policy: a.rule.fallback_policy(&a.policy),
             ..a
         })
         .collect()

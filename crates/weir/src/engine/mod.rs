@@ -32,11 +32,11 @@ mod rule;
 mod settlement;
 mod shadow;
 mod spec;
+mod throttle;
 mod verdict;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use weir_core::Clock;
@@ -119,10 +119,10 @@ pub struct Engine {
     fallback: Option<MemoryStore>,
     clock: Arc<dyn Clock>,
     pending: Pending,
-    /// When the engine last logged that it decides on the fallback.
-    fallback_logged: AtomicU64,
-    /// When the engine last logged that the store could not decide an Envoy request.
-    unavailable_logged: AtomicU64,
+    /// That the engine decides on the fallback, logged at most every 10 s.
+    fallback_logged: throttle::Throttle,
+    /// That the store could not decide an Envoy request, likewise.
+    unavailable_logged: throttle::Throttle,
     metrics: EngineMetrics,
     /// Per routed rule, its series in `metrics`.
     series: Vec<usize>,
@@ -210,8 +210,8 @@ impl Engine {
             fallback,
             pending: Pending::default(),
             clock,
-            fallback_logged: AtomicU64::new(0),
-            unavailable_logged: AtomicU64::new(0),
+            fallback_logged: throttle::Throttle::new(FALLBACK_LOG_EVERY),
+            unavailable_logged: throttle::Throttle::new(FALLBACK_LOG_EVERY),
             metrics,
             series,
             denials,

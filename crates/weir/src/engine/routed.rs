@@ -33,7 +33,9 @@ impl Routed {
 
 impl Engine {
     /// The first rule among `routed` whose `match` gives a shedding priority: its
-    /// name and the priority.
+    /// name and the priority. (Such a rule is for every plan: the configuration
+    /// refuses a priority on a rule for some plans, since the gateway sheds before the
+    /// caller's plan is known.)
     pub fn shed_priority(&self, routed: &Routed) -> Option<(&str, weir_core::Priority)> {
         routed.rules.iter().find_map(|&i| {
             let rule = &self.routing.rules[i];

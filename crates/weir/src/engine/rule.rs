@@ -44,8 +44,25 @@ pub struct Rule {
     /// A shorter wait for the store than the store's own `timeout`, for this rule's
     /// requests (the shortest of the rules that apply wins).
     pub store_timeout: Option<Duration>,
-    /// The policy each instance enforces locally while the shared store is down.
-    pub fallback_policy: Policy,
+    /// While the shared store is down, each instance enforces this part of a caller's
+    /// limit locally (its plan's or its own custom limit, divided by this, rounded
+    /// up): the number of instances, times the number of regions for a global rule.
+    pub fallback_parts: u64,
+}
+
+impl Rule {
+    /// What this instance enforces of `policy` (the caller's) while the shared store is
+    /// down: its part of the limit and of the burst, at least one unit each.
+    pub fn fallback_policy(&self, policy: &Policy) -> Policy {
+        let part = |n: u64| n.div_ceil(self.fallback_parts.max(1)).max(1);
+        Policy::new(
+            policy.algorithm(),
+            part(policy.limit()),
+            policy.period(),
+            policy.burst().map(part),
+        )
+        .unwrap_or(*policy)
+    }
 }
 
 impl Rule {

@@ -23,12 +23,14 @@ pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
 /// Calls answered at once on one connection; more wait (HTTP/2 flow control slows the
 /// client) rather than pile up as tasks.
 const CALLS_PER_CONNECTION: usize = 1_024;
-/// The longest a call may take, the store's wait included: a call past it is answered
-/// `CANCELLED` rather than held.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a call may take, for clients that send no deadline (Envoy sends its
+/// own, and the shorter wins): past the longest store timeout (60 s), so that a call
+/// always gets its fallback or `UNAVAILABLE` first, and is never held for ever.
+const CALL_TIMEOUT: Duration = Duration::from_secs(65);
 /// HTTP/2 pings to find connections whose peer vanished without closing them, and
 /// TCP keepalive below them.
 const KEEPALIVE: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before its connection is closed.
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Streams a client may reset before being answered, per connection (HTTP/2
 /// "rapid reset"): beyond, the connection is closed.

@@ -8,7 +8,6 @@
 //! descriptors share a key unless their entries are the same.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::Decision;
@@ -90,7 +89,8 @@ impl Engine {
             if checks.is_empty() {
                 continue;
             }
-            let decided = if zero_denies && !shadow {
+            let look = zero_denies && !shadow;
+            let decided = if look {
                 self.store.preview_all(&checks).await
             } else {
                 self.decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
@@ -98,7 +98,7 @@ impl Engine {
             };
             let decided = match decided {
                 Ok(decided) => decided,
-                Err(error) => match self.on_fallback(limits, &checks, error).await {
+                Err(error) => match self.on_fallback(limits, &checks, error, look).await {
                     Ok(decided) => {
                         fell_back = true;
                         decided
@@ -187,14 +187,7 @@ impl Engine {
     /// (an outage would otherwise log every request), with the domain cut to 64
     /// characters (it is whatever the client sent).
     fn log_unavailable(&self, error: &StoreError, domain: &str) {
-        let now = self.clock.now();
-        let last = self.unavailable_logged.load(Ordering::Relaxed);
-        let due = now.saturating_sub(last) >= crate::engine::FALLBACK_LOG_EVERY
-            && self
-                .unavailable_logged
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok();
-        if due {
+        if self.unavailable_logged.due(self.clock.now()) {
             let domain: String = domain.chars().take(64).collect();
             tracing::warn!(%error, domain = %domain.escape_debug(), "ShouldRateLimit: the store cannot decide; answering UNAVAILABLE (logged at most every 10 s)");
         }
@@ -202,12 +195,14 @@ impl Engine {
 
     /// The checks the shared store could not decide (`error`), decided on this
     /// instance's local fallback with its share of each limit when the descriptors
-    /// fail open and the error is an outage; else the error.
+    /// fail open and the error is an outage (only looked at, with `look`: a request
+    /// another descriptor denies outright); else the error.
     async fn on_fallback(
         &self,
         limits: &Descriptors,
         checks: &[Check<'_>],
         error: StoreError,
+        look: bool,
     ) -> Result<Vec<Decision>, StoreError> {
         let fallback = self
             .fallback_store()
@@ -229,10 +224,13 @@ impl Engine {
                 _ => shared.push(*check),
             }
         }
-        decisions.extend(
+        let decided = if look {
+            fallback.preview_all(&shared).await?
+        } else {
             self.decide_checks(fallback, &shared, limits.all_or_nothing)
-                .await?,
-        );
+                .await?
+        };
+        decisions.extend(decided);
         Ok(decisions)
     }
 
