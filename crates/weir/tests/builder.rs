@@ -3,11 +3,10 @@
 //! panic.
 #![allow(clippy::unwrap_used, reason = "test")]
 
-use std::path::Path;
 use std::time::Duration;
 
 use axum::http::Method;
-use weir::{Config, ConfigBuilder, RuleBuilder};
+use weir::{ConfigBuilder, RuleBuilder};
 use weir_core::{Algorithm, Policy};
 
 fn gcra() -> Policy {
