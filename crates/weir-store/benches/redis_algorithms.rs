@@ -19,6 +19,9 @@
 //!   admits one; and refunds: a refund of one unit and a check of one on a full log,
 //!   in turns (the figure is per call).
 //!
+//! Also a token bucket decided as a region's share of a global limit (issue 22; the
+//! `regional` algorithm, by the general entry point), empty and full.
+//!
 //! Also the Redis bytes of each full sliding-log key (`MEMORY USAGE`). redis-server is
 //! pinned to CPU 0 and this process to CPU 1 when the machine has two.
 
@@ -73,6 +76,9 @@ struct Workload {
     algorithm: Algorithm,
     limit: u64,
     state: State,
+    /// A region's share of a global token bucket (`scope: global`, 3 regions, 2%
+    /// floors), with no share granted: decided by the `regional` algorithm.
+    regional: bool,
 }
 
 impl Workload {
@@ -82,11 +88,31 @@ impl Workload {
         } else {
             HOUR
         };
-        Policy::new(self.algorithm, self.limit, period, None).unwrap()
+        let policy = Policy::new(self.algorithm, self.limit, period, None).unwrap();
+        match self.regional {
+            true => {
+                let floor = weir_store::region_floor(self.limit, 3, 0.02).unwrap();
+                policy.regional(floor, 3).unwrap()
+            }
+            false => policy,
+        }
     }
 
     fn rule(self) -> String {
-        format!("{}-{}-{:?}", self.algorithm.name(), self.limit, self.state)
+        let kind = if self.regional { "-regional" } else { "" };
+        format!(
+            "{}{kind}-{}-{:?}",
+            self.algorithm.name(),
+            self.limit,
+            self.state
+        )
+    }
+
+    fn name(self) -> String {
+        match self.regional {
+            true => format!("{} (a region's share)", self.algorithm.name()),
+            false => self.algorithm.name().to_owned(),
+        }
     }
 }
 
@@ -163,6 +189,18 @@ impl Bench {
             Duration::from_micros(1)
         };
         let base = clock_now(clock);
+        if workload.regional {
+            // Its capacity is its floor's part of the burst: filled a unit at a time.
+            for k in 0..FULL_KEYS {
+                let identity = format!("k{k}");
+                let key = Key {
+                    rule: &rule,
+                    identity: &identity,
+                };
+                while store.check(key, &policy, 1).await.unwrap().allowed {}
+            }
+            return base;
+        }
         for n in 0..entries {
             clock.set(base + (spacing * n as u32).as_nanos() as u64);
             for k in 0..FULL_KEYS {
@@ -303,8 +341,19 @@ async fn run(server: &RedisServer) {
                     algorithm,
                     limit,
                     state,
+                    regional: false,
                 });
             }
+        }
+    }
+    for limit in LIMITS {
+        for state in [State::Empty, State::Full] {
+            workloads.push(Workload {
+                algorithm: Algorithm::TokenBucket,
+                limit,
+                state,
+                regional: true,
+            });
         }
     }
     for limit in LIMITS {
@@ -313,6 +362,7 @@ async fn run(server: &RedisServer) {
                 algorithm: Algorithm::SlidingLog,
                 limit,
                 state,
+                regional: false,
             });
         }
     }
@@ -375,7 +425,7 @@ async fn run(server: &RedisServer) {
         };
         println!(
             "| {} | {} | {} | {:.2} us | {:.2}x | {:.2}x |",
-            w.algorithm.name(),
+            w.name(),
             w.limit,
             w.state.name(),
             median(samples[i].clone()),
