@@ -304,3 +304,41 @@ async fn a_store_timeout_past_ten_seconds_still_falls_back() {
     let answer = answer.unwrap();
     assert_eq!(answer.overall_code, Code::Ok as i32, "the fallback decides");
 }
+
+/// A descriptor's own failure policy (`x-weir: { failure: open }`): with Redis down, a
+/// call of only such descriptors is decided on the local fallback, while one with a
+/// descriptor that fails as the section says (`unavailable`) is `UNAVAILABLE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_descriptor_may_fail_open_on_its_own() {
+    let file = "domain: f
+descriptors:
+  - key: open
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    x-weir: {failure: open}
+  - key: strict
+    rate_limit: {unit: minute, requests_per_unit: 2}
+";
+    let mut redis = RedisServer::start();
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
+        redis.url()
+    );
+    let dir = config_dir(&[("f.yaml", file.to_owned())], "", &store);
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    redis.kill();
+    let open: &[(&str, &str)] = &[("open", "x")];
+    let strict: &[(&str, &str)] = &[("strict", "x")];
+    // The fallback enforces the limit (2 a minute, one instance).
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(weir.ask("f", &[open]).await.overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(answers, [ok, ok, over]);
+    for asked in [&[strict][..], &[open, strict][..]] {
+        let status = weir.send(request("f", asked)).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    }
+}

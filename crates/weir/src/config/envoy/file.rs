@@ -218,6 +218,9 @@ impl Reader<'_> {
         }
         Ok(DescriptorLimit {
             quota: Quota::Counted(policy),
+            fail_open: weir
+                .failure
+                .map(|failure| matches!(failure, super::raw::RawFailure::Open)),
             ..limit
         })
     }

@@ -58,6 +58,16 @@ pub(super) struct RawWeir {
     pub(super) algorithm: Option<AlgorithmName>,
     pub(super) period: Option<Spanned<Period>>,
     pub(super) burst: Option<Spanned<u64>>,
+    /// When the store cannot decide: `open` (the local fallback) or `unavailable`.
+    pub(super) failure: Option<RawFailure>,
+}
+
+/// A descriptor's own failure policy.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum RawFailure {
+    Unavailable,
+    Open,
 }
 
 /// A descriptor's `rate_limit`.

@@ -90,6 +90,13 @@ impl Engine {
                 continue;
             }
             let look = zero_denies && !shadow;
+            // Decided on the fallback only if every descriptor counted here fails open.
+            let open = indexes.iter().all(|&i| {
+                applied[i]
+                    .as_deref()
+                    .and_then(|l| l.fail_open)
+                    .unwrap_or(limits.fail_open)
+            });
             let decided = if look {
                 self.store.preview_all(&checks).await
             } else {
@@ -98,7 +105,7 @@ impl Engine {
             };
             let decided = match decided {
                 Ok(decided) => decided,
-                Err(error) => match self.on_fallback(limits, &checks, error, look).await {
+                Err(error) => match self.on_fallback(limits, &checks, error, look, open).await {
                     Ok(decided) => {
                         fell_back = true;
                         decided
@@ -194,8 +201,8 @@ impl Engine {
     }
 
     /// The checks the shared store could not decide (`error`), decided on this
-    /// instance's local fallback with its share of each limit when the descriptors
-    /// fail open and the error is an outage (only looked at, with `look`: a request
+    /// instance's local fallback with its share of each limit when their descriptors
+    /// fail `open` and the error is an outage (only looked at, with `look`: a request
     /// another descriptor denies outright); else the error.
     async fn on_fallback(
         &self,
@@ -203,10 +210,11 @@ impl Engine {
         checks: &[Check<'_>],
         error: StoreError,
         look: bool,
+        open: bool,
     ) -> Result<Vec<Decision>, StoreError> {
         let fallback = self
             .fallback_store()
-            .filter(|_| limits.fail_open && error.is_unavailable());
+            .filter(|_| open && error.is_unavailable());
         let Some(fallback) = fallback else {
             return Err(error);
         };

@@ -105,6 +105,10 @@ pub struct DescriptorLimit {
     pub replaces: Vec<String>,
     /// `shadow_mode`: counted and reported, never over the limit.
     pub shadow_mode: bool,
+    /// `x-weir: { failure }`: whether, when the store cannot decide, this limit is
+    /// decided on the instance's local fallback (`Some(true)`) or the call answered
+    /// `UNAVAILABLE` (`Some(false)`); `None` as the `envoy` section says.
+    pub fail_open: Option<bool>,
 }
 
 impl DescriptorLimit {
@@ -127,6 +131,7 @@ impl DescriptorLimit {
             name: None,
             replaces: Vec::new(),
             shadow_mode: false,
+            fail_open: None,
         }
     }
 
