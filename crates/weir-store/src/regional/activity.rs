@@ -3,6 +3,7 @@
 //! 10 million records a round, only those with recent traffic).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use parking_lot::Mutex;
 use weir_core::Policy;
@@ -37,6 +38,7 @@ type Shard = Vec<HashMap<String, Activity, foldhash::fast::RandomState>>;
 pub(super) struct Activities {
     shards: Vec<Mutex<Shard>>,
     max_per_shard: usize,
+    hasher: foldhash::fast::RandomState,
 }
 
 impl Activities {
@@ -46,32 +48,28 @@ impl Activities {
         Self {
             shards: (0..SHARDS).map(|_| shard()).collect(),
             max_per_shard: max_keys.div_ceil(SHARDS),
+            hasher: foldhash::fast::RandomState::default(),
         }
     }
 
     fn shard(&self, identity: &str) -> &Mutex<Shard> {
-        let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        let hash = self.hasher.hash_one(identity);
         &self.shards[(hash % SHARDS as u64) as usize]
     }
-
     /// Counts `cost` asked for on the key. Returns false when the key is new and the
     /// table is full: it is not reported, and the region decides it at its floor.
     pub(super) fn offer(&self, rule: usize, identity: &str, policy: Policy, cost: u64) -> bool {
         let mut shard = self.shard(identity).lock();
-        let held: usize = shard.iter().map(HashMap::len).sum();
-        let Some(keys) = shard.get_mut(rule) else {
-            return false;
-        };
-        if let Some(activity) = keys.get_mut(identity) {
+        if let Some(activity) = shard.get_mut(rule).and_then(|keys| keys.get_mut(identity)) {
             activity.offered = activity.offered.saturating_add(cost);
             activity.policy = policy;
             return true;
         }
-        if held >= self.max_per_shard {
+        // Counted only for a key new here (once per key, not per request).
+        let held: usize = shard.iter().map(HashMap::len).sum();
+        let Some(keys) = shard.get_mut(rule).filter(|_| held < self.max_per_shard) else {
             return false;
-        }
+        };
         let activity = Activity {
             policy,
             offered: cost,

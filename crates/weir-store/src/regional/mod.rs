@@ -63,13 +63,6 @@ impl Regions {
     pub fn hold(&self) -> Duration {
         self.rebalance * 3
     }
-
-    /// The region's floor of a global rule of `limit` units per period: the fraction,
-    /// at least 1, at most `limit / regions`. `None` when the limit is below the
-    /// number of regions (each needs a floor of at least one unit).
-    pub fn floor_of(&self, limit: u64) -> Option<u64> {
-        region_floor(limit, self.stores.len() as u64, self.floor)
-    }
 }
 
 /// A region's floor of a global rule of `limit` units per period shared by `regions`

@@ -138,31 +138,14 @@ async fn a_key_seen_in_one_region_gets_all_but_the_others_floors() {
 
 #[test]
 fn floors_are_a_fraction_of_the_limit_at_least_one_unit() {
-    let clock = Arc::new(ManualClock::new(0));
-    let memory = || -> Arc<dyn Store> {
-        Arc::new(MemoryStore::new(
-            MemoryStoreConfig::default(),
-            clock.clone(),
-        ))
-    };
-    let regions = |floor| Regions {
-        this: "eu".into(),
-        stores: vec![
-            ("eu".into(), memory()),
-            ("us".into(), memory()),
-            ("ap".into(), memory()),
-        ],
-        rebalance: ROUND,
-        floor,
-    };
-    assert_eq!(regions(0.02).floor_of(20_000), Some(400));
-    assert_eq!(regions(0.02).floor_of(60), Some(1));
+    assert_eq!(region_floor(20_000, 3, 0.02), Some(400));
+    assert_eq!(region_floor(60, 3, 0.02), Some(1));
     assert_eq!(
-        regions(0.5).floor_of(60),
+        region_floor(60, 3, 0.5),
         Some(20),
         "at most limit / regions"
     );
-    assert_eq!(regions(0.02).floor_of(2), None, "fewer units than regions");
+    assert_eq!(region_floor(2, 3, 0.02), None, "fewer units than regions");
 }
 
 /// Counts what the rebalancing did.
