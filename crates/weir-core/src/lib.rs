@@ -2,7 +2,8 @@
 //!
 //! Every algorithm is a function of `(policy, state, now, cost)` that yields a
 //! [`Decision`] and the new state ([`check`]); [`refund`] gives back what a check
-//! consumed, for limits settled after the request; [`take`] and [`give_back`] lease
+//! consumed, for limits settled after the request, and [`charge`] consumes past the
+//! limit (a debt) what a request turned out to cost beyond its reservation; [`take`] and [`give_back`] lease
 //! units of a bucket to an instance that spends them later (see [`Take`]). Nothing here reads a clock, does I/O
 //! or awaits: time is handed in as integer nanoseconds since the Unix epoch (taken from a
 //! monotonic source by a [`Clock`]), so every algorithm can be tested at any instant,
@@ -24,7 +25,7 @@ mod share;
 mod shed;
 mod state;
 
-pub use algorithm::{check, check_word, refund};
+pub use algorithm::{charge, check, check_word, refund};
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
 pub use lease::{

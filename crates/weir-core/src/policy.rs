@@ -67,6 +67,12 @@ impl Algorithm {
             Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
         )
     }
+
+    /// Whether a key can owe units (`weir_core::charge`): the algorithms whose state is
+    /// a time, which a debt moves ahead. Windows and logs cannot carry one.
+    pub fn carries_debt(self) -> bool {
+        self.takes_burst()
+    }
 }
 
 impl fmt::Display for Algorithm {

@@ -59,6 +59,16 @@ impl Gcra {
         }
     }
 
+    /// Consumes `cost` units at `now` however far past the tolerance that puts the
+    /// arrival time: a debt, which later checks wait out (`crate::charge`).
+    pub(crate) fn charge(&mut self, policy: &Policy, now: u64, cost: u64) {
+        let limit = policy.limit();
+        let ahead = self.ahead_of(now, limit) + u128::from(cost) * u128::from(policy.period_ns());
+        let (whole, rem) = div_rem(ahead, limit);
+        self.nanos = now.saturating_add(u64::try_from(whole).unwrap_or(u64::MAX));
+        self.rem = rem;
+    }
+
     /// Ticks from `now` until the theoretical arrival time (0 when it has passed).
     fn ahead_of(&self, now: u64, limit: u64) -> u128 {
         if self.nanos < now {
@@ -83,7 +93,9 @@ impl AlgorithmState for Gcra {
         // grants anything.
         let queued = self.ahead_of(now, limit);
         let after = queued + u128::from(cost) * interval;
-        let allowed = after <= tolerance;
+        // A peek is allowed even past the tolerance (a debt, `crate::charge`), as a
+        // token bucket in debt allows one.
+        let allowed = cost == 0 || after <= tolerance;
         let ahead = if allowed { after } else { queued };
         if allowed && cost > 0 {
             let (whole, rem) = div_rem(ahead, limit);

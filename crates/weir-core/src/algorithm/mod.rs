@@ -164,6 +164,69 @@ pub fn refund(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) {
     }
 }
 
+/// Consumes `cost` units at `now` whether or not they are left: the rest of a cost known
+/// only once the request has been answered (the tokens a model generated), charged on
+/// top of an estimate reserved by an allowed [`check`]. What the key does not have is a
+/// debt: later checks are denied until the rate has refilled it, then refill as usual;
+/// so over any stretch of time the key admits, charges included, no more than a check
+/// alone would have let through, debts outstanding excepted.
+///
+/// Only the algorithms that measure a debt in time carry one: token bucket, GCRA and
+/// the leaky bucket ([`Algorithm::carries_debt`]). Windows and logs have no way to
+/// hold one past their window, so for them a charge consumes `cost` only where a check
+/// would allow it. A cost above [`Policy::capacity`] is charged as the capacity: one
+/// charge owes at most a full bucket, which keeps every store's arithmetic exact. A
+/// cost of zero changes nothing; the state comes out `None` exactly when full.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_core::{Algorithm, Policy, charge, check};
+///
+/// // 10 tokens a second; a request reserved 2 and turned out to cost 12.
+/// let policy = Policy::new(Algorithm::TokenBucket, 10, Duration::from_secs(1), None)?;
+/// let (mut state, now) = (None, 1_796_083_200_000_000_000);
+/// assert!(check(&policy, &mut state, now, 2).allowed);
+/// charge(&policy, &mut state, now, 10); // 8 left, so 2 owed
+/// // 200 ms to pay them back, then 100 ms for the next token.
+/// let denied = check(&policy, &mut state, now, 1);
+/// assert_eq!(denied.retry_after, Some(Duration::from_millis(300)));
+/// assert!(check(&policy, &mut state, now + 300_000_000, 1).allowed);
+/// # Ok::<(), weir_core::PolicyError>(())
+/// ```
+pub fn charge(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64) {
+    let cost = cost.min(policy.capacity());
+    if cost == 0 {
+        return;
+    }
+    if policy.region_floor().is_some() || !policy.algorithm().carries_debt() {
+        check(policy, state, now, cost);
+        return;
+    }
+    let owed = match (policy.algorithm(), state.as_mut().map(|s| &mut s.0)) {
+        (Algorithm::TokenBucket, Some(Inner::TokenBucket(s))) => {
+            s.charge(policy, now, cost);
+            None
+        }
+        (Algorithm::TokenBucket, _) => {
+            let mut fresh = TokenBucket::full(policy, now);
+            fresh.charge(policy, now, cost);
+            Some(Inner::TokenBucket(fresh))
+        }
+        (_, Some(Inner::Gcra(s))) => {
+            s.charge(policy, now, cost);
+            None
+        }
+        _ => {
+            let mut fresh = Gcra::full(policy, now);
+            fresh.charge(policy, now, cost);
+            Some(Inner::Gcra(fresh))
+        }
+    };
+    if let Some(inner) = owed {
+        *state = Some(State(inner));
+    }
+}
+
 /// Refunds `cost` on `state`; returns whether it is full again (a peek says so).
 fn give_back<S: AlgorithmState>(state: &mut S, policy: &Policy, now: u64, cost: u64) -> bool {
     state.refund(policy, now, cost);

@@ -11,7 +11,7 @@
 //! capacity less those units ([`TokenBucket::capped`]).
 
 use super::AlgorithmState;
-use super::time::{ceil_nanos, div_rem, nanos};
+use super::time::{ceil_nanos, div_ceil, div_rem, nanos};
 use crate::{Decision, Policy};
 
 /// Tokens (whole and fractional part) as of `last`.
@@ -52,6 +52,36 @@ impl TokenBucket {
             fraction,
             last: at,
         }
+    }
+}
+
+impl TokenBucket {
+    /// Consumes `cost` tokens at `now` even when fewer are there: a bucket cannot hold
+    /// fewer than none, so what is missing (the debt) moves `last` ahead by the time it
+    /// takes to refill, with the fraction of a nanosecond's refill over kept as tokens.
+    /// Checks before that instant see a clock behind the state: no refill, and waits
+    /// counted from the instant the debt is paid (`crate::charge`).
+    pub(crate) fn charge(&mut self, policy: &Policy, now: u64, cost: u64) {
+        let period = policy.period_ns();
+        let refilled = self.capped(policy, now, 0);
+        let tokens = refilled.scaled(period);
+        let needed = u128::from(cost) * u128::from(period);
+        let (tokens, last) = if tokens >= needed {
+            (tokens - needed, refilled.last)
+        } else {
+            let missing = needed - tokens;
+            let wait = div_ceil(missing, policy.limit());
+            let over = wait * u128::from(policy.limit()) - missing;
+            let wait = u64::try_from(wait).unwrap_or(u64::MAX);
+            (over, refilled.last.saturating_add(wait))
+        };
+        // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
+        let (whole, fraction) = div_rem(tokens, period);
+        *self = Self {
+            whole: whole as u64,
+            fraction,
+            last,
+        };
     }
 }
 

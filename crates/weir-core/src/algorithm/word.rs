@@ -27,7 +27,7 @@ pub fn check_word(policy: &Policy, word: &mut u64, now: u64, cost: u64) -> Optio
     // running backwards only makes `word − now` larger, so it never grants anything.
     let queued = word.saturating_sub(now);
     let after = u128::from(queued) + u128::from(cost) * u128::from(interval);
-    let allowed = after <= tolerance;
+    let allowed = cost == 0 || after <= tolerance;
     let ahead = if allowed { after } else { u128::from(queued) };
     let reset_after = u64::try_from(ahead).unwrap_or(u64::MAX);
     if reset_after == 0 {

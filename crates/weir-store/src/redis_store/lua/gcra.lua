@@ -35,7 +35,8 @@ local function gcra(state, now, cost, _, capacity, _, L, P, queue)
     end
   end
   local after = queued + cost * P
-  local allowed = after <= tolerance
+  -- A peek is allowed even past the tolerance (a debt, see gcra_charge).
+  local allowed = cost == 0 or after <= tolerance
   local ahead = queued
   if allowed then ahead = after end
   local whole, remainder = divmod(ahead, L)
