@@ -42,6 +42,9 @@ pub enum StoreError {
     /// The store keeps no regional shares (a wrapper that does not pass them on).
     #[error("this store keeps no regional shares")]
     NoShares,
+    /// The store cannot charge past a limit (a wrapper that does not pass charges on).
+    #[error("this store cannot charge past a limit")]
+    NoCharges,
 }
 
 impl StoreError {

@@ -118,6 +118,19 @@ pub trait Store: Send + Sync + 'static {
     /// a refund never creates a key.
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()>;
 
+    /// Takes each check's `cost` (at most its policy's capacity) whether or not it is
+    /// left, atomically for the whole call (`weir_core::charge` per check, in order; on
+    /// a Redis Cluster, per identity): for costs known only once the request has been
+    /// answered, charged on top of the estimate [`Store::check_all`] reserved. A token
+    /// bucket or GCRA key goes into debt, which its later checks wait out; a window or
+    /// log takes the cost only where a check would allow it.
+    ///
+    /// The default, for wrappers that do not pass charges on: [`StoreError::NoCharges`].
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        let _ = checks;
+        Box::pin(std::future::ready(Err(StoreError::NoCharges)))
+    }
+
     /// Takes units of a `token_bucket` or `gcra` key before spending them: a lease
     /// (`weir_core::take`, whose doc has the protocol). In one atomic step: drops the
     /// key's expired leases (their units count as spent), gives back `take.closing` (a
@@ -260,6 +273,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         (**self).refund_all(checks)
+    }
+
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        (**self).charge_all(checks)
     }
 
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {

@@ -6,20 +6,32 @@
 
 use std::time::Duration;
 
-use weir_core::{Algorithm, Decision, Policy, State, check, refund};
+use weir_core::{Algorithm, Decision, Policy, State, charge, check, refund};
 use weir_store::{Check, Key, Store, StoreError};
 
 /// One step of a sequence: microseconds after the previous one (negative: the clock
-/// went backwards), a cost, and whether the cost is checked or given back.
+/// went backwards), a cost, and what is done with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
     /// Microseconds since the previous step.
     pub gap_us: i64,
     /// The request's cost.
     pub cost: u64,
-    /// Whether the step refunds `cost` (a reservation given back) instead of checking
-    /// it; the stores are then compared by a peek (cost 0) after the refund.
-    pub refund: bool,
+    /// Checked, given back or charged.
+    pub action: Action,
+}
+
+/// What a step does with its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Checked (consumed if allowed).
+    Check,
+    /// Given back (a reservation whose outcome does not count); the stores are then
+    /// compared by a peek (cost 0) after it.
+    Refund,
+    /// Charged past the limit (a cost known after the answer); compared by a peek
+    /// after it.
+    Charge,
 }
 
 impl Step {
@@ -42,28 +54,28 @@ impl Step {
         key: Key<'_>,
         policy: &Policy,
     ) -> Result<Decision, StoreError> {
-        if self.refund {
-            let given = [Check {
-                key,
-                policy,
-                cost: self.cost,
-            }];
-            store.refund_all(&given).await?;
-            store.check(key, policy, 0).await
-        } else {
-            store.check(key, policy, self.cost).await
+        let given = [Check {
+            key,
+            policy,
+            cost: self.cost,
+        }];
+        match self.action {
+            Action::Check => return store.check(key, policy, self.cost).await,
+            Action::Refund => store.refund_all(&given).await?,
+            Action::Charge => store.charge_all(&given).await?,
         }
+        store.check(key, policy, 0).await
     }
 
     /// Replays the step on `state` at `now` with weir-core's functions: what
     /// [`Step::replay`] on any store must report.
     pub fn replay_on(&self, state: &mut Option<State>, policy: &Policy, now: u64) -> Decision {
-        if self.refund {
-            refund(policy, state, now, self.cost);
-            check(policy, state, now, 0)
-        } else {
-            check(policy, state, now, self.cost)
+        match self.action {
+            Action::Check => return check(policy, state, now, self.cost),
+            Action::Refund => refund(policy, state, now, self.cost),
+            Action::Charge => charge(policy, state, now, self.cost),
         }
+        check(policy, state, now, 0)
     }
 }
 
@@ -86,8 +98,9 @@ impl XorShift {
 }
 
 /// Policies and sequences covering every algorithm: bursts, steady traffic, window
-/// boundaries, costs that never fit, peeks, clocks stepping back, and refunds (of
-/// reservations just made, late, or of more than was consumed).
+/// boundaries, costs that never fit, peeks, clocks stepping back, refunds (of
+/// reservations just made, late, or of more than was consumed) and charges past the
+/// limit.
 pub fn conformance_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)> {
     let mut rng = XorShift(seed | 1);
     let shapes = [
@@ -124,11 +137,15 @@ pub fn conformance_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)
                     8 => 0,
                     _ => capacity + 1 + rng.below(3),
                 };
-                let refund = rng.below(4) == 0;
+                let action = match rng.below(8) {
+                    0 | 1 => Action::Refund,
+                    2 => Action::Charge,
+                    _ => Action::Check,
+                };
                 Step {
                     gap_us,
                     cost,
-                    refund,
+                    action,
                 }
             })
             .collect();

@@ -18,6 +18,6 @@ mod conformance;
 mod lease;
 mod redis;
 
-pub use conformance::{Step, XorShift, conformance_sequences, decisions_in_micros};
+pub use conformance::{Action, Step, XorShift, conformance_sequences, decisions_in_micros};
 pub use lease::{HOLDERS, Holders, LeaseOutcome, LeaseStep, lease_sequences};
 pub use redis::{RedisCluster, RedisServer, redis_cli};

@@ -328,6 +328,10 @@ impl<S: Store> Store for Breaker<S> {
         Box::pin(self.guarded(self.inner.refund_all(checks)))
     }
 
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        Box::pin(self.guarded(self.inner.charge_all(checks)))
+    }
+
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         Box::pin(self.guarded(self.inner.take(key, policy, take)))
     }

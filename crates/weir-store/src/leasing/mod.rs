@@ -348,6 +348,12 @@ impl Store for LeasingStore {
         self.inner.refund_all(checks)
     }
 
+    /// Charges go to the shared store, as refunds do. A debt on a leased key waits in
+    /// its state until the next take, which grants nothing before it is paid.
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        self.inner.charge_all(checks)
+    }
+
     fn take<'a>(
         &'a self,
         key: Key<'a>,

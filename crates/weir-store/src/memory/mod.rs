@@ -29,7 +29,7 @@ use parking_lot::{RwLock, RwLockWriteGuard};
 
 use foldhash::fast::RandomState;
 use weir_core::{
-    Claim, Clock, Decision, Policy, Renewal, Report, State, apply_share, check, refund,
+    Claim, Clock, Decision, Policy, Renewal, Report, State, apply_share, charge, check, refund,
     renew_share, report_share,
 };
 
@@ -235,10 +235,36 @@ impl MemoryStore {
     /// [`Store::refund_all`] does. A refund only empties states, so it never needs a
     /// new key and cannot fail.
     pub fn refund_all_sync(&self, checks: &[Check<'_>]) {
+        // Only a state found in the table is refunded (`None` stays `None`).
+        let _ = self.try_update_all(checks, refund);
+    }
+
+    /// Takes each check's cost past its limit now, all under the locks of their
+    /// shards: what [`Store::charge_all`] does. A charge may need a new key (one
+    /// whose reservation has expired since), and fails as a check does when there is
+    /// no room for it.
+    pub fn charge_all_sync(&self, checks: &[Check<'_>]) -> Result<(), StoreError> {
+        self.try_update_all(checks, charge).or_else(|ShardFull| {
+            if self.sweep_if_due() {
+                self.try_update_all(checks, charge)
+                    .map_err(|ShardFull| self.full())
+            } else {
+                Err(self.full())
+            }
+        })
+    }
+
+    /// Runs `update` (`refund` or `charge`) on each check's state in order, under the
+    /// locks of their shards, and keeps each key's last state until it is full again.
+    fn try_update_all(
+        &self,
+        checks: &[Check<'_>],
+        update: fn(&Policy, &mut Option<State>, u64, u64),
+    ) -> Result<(), ShardFull> {
         let now = self.clock.now();
         let keys: Vec<HashedKey<'_>> = checks.iter().map(|c| self.hashed(c.key)).collect();
         let mut locked = self.lock_all(&keys);
-        // A key refunded twice sees the first refund's result.
+        // A key updated twice sees the first update's result.
         let mut states: Vec<Option<State>> = Vec::with_capacity(checks.len());
         for (i, c) in checks.iter().enumerate() {
             let earlier = (0..i).rev().find(|&j| checks[j].key == c.key);
@@ -246,14 +272,20 @@ impl MemoryStore {
                 Some(j) => states[j].clone(),
                 None => locked.shard(i).get(keys[i], now),
             };
-            refund(c.policy, &mut state, now, c.cost);
+            update(c.policy, &mut state, now, c.cost);
             states.push(state);
+        }
+        let new_keys = (0..checks.len())
+            .filter(|&i| is_last(checks, i) && states[i].is_some())
+            .filter(|&i| !locked.shard(i).holds(keys[i]))
+            .count();
+        if !self.budget.try_take(new_keys) {
+            return Err(ShardFull);
         }
         for (i, mut state) in states.into_iter().enumerate() {
             if is_last(checks, i) {
                 // A peek gives the expiry (and changes nothing: the state is already
-                // `None` if full). A state that is `Some` came from the table, so `put`
-                // adds no key.
+                // `None` if full).
                 let reset_after = check(checks[i].policy, &mut state, now, 0).reset_after;
                 locked.shard(i).put(
                     keys[i],
@@ -265,6 +297,7 @@ impl MemoryStore {
                 );
             }
         }
+        Ok(())
     }
 
     /// Locks the shards of `keys`, in shard order so that concurrent batches cannot
@@ -406,6 +439,10 @@ impl Store for MemoryStore {
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         self.refund_all_sync(checks);
         Box::pin(ready(Ok(())))
+    }
+
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        Box::pin(ready(self.charge_all_sync(checks)))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, _: &'a Policy) -> StoreFuture<'a, ()> {

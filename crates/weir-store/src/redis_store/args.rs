@@ -24,6 +24,8 @@ pub(super) enum Mode {
     /// Decides as a commit that another check denied: writes nothing, and the checks
     /// that pass report their unchanged state.
     Refused,
+    /// Takes each check's cost past the limit (a debt); each reports a peek after it.
+    Charge,
 }
 
 impl Mode {
@@ -33,6 +35,7 @@ impl Mode {
             Mode::Commit => 1,
             Mode::Refund => 2,
             Mode::Refused => 3,
+            Mode::Charge => 9,
         }
     }
 }

@@ -482,6 +482,11 @@ impl Store for RedisStore {
         Box::pin(async move { self.run(checks, Mode::Refund).await.map(|_| ()) })
     }
 
+    /// One charge script; on a Redis Cluster, one per identity.
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        Box::pin(async move { self.run(checks, Mode::Charge).await.map(|_| ()) })
+    }
+
     /// One script on the key's state and its lease records (one slot).
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         Box::pin(async move { self.take_lease(key, policy, &take).await })

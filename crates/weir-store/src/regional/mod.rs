@@ -349,6 +349,15 @@ impl Store for RegionalStore {
         })
     }
 
+    /// Charges of rules that are not global go to the region's store; a global rule's
+    /// share carries no debt ([`StoreError::NoCharges`]).
+    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
+        if checks.iter().any(|c| self.rules.contains_key(c.key.rule)) {
+            return Box::pin(std::future::ready(Err(StoreError::NoCharges)));
+        }
+        self.local.charge_all(checks)
+    }
+
     fn take<'a>(
         &'a self,
         key: Key<'a>,

@@ -10,6 +10,8 @@
 -- decide as a commit that another check denied: nothing is written and the checks
 -- that pass report their unchanged state (for the slots of a Redis Cluster that a
 -- denial elsewhere kept from committing).
+-- "9" charges each key's cost past its limit where its algorithm carries a debt
+-- (weir-core's `charge`, in order).
 -- "4" and "5" take a lease and give one back (lease.lua, whose arguments differ);
 -- "6", "7" and "8" report, apply and renew a region's share (share.lua).
 -- Then 7 arguments per key: algorithm, cost, limit, capacity, period (us), L, P.
@@ -212,6 +214,47 @@ local function check_all(keys, argv, now, commit, refused)
   return reply
 end
 
+-- The charge function of a bucket algorithm (a debt is a time), or nil.
+local function charger_named(name)
+  if name == 'gcra' or name == 'leaky_bucket' then return gcra_charge end
+  if name == 'token_bucket' then return token_bucket_charge end
+  return nil
+end
+
+-- A charge: each key takes its cost (at most its capacity) whether or not it is left,
+-- in order; an algorithm that cannot carry a debt takes it only where a check would
+-- allow it. Each key reports a peek after it.
+local function charge_all(keys, argv, now)
+  local stored, current, reset = {}, {}, {}
+  for i, key in ipairs(keys) do
+    if stored[key] == nil then
+      stored[key] = read_state(argv, i, key)
+      current[key] = stored[key]
+    end
+    local algorithm, _, limit, capacity, period, L, P, queue = policy(argv, i)
+    local cost = math.min(tonumber(arg(argv, i, 2)), capacity)
+    local charge = charger_named(arg(argv, i, 1))
+    if cost > 0 and charge then
+      current[key], reset[key] = charge(current[key], now, cost, limit, capacity, period, L, P, queue)
+    elseif cost > 0 then
+      local allowed, _, after, _, _, kept = decide(algorithm, current[key], now, cost, limit, capacity, period, L, P, queue)
+      if allowed then current[key], reset[key] = kept, after end
+    end
+  end
+  local reply = { 1 }
+  for i, key in ipairs(keys) do
+    if last(keys, i) and current[key] ~= stored[key] then
+      if current[key] then
+        write_state(key, current[key], expiry_ms(reset[key], argv[1]), now)
+      else
+        redis.call('DEL', key)
+      end
+    end
+    push(reply, run(argv, i, now, 0, current[key]))
+  end
+  return reply
+end
+
 -- Defined in lease.lua, which comes after this file (it uses decide and expiry_ms).
 local lease_take, lease_give_back
 
@@ -219,6 +262,7 @@ local function check(keys, argv)
   local now = clock(argv[1])
   local mode = argv[2]
   if mode == '2' then return refund_all(keys, argv, now) end
+  if mode == '9' then return charge_all(keys, argv, now) end
   if mode == '4' then return lease_take(keys, argv, now) end
   if mode == '5' then return lease_give_back(keys, argv, now) end
   if mode == '6' then return share_report(keys, argv, now) end

@@ -69,6 +69,20 @@ local function gcra_refund(state, now, cost, _, _, _, L, P)
   return kept, reset
 end
 
+-- Moves the theoretical arrival time ahead by `cost` units (cost * P ticks) from
+-- max(tat, now), however far past the tolerance: a debt that later checks wait out.
+-- Returns the state to keep and its reset, as a refund does. Mirrors Gcra::charge.
+local function gcra_charge(state, now, cost, limit, capacity, period, L, P, queue)
+  local tat, remainder = gcra_tat(state)
+  if not tat or tat < now then tat, remainder = now, 0 end
+  local whole, part = divmod(cost * P, L)
+  tat, remainder = tat + whole, remainder + part
+  if remainder >= L then tat, remainder = tat + 1, remainder - L end
+  local kept = int(tat)
+  if remainder > 0 then kept = kept .. ':' .. int(remainder) end
+  return settled(gcra, kept, now, limit, capacity, period, L, P, queue)
+end
+
 -- The arrival time with `held` units out in leases (lease.lua): never before now +
 -- held * P ticks, the clamp of a full bucket raised by what the leases hold. The state
 -- unchanged when nothing is held. Mirrors Gcra::capped.

@@ -47,6 +47,32 @@ local function token_bucket_refund(state, now, cost, limit, capacity, period, L,
   return settled(token_bucket, state, now, limit, capacity, period, L, P)
 end
 
+-- Takes `cost` tokens from the bucket refilled to max(now, last), even when fewer are
+-- there: what is missing (the debt) moves `last` ahead by the time it takes to refill,
+-- and the fraction of a microsecond's refill over is kept as tokens. Checks before then
+-- see a clock behind the state: no refill, waits counted from the debt's end. Returns
+-- the state to keep and its reset, as a refund does. Mirrors TokenBucket::charge.
+local function token_bucket_charge(state, now, cost, limit, capacity, period, L, P)
+  local cap = capacity * P
+  local tokens, at = cap, now
+  local s = tagged(state, 't')
+  if s then
+    s = numbers(s)
+    if s[2] > at then at = s[2] end
+    -- Compared, not added, as in token_bucket.
+    if (at - s[2]) * L < cap - s[1] then tokens = s[1] + (at - s[2]) * L end
+  end
+  local needed = cost * P
+  if tokens >= needed then
+    tokens = tokens - needed
+  else
+    local wait = div_ceil(needed - tokens, L)
+    tokens, at = wait * L - (needed - tokens), at + wait
+  end
+  local kept = 't:' .. int(tokens) .. ':' .. int(at)
+  return settled(token_bucket, kept, now, limit, capacity, period, L, P)
+end
+
 -- The bucket refilled to `now` but never beyond capacity - held tokens: what a check
 -- reads with `held` units out in leases (lease.lua). The state unchanged when nothing
 -- is held. Mirrors TokenBucket::capped.
