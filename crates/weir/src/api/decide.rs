@@ -6,8 +6,10 @@
 //! header fields to send: 200 (go on), 429 (answer too many), 503 (the limiter cannot
 //! decide; answer 503). When a rule that applies is counted by outcome (failed
 //! logins), an allowed verdict carries a `settlement` id: report the app's status with
-//! `POST /v1/settle` so the reservation is kept or given back. A settlement not
-//! reported within [`SETTLE_WITHIN`] stays counted.
+//! `POST /v1/settle` so the reservation is kept or given back. So does a rule whose
+//! cost is known only at the end (`cost_from`): report the actual `cost` with the
+//! status, and the estimate reserved is trued up to it. A settlement not reported
+//! within [`SETTLE_WITHIN`] stays counted.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -210,6 +212,10 @@ fn header_map(headers: &BTreeMap<String, HeaderValues>) -> Result<HeaderMap, Pro
 struct SettleRequest {
     settlement: String,
     status: u16,
+    /// The request's actual cost, for the rules with `cost_from` (the others keep
+    /// their cost).
+    #[serde(default)]
+    cost: Option<u64>,
 }
 
 pub(super) async fn settle(State(engine): State<EngineHandle>, body: Body) -> Response {
@@ -233,7 +239,9 @@ pub(super) async fn settle(State(engine): State<EngineHandle>, body: Body) -> Re
     };
     match engine.unpark(id) {
         Some(settlement) => {
-            settlement.settle(request.status).await;
+            settlement
+                .settle_costs(request.status, |_| request.cost)
+                .await;
             StatusCode::NO_CONTENT.into_response()
         }
         None => Problem::unknown_settlement().into_response(),

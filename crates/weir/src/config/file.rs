@@ -307,6 +307,7 @@ pub(super) struct RawRule {
     #[serde(default)]
     pub(super) reset_statuses: Vec<u16>,
     pub(super) lockout: Option<Spanned<RawLockout>>,
+    pub(super) cost_from: Option<Spanned<RawCostFrom>>,
     #[serde(default)]
     pub(super) failure: FailureName,
     pub(super) store_timeout: Option<Spanned<Period>>,
@@ -321,6 +322,15 @@ pub(super) enum FailureName {
     #[default]
     Open,
     Closed,
+}
+
+/// Where the answer states a request's actual cost: one of the three.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCostFrom {
+    pub(super) response_header: Option<String>,
+    pub(super) trailer: Option<String>,
+    pub(super) json: Option<String>,
 }
 
 /// Growing waits for callers who reach a limit again and again.

@@ -5,20 +5,21 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::http::Method;
+use axum::http::{HeaderName, Method};
 use serde_saphyr::Location;
 use weir_core::Policy;
 
 use super::error::Errors;
 use super::file::{
-    EscapedSlashesName, FailureName, RawConfig, RawMatch, RawRule, UnknownHostsName,
+    EscapedSlashesName, FailureName, RawConfig, RawCostFrom, RawMatch, RawRule, UnknownHostsName,
 };
 use super::identities::identity;
 use super::plans::plans;
+use super::region::ScopeName;
 use super::{ConfigError, Fallback};
 use crate::engine::{
-    CLIENT_IP, Failure, IdentitySource, Lockout, PathMatch, PlanSource, Plans, RouteMatch, Routing,
-    Rule, rule_host,
+    CLIENT_IP, CostFrom, Failure, IdentitySource, Lockout, PathMatch, PlanSource, Plans,
+    RouteMatch, Routing, Rule, rule_host,
 };
 use crate::request::{EscapedSlashes, PathOptions};
 
@@ -232,6 +233,13 @@ fn routed_rule(
             Some(lockout)
         }
     };
+    let cost_from = match &raw.cost_from {
+        None => None,
+        Some(c) => Some(
+            cost_from(raw, &c.value, &policy)
+                .map_err(|m| errors.at(c.referenced, field("cost_from"), m))?,
+        ),
+    };
     let store_timeout = match &raw.store_timeout {
         Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(60) => {
             return Err(errors.at(
@@ -262,7 +270,50 @@ fn routed_rule(
         shadow: raw.shadow,
         count_statuses: raw.count_statuses.clone(),
         reset_statuses: raw.reset_statuses.clone(),
+        cost_from,
     }))
+}
+
+/// Where a rule reads a request's actual cost, checked: one place, a valid header
+/// name or JSON pointer, and a limit that can carry the debt of a cost beyond the
+/// estimate.
+fn cost_from(raw: &RawRule, from: &RawCostFrom, policy: &Policy) -> Result<CostFrom, String> {
+    let header = |name: &str| {
+        HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+            .map_err(|_| format!("`{name}` is not a header name"))
+    };
+    let from = match (&from.response_header, &from.trailer, &from.json) {
+        (Some(name), None, None) => CostFrom::ResponseHeader(header(name)?),
+        (None, Some(name), None) => CostFrom::Trailer(header(name)?),
+        (None, None, Some(pointer)) => {
+            if !pointer.starts_with('/') {
+                return Err(format!(
+                    "`{pointer}` is not a JSON pointer: write it as `/usage/total_tokens`"
+                ));
+            }
+            CostFrom::Json(pointer.clone())
+        }
+        _ => return Err("give one of `response_header`, `trailer` or `json`".into()),
+    };
+    if !policy.algorithm().carries_debt() {
+        return Err(format!(
+            "`cost_from` needs a limit that can carry a debt (a cost beyond the estimate, waited out): token_bucket, gcra or leaky_bucket, not {}",
+            policy.algorithm()
+        ));
+    }
+    if raw
+        .scope
+        .as_ref()
+        .is_some_and(|s| s.value == ScopeName::Global)
+    {
+        return Err(
+            "`cost_from` cannot be used on a global rule: a region's share carries no debt".into(),
+        );
+    }
+    if raw.lease.is_some() {
+        return Err("`cost_from` cannot be used with `lease`: a leased batch is spent locally, before the answer states the cost".into());
+    }
+    Ok(from)
 }
 
 /// Refuses the gateway-only fields of a rule without `match`.
@@ -276,6 +327,7 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
         (!raw.count_statuses.is_empty(), "count_statuses"),
         (!raw.reset_statuses.is_empty(), "reset_statuses"),
         (raw.lockout.is_some(), "lockout"),
+        (raw.cost_from.is_some(), "cost_from"),
         (raw.failure != FailureName::Open, "failure"),
         (raw.store_timeout.is_some(), "store_timeout"),
     ];

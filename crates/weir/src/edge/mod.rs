@@ -4,6 +4,7 @@
 //! doors to come answer one request alike.
 
 mod body;
+mod cost;
 mod forwarding;
 mod problem;
 mod ratelimit;
@@ -12,6 +13,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
 pub use self::body::BodyReader;
+pub use self::cost::settle;
 pub use self::forwarding::{host_of_target, write_forwarding};
 pub use self::problem::Problem;
 use self::ratelimit::insert_legacy;

@@ -97,6 +97,7 @@ impl Engine {
                 cost: a.cost,
                 last_unit: decision.remaining == 0,
                 resettable: a.exact,
+                cost_from: a.rule.cost_from.clone(),
             })
             .collect();
         let settlement = (!reserved.is_empty()).then(|| Settlement::new(self, used, reserved));

@@ -16,6 +16,7 @@ mod accounting;
 mod admin;
 mod applied;
 mod check;
+mod cost;
 mod decide;
 mod denial_log;
 mod envoy;
@@ -44,6 +45,7 @@ use weir_store::{
     LeasingStore, MemoryStore, MemoryStoreConfig, RedisStore, RegionalStore, Regions, Store,
 };
 
+pub use self::cost::CostFrom;
 use self::denial_log::DenialLog;
 pub use self::envoy::{
     CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, EnvoyAnswer,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::http::Method;
 use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy, PolicyError};
 
+use super::cost::CostFrom;
 use super::route::RouteMatch;
 
 /// A rule of the engine that applies to requests (it has a `match`).
@@ -37,6 +38,9 @@ pub struct Rule {
     pub count_statuses: Vec<u16>,
     /// Answers with these statuses reset the caller's key (a successful login).
     pub reset_statuses: Vec<u16>,
+    /// Where the answer states the request's actual cost, when `cost` is only the
+    /// estimate reserved before it (the tokens a model will generate).
+    pub cost_from: Option<CostFrom>,
     /// Growing waits for callers who reach the limit again and again.
     pub lockout: Option<Lockout>,
     /// What to do when the store cannot decide.
@@ -81,7 +85,7 @@ impl Rule {
 
     /// Whether a request's reservation must wait for the answer's status.
     pub(super) fn settles(&self) -> bool {
-        self.counts_by_outcome() || !self.reset_statuses.is_empty()
+        self.counts_by_outcome() || !self.reset_statuses.is_empty() || self.cost_from.is_some()
     }
 }
 

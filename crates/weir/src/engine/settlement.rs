@@ -1,6 +1,8 @@
 //! Settling a request's reservations once its answer is known: kept when the status
-//! counts, given back when it does not, the caller's keys reset on a reset status, and
-//! a lockout begun when a counted failure took the last unit.
+//! counts, given back when it does not, the caller's keys reset on a reset status, a
+//! lockout begun when a counted failure took the last unit, and an estimated cost
+//! trued up to the one the answer states (`cost_from`): what was not used given back
+//! (never more than was reserved), what was used beyond charged as a debt.
 //!
 //! A settlement dropped unsettled (the client hung up, the upstream never answered, a
 //! `/v1/decide` caller never reported) is settled as "no answer": every reservation is
@@ -11,7 +13,7 @@ use std::sync::{Arc, Weak};
 use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
 use weir_store::{Check, Key, Store};
 
-use super::{Engine, Lockout, Rule};
+use super::{CostFrom, Engine, Lockout, Rule};
 use crate::metrics::StoreOp;
 
 /// Which store a request was decided on.
@@ -36,14 +38,20 @@ pub(super) struct Reserved {
     /// Whether a reset status may reset the key: only when the request wrote its
     /// identities exactly as keyed (see `Identity::exact`).
     pub(super) resettable: bool,
+    /// Where the answer states the actual cost, when `cost` is an estimate.
+    pub(super) cost_from: Option<CostFrom>,
 }
 
 impl Reserved {
     fn check<'a>(&'a self, rule: &'a Rule) -> Check<'a> {
+        self.check_of(rule, self.cost)
+    }
+
+    fn check_of<'a>(&'a self, rule: &'a Rule, cost: u64) -> Check<'a> {
         Check {
             key: self.key(&rule.name),
             policy: &self.policy,
-            cost: self.cost,
+            cost,
         }
     }
 
@@ -82,11 +90,30 @@ impl Settlement {
         }
     }
 
-    /// Settles with the answer's HTTP status.
-    pub async fn settle(mut self, status: u16) {
+    /// Settles with the answer's HTTP status; an estimated cost stays as reserved.
+    pub async fn settle(self, status: u16) {
+        self.settle_costs(status, |_| None).await;
+    }
+
+    /// Where the answer must be read for the actual costs of the rules this settles
+    /// (none: [`Settlement::settle`] is enough).
+    pub fn costs_from(&self) -> impl Iterator<Item = &CostFrom> {
+        self.reserved.iter().filter_map(|r| r.cost_from.as_ref())
+    }
+
+    /// Settles with the answer's HTTP status, and each estimated cost trued up to what
+    /// `cost` finds where the rule reads it (`None`: not stated, or not a number; the
+    /// estimate stays).
+    pub async fn settle_costs(mut self, status: u16, cost: impl Fn(&CostFrom) -> Option<u64>) {
         let reserved = std::mem::take(&mut self.reserved);
+        let actual = reserved
+            .iter()
+            .map(|r| r.cost_from.as_ref().and_then(&cost))
+            .collect();
         if let Some(engine) = self.engine.upgrade() {
-            engine.settle(self.used, reserved, Some(status)).await;
+            engine
+                .settle(self.used, reserved, Some((status, actual)))
+                .await;
         }
     }
 }
@@ -109,15 +136,28 @@ impl Drop for Settlement {
 }
 
 impl Engine {
-    /// Keeps, gives back or resets each reservation by the answer's `status` (`None`:
-    /// no answer is known, so everything is kept).
-    async fn settle(&self, used: StoreUsed, reserved: Vec<Reserved>, status: Option<u16>) {
+    /// Keeps, gives back or resets each reservation by the answer's status, and trues
+    /// up each estimated cost to the actual one stated (`answer`: the status and, per
+    /// reservation, the actual cost; `None`: no answer is known, so everything is
+    /// kept).
+    async fn settle(
+        &self,
+        used: StoreUsed,
+        reserved: Vec<Reserved>,
+        answer: Option<(u16, Vec<Option<u64>>)>,
+    ) {
         let store = self.store_used(used);
         let rules = &self.routing.rules;
+        let (status, actual) = match answer {
+            Some((status, actual)) => (Some(status), actual),
+            None => (None, Vec::new()),
+        };
         let mut refunds = Vec::new();
+        let mut unused = Vec::new();
+        let mut charges = Vec::new();
         let mut resets = Vec::new();
         let mut lockouts = Vec::new();
-        for r in &reserved {
+        for (i, r) in reserved.iter().enumerate() {
             let rule = &rules[r.rule];
             match status {
                 Some(status) if rule.reset_statuses.contains(&status) && r.resettable => {
@@ -129,13 +169,22 @@ impl Engine {
                     refunds.push(r.check(rule));
                 }
                 _ => {
+                    match actual.get(i).copied().flatten() {
+                        Some(cost) if cost < r.cost => unused.push(r.check_of(rule, r.cost - cost)),
+                        Some(cost) if cost > r.cost => {
+                            charges.push(r.check_of(rule, cost - r.cost))
+                        }
+                        _ => {}
+                    }
                     if let (true, Some(lockout)) = (r.last_unit, &rule.lockout) {
                         lockouts.push((r, rule, lockout));
                     }
                 }
             }
         }
-        if refunds.is_empty() && lockouts.is_empty() && resets.is_empty() {
+        self.metrics.costs_settled(&unused, &charges);
+        refunds.append(&mut unused);
+        if refunds.is_empty() && charges.is_empty() && lockouts.is_empty() && resets.is_empty() {
             return;
         }
         let timer = self
@@ -147,6 +196,12 @@ impl Engine {
         {
             tracing::warn!(%error, "a reservation could not be given back; it stays counted");
             failed = Some(error);
+        }
+        if !charges.is_empty()
+            && let Err(error) = store.charge_all(&charges).await
+        {
+            tracing::warn!(%error, "a cost beyond the estimate could not be charged");
+            failed.get_or_insert(error);
         }
         for (r, rule, lockout) in lockouts {
             begin_lockout(store, r, rule, lockout).await;

@@ -192,16 +192,13 @@ pub async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -
             admitted.finish(started.elapsed(), status, engine.metrics());
         }
         // weir's own 502 or 504 is no answer from the app: the attempt stays counted.
-        let (mut response, status) = match answer {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                (response, Some(status))
-            }
-            Err(own) => (own, None),
+        let (mut response, answered) = match answer {
+            Ok(response) => (response, true),
+            Err(own) => (own, false),
         };
         edge::add_allowed_headers(response.headers_mut(), &allowed, engine.legacy_headers());
-        if let (Some(settlement), Some(status)) = (allowed.settlement, status) {
-            settlement.settle(status).await;
+        if answered && let Some(settlement) = allowed.settlement {
+            response = edge::settle(settlement, response).await;
         }
         (response, route)
     };

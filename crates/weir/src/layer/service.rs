@@ -132,10 +132,10 @@ where
     };
     let mut response = call(inner, Request::from_parts(parts, body)).await;
     edge::add_allowed_headers(response.headers_mut(), &allowed, engine.legacy_headers());
-    if let Some(settlement) = allowed.settlement {
-        settlement.settle(response.status().as_u16()).await;
+    match allowed.settlement {
+        Some(settlement) => edge::settle(settlement, response).await,
+        None => response,
     }
-    response
 }
 
 /// The inner service's answer.

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::Decision;
-use weir_store::StoreError;
+use weir_store::{Check, StoreError};
 
 use super::families::{
-    DecisionLabels, EnvoyLabels, GatewayLabels, ReasonLabels, RuleLabels, STORE_ERROR_KINDS,
-    ShedLabels, StoreErrorLabels, StoreOpLabels,
+    CostLabels, DecisionLabels, EnvoyLabels, GatewayLabels, ReasonLabels, RuleLabels,
+    STORE_ERROR_KINDS, ShedLabels, StoreErrorLabels, StoreOpLabels,
 };
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
@@ -373,6 +373,23 @@ impl EngineMetrics {
             priority,
         };
         self.metrics.families.shed.get_or_create(&labels).inc();
+    }
+
+    /// Counts the units of estimated costs given back and charged beyond, by rule.
+    pub fn costs_settled(&self, refunded: &[Check<'_>], charged: &[Check<'_>]) {
+        for (checks, direction) in [(refunded, "refunded"), (charged, "charged")] {
+            for check in checks {
+                let labels = CostLabels {
+                    rule: check.key.rule.to_owned(),
+                    direction,
+                };
+                self.metrics
+                    .families
+                    .cost_units
+                    .get_or_create(&labels)
+                    .inc_by(check.cost);
+            }
+        }
     }
 
     /// Sets the shedder's current limit on requests in flight.

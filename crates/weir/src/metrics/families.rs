@@ -120,6 +120,14 @@ pub(super) struct ShedLabels {
     pub(super) priority: &'static str,
 }
 
+/// Units of estimated costs trued up when the answer stated the actual cost: the rule,
+/// and whether they were given back (`refunded`) or charged beyond (`charged`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct CostLabels {
+    pub(super) rule: String,
+    pub(super) direction: &'static str,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn store_buckets() -> Histogram {
@@ -154,6 +162,7 @@ pub(super) struct Families {
     pub(super) lease_denials: Family<RuleLabels, Counter>,
     pub(super) shed: Family<ShedLabels, Counter>,
     pub(super) shed_limit: Gauge,
+    pub(super) cost_units: Family<CostLabels, Counter>,
     pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
     pub(super) region_units: Family<ShareUseLabels, Counter>,
     pub(super) region_renewals: Family<RenewalLabels, Counter>,
@@ -185,6 +194,7 @@ impl Families {
             lease_denials: Family::default(),
             shed: Family::default(),
             shed_limit: Gauge::default(),
+            cost_units: Family::default(),
             envoy_descriptors: Family::default(),
             region_units: Family::default(),
             region_renewals: Family::default(),
@@ -285,6 +295,11 @@ impl Families {
             "gateway_shed_requests",
             "Requests the gateway shed (503 overloaded) by shedding route (its path prefix, or the name of the rule whose match gave the priority; (none) for others) and priority",
             f.shed.clone(),
+        );
+        registry.register(
+            "cost_settled_units",
+            "Units of estimated costs trued up to the cost the answer stated (cost_from), by rule and direction: refunded (used less than reserved) or charged (used more: a debt past the limit)",
+            f.cost_units.clone(),
         );
         registry.register(
             "gateway_concurrency_limit",

@@ -1,0 +1,154 @@
+//! Settling with the cost the answer states (`cost_from`): from a header at once; from
+//! a trailer or a JSON body when the body ends, as it streams to the client (the body
+//! is copied, up to [`MAX_COST_BODY`] bytes, only for a JSON field).
+//!
+//! An answer the client does not read to its end (it hung up) settles as no answer:
+//! the estimate stays reserved. So does a cost that is missing or not a number, and a
+//! JSON body over the bound.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use http_body::{Frame, SizeHint};
+
+use crate::engine::{CostFrom, Settlement};
+
+/// The largest JSON body read for a cost: a larger one keeps the estimate.
+const MAX_COST_BODY: usize = 4 * 1024 * 1024;
+
+/// Settles `settlement` with the answer's status and the costs it states: now when
+/// they are all in its headers, else when its body ends (the response returned then
+/// carries a body that settles at its end).
+pub async fn settle(settlement: Settlement, response: Response) -> Response {
+    let status = response.status().as_u16();
+    let (mut json, mut trailer) = (false, false);
+    for from in settlement.costs_from() {
+        match from {
+            CostFrom::ResponseHeader(_) => {}
+            CostFrom::Trailer(_) => trailer = true,
+            CostFrom::Json(_) => json = true,
+        }
+    }
+    if !json && !trailer {
+        let headers = response.headers();
+        settlement
+            .settle_costs(status, |from| stated(from, headers, None, None))
+            .await;
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let metered = Metered {
+        inner: body,
+        pending: Some(Pending {
+            settlement,
+            status,
+            headers: parts.headers.clone(),
+        }),
+        copy: json.then(Vec::new),
+        trailers: None,
+    };
+    Response::from_parts(parts, Body::new(metered))
+}
+
+/// The cost `from` states, in the answer's headers, trailers or JSON body.
+fn stated(
+    from: &CostFrom,
+    headers: &HeaderMap,
+    trailers: Option<&HeaderMap>,
+    json: Option<&serde_json::Value>,
+) -> Option<u64> {
+    match from {
+        CostFrom::ResponseHeader(name) => CostFrom::read_text(headers.get(name)?.as_bytes()),
+        CostFrom::Trailer(name) => CostFrom::read_text(trailers?.get(name)?.as_bytes()),
+        CostFrom::Json(pointer) => CostFrom::read_json(json?, pointer),
+    }
+}
+
+/// A settlement waiting for the end of its answer's body.
+struct Pending {
+    settlement: Settlement,
+    status: u16,
+    headers: HeaderMap,
+}
+
+/// The upstream's body on its way to the client, settling when it ends.
+struct Metered {
+    inner: Body,
+    /// Taken when the body ends.
+    pending: Option<Pending>,
+    /// The body so far, when a JSON field states a cost (`None` past the bound).
+    copy: Option<Vec<u8>>,
+    trailers: Option<HeaderMap>,
+}
+
+impl Metered {
+    /// The body has ended: settle with what it stated.
+    fn finish(&mut self) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let json = self
+            .copy
+            .take()
+            .and_then(|copy| serde_json::from_slice::<serde_json::Value>(&copy).ok());
+        let trailers = self.trailers.take();
+        let Pending {
+            settlement,
+            status,
+            headers,
+        } = pending;
+        tokio::spawn(async move {
+            settlement
+                .settle_costs(status, |from| {
+                    stated(from, &headers, trailers.as_ref(), json.as_ref())
+                })
+                .await;
+        });
+    }
+}
+
+impl http_body::Body for Metered {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    if let Some(copy) = &mut this.copy {
+                        if copy.len() + data.len() > MAX_COST_BODY {
+                            this.copy = None;
+                        } else {
+                            copy.extend_from_slice(data);
+                        }
+                    }
+                } else if let Some(trailers) = frame.trailers_ref() {
+                    this.trailers = Some(trailers.clone());
+                }
+            }
+            Poll::Ready(None) => this.finish(),
+            // A body that breaks is no answer: the estimate stays (the settlement's
+            // drop).
+            Poll::Ready(Some(Err(_))) => this.pending = None,
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    /// Not ended while the settlement waits: the last poll (`None`) settles.
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
