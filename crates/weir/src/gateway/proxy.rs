@@ -86,6 +86,11 @@ pub(super) async fn forward(
         parts.headers.insert(header::HOST, host);
     }
     strip_hop_by_hop(&mut parts.headers);
+    // This hop takes trailers (a streamed answer's cost may come in one, `cost_from`),
+    // and passes them on to clients that take them too.
+    parts
+        .headers
+        .insert(header::TE, HeaderValue::from_static("trailers"));
     write_forwarding(client, &mut parts.headers, header);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
