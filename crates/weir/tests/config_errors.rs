@@ -405,3 +405,57 @@ fn a_priority_on_a_match_needs_shedding_and_belongs_to_the_rule() {
         Some(weir_core::Priority::Sheddable)
     );
 }
+
+#[test]
+fn a_cost_from_the_answer_needs_one_source_and_a_limit_that_can_owe() {
+    let rule = |algorithm: &str, from: &str, extra: &str| -> Vec<String> {
+        vec![
+            "upstream: { url: http://127.0.0.1:9 }".into(),
+            "rules:".into(),
+            "  - name: tokens".into(),
+            "    match: { path: /v1/chat }".into(),
+            format!("    algorithm: {algorithm}"),
+            "    limit: 1000".into(),
+            "    period: 1m".into(),
+            format!("    cost_from: {from}"),
+            extra.into(),
+        ]
+    };
+    let cases = [
+        (
+            rule("sliding_window", "{ json: /usage/total_tokens }", ""),
+            "weir.yaml:8:16: rules[0].cost_from: `cost_from` needs a limit that can carry a debt (a cost beyond the estimate, waited out): token_bucket, gcra or leaky_bucket, not sliding_window",
+        ),
+        (
+            rule("gcra", "{ json: /a, response_header: x-t }", ""),
+            "weir.yaml:8:16: rules[0].cost_from: give one of `response_header`, `trailer` or `json`",
+        ),
+        (
+            rule("gcra", "{}", ""),
+            "weir.yaml:8:16: rules[0].cost_from: give one of `response_header`, `trailer` or `json`",
+        ),
+        (
+            rule("gcra", "{ json: usage.total_tokens }", ""),
+            "weir.yaml:8:16: rules[0].cost_from: `usage.total_tokens` is not a JSON pointer: write it as `/usage/total_tokens`",
+        ),
+        (
+            rule("gcra", "{ trailer: \"x tokens\" }", ""),
+            "weir.yaml:8:16: rules[0].cost_from: `x tokens` is not a header name",
+        ),
+        (
+            rule("token_bucket", "{ trailer: x-tokens }", "    lease: auto"),
+            "weir.yaml:8:16: rules[0].cost_from: `cost_from` cannot be used with `lease`: a leased batch is spent locally, before the answer states the cost",
+        ),
+    ];
+    for (lines, expected) in cases {
+        let text = lines.join("\n") + "\n";
+        assert_eq!(error_of(&text), expected, "for:\n{text}");
+    }
+    // Misspelled fields are refused as anywhere else.
+    let misspelled = rule("gcra", "{ header: x-tokens }", "").join("\n") + "\n";
+    assert!(
+        error_of(&misspelled).contains("unknown field `header`"),
+        "{}",
+        error_of(&misspelled)
+    );
+}
