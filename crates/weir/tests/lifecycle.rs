@@ -244,3 +244,18 @@ async fn sigterm_as_soon_as_weir_listens_stops_it_cleanly() {
         wait_for_clean_exit(&mut weir).await;
     }
 }
+
+/// Likewise, a SIGHUP as soon as weir says that it listens reloads the configuration
+/// rather than killing the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_as_soon_as_weir_listens_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    write_config(&path, "127.0.0.1:9".parse().unwrap(), 1_000);
+    for _ in 0..50 {
+        let weir = Server::start(&path);
+        hangup(&weir);
+        let admin = weir.admin.clone().unwrap();
+        wait_for_reload(&admin, "ok", 0, Duration::from_secs(5)).await;
+    }
+}
