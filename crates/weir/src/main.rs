@@ -237,6 +237,10 @@ fn serve(
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async {
+        // Listened for before weir says that it listens: a SIGTERM sent once it has said
+        // so stops it gracefully, never by the signal's default action (the process
+        // killed with its requests in flight).
+        let stop_signal = shutdown_signal();
         let service = weir::service(&config)
             .await
             .context("cannot open the store")?;
@@ -332,7 +336,7 @@ fn serve(
             }
             None => weir::serve_on_threads(listeners, api, limits, stopped_rx.clone())?,
         };
-        shutdown_signal().await;
+        stop_signal.await;
         let _ = stop.send(());
         if let Some(admin) = admin {
             admin.await??;
@@ -384,24 +388,36 @@ async fn bind(address: SocketAddr) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("cannot listen on {address}"))
 }
 
-/// Completes on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Completes on SIGTERM or Ctrl-C, listened for from this call on (not from the
+/// future's first poll: until a signal is listened for, it kills the process).
+fn shutdown_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (term, interrupt) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        );
+        async move {
+            tokio::select! {
+                () = received(term) => {}
+                () = received(interrupt) => {}
             }
-            Err(_) => std::future::pending().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Completes when `signal` arrives; never, if it could not be listened for.
+#[cfg(unix)]
+async fn received(signal: std::io::Result<tokio::signal::unix::Signal>) {
+    match signal {
+        Ok(mut signal) => {
+            signal.recv().await;
+        }
+        Err(_) => std::future::pending().await,
     }
 }

@@ -208,13 +208,54 @@ async fn sigterm_finishes_requests_in_flight_then_exits() {
     }
     // ... while the request in flight completes, and then the process exits cleanly.
     assert_eq!(slow.await.unwrap().map(|(status, _)| status), Ok(200));
+    wait_for_clean_exit(&mut weir).await;
+}
+
+/// Waits up to 10 s for `server` to exit, and asserts that it exited cleanly (not
+/// killed by a signal).
+async fn wait_for_clean_exit(server: &mut Server) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Some(status) = weir.child.try_wait().unwrap() {
+        if let Some(status) = server.child.try_wait().unwrap() {
             assert!(status.success(), "{status}");
-            break;
+            return;
         }
         assert!(Instant::now() < deadline, "weir did not exit");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Once weir says that it listens, it may have requests in flight: a SIGTERM from then
+/// on stops it gracefully, never by the signal's default action (which killed it, with
+/// the requests it was answering, when it came before weir listened for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_as_soon_as_weir_listens_stops_it_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    // No upstream needs to be there: weir only starts and stops.
+    write_config(&path, "127.0.0.1:9".parse().unwrap(), 1_000);
+    for _ in 0..20 {
+        let mut weir = Server::start(&path);
+        let status = Command::new("kill")
+            .args(["-TERM", &weir.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        wait_for_clean_exit(&mut weir).await;
+    }
+}
+
+/// Likewise, a SIGHUP as soon as weir says that it listens reloads the configuration
+/// rather than killing the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_as_soon_as_weir_listens_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    write_config(&path, "127.0.0.1:9".parse().unwrap(), 1_000);
+    for _ in 0..50 {
+        let weir = Server::start(&path);
+        hangup(&weir);
+        let admin = weir.admin.clone().unwrap();
+        wait_for_reload(&admin, "ok", 0, Duration::from_secs(5)).await;
     }
 }

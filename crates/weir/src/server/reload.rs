@@ -101,18 +101,26 @@ impl Service {
     /// second costs nothing, and polling sees every way a file is replaced (an
     /// editor's rename, a Kubernetes ConfigMap's symlink swap, a network file system)
     /// with no platform code or watcher crate.
-    pub async fn watch(mut self, path: PathBuf) {
+    ///
+    /// SIGHUP is listened for from this call on, not from the future's first poll
+    /// (until it is listened for, a SIGHUP kills the process): call it inside the
+    /// runtime, before saying that weir listens.
+    pub fn watch(self, path: PathBuf) -> impl Future<Output = ()> + Send + 'static {
+        let hangups = hangups();
+        self.watch_with(path, hangups)
+    }
+
+    async fn watch_with(mut self, path: PathBuf, mut hangups: tokio::sync::mpsc::Receiver<()>) {
         // With an `envoy` section, its directory's files count too: a change there
         // reloads, and a refused file leaves the last good ones serving.
         let fingerprint = |path: &Path, dir: Option<&Path>| fingerprint_of(path, dir);
         // What serves now, not what the file holds by now: a file changed before this
         // loop started is reloaded.
         let mut seen = Some(self.config_sha256.clone());
-        let mut hangups = hangups();
         let mut every = tokio::time::interval(WATCH_EVERY);
         loop {
             let cause = tokio::select! {
-                _ = hangups.recv() => "SIGHUP",
+                Some(()) = hangups.recv() => "SIGHUP",
                 _ = every.tick() => {
                     let now = fingerprint(&path, self.envoy_dir.as_deref());
                     if now == seen { continue }
@@ -134,21 +142,22 @@ impl Service {
     }
 }
 
-/// SIGHUPs as a stream (nothing where there are no signals).
+/// SIGHUPs from this call on, as a stream (nothing where there are no signals).
 fn hangups() -> tokio::sync::mpsc::Receiver<()> {
     let (send, receive) = tokio::sync::mpsc::channel(1);
     #[cfg(unix)]
-    tokio::spawn(async move {
+    {
         use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-            return;
-        };
-        while hangup.recv().await.is_some() {
-            if send.send(()).await.is_err() {
-                break;
-            }
+        if let Ok(mut hangup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    if send.send(()).await.is_err() {
+                        break;
+                    }
+                }
+            });
         }
-    });
+    }
     #[cfg(not(unix))]
     drop(send);
     receive
