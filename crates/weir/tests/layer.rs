@@ -468,3 +468,72 @@ async fn a_custom_limit_on_a_global_rule_is_checked_at_load() {
         "{refused}"
     );
 }
+
+/// A rule whose cost the inner service's answer states (`cost_from`) is trued up as in
+/// the gateway: the estimate reserved, the JSON body's figure settled at its end, an
+/// overspend a debt the caller waits out.
+#[tokio::test]
+async fn costs_stated_in_the_answer_settle_as_in_the_gateway() {
+    use weir_store::{Key, Store};
+    let config = Config::parse(
+        "rules:
+  - name: tokens
+    match: { methods: [POST], path: /chat }
+    algorithm: token_bucket
+    limit: 100
+    period: 1m
+    cost: 10
+    cost_from: { json: /usage/total_tokens }
+",
+        Path::new("layer.yaml"),
+    )
+    .unwrap();
+    let clock = Arc::new(ManualClock::new(MIDNIGHT));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig::default(),
+        clock.clone(),
+    ));
+    let engine = EngineHandle::new(Engine::new(&config.engine, store.clone(), clock.clone()));
+    let chat = Router::new().route(
+        "/chat",
+        post(|body: String| async move {
+            axum::Json(serde_json::json!({"usage": {"total_tokens": body.parse::<u64>().unwrap()}}))
+        }),
+    );
+    let app = WeirLayer::new(&config, engine).layer(chat);
+    let ask = |tokens: u64| {
+        let request = Request::post("/chat").header("host", "api.example");
+        send(&app, request, Body::from(tokens.to_string()))
+    };
+    let policy = config.engine.rules[0].policy;
+    let left = || async {
+        let key = Key {
+            rule: "tokens",
+            identity: "client_ip=192.0.2.7",
+        };
+        store.check(key, &policy, 0).await.unwrap().remaining
+    };
+    let until_left = |tokens: u64| async move {
+        for _ in 0..1_000 {
+            if left().await == tokens {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(left().await, tokens);
+    };
+    assert_eq!(ask(3).await.status, 200);
+    until_left(97).await;
+    // 150 used with 87 left after the reservation of 10: 140 more, charged as one
+    // bucket (100, the most one charge owes), so 13 owed.
+    assert_eq!(ask(150).await.status, 200);
+    until_left(0).await;
+    let denied = ask(1).await;
+    assert_eq!(denied.status, 429);
+    // 13 owed and 10 to reserve, at 100 a minute: 13.8 s, whole seconds up.
+    assert_eq!(denied.headers["retry-after"], "14");
+    clock.advance(Duration::from_millis(13_799));
+    assert_eq!(ask(10).await.status, 429);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(ask(10).await.status, 200);
+}
