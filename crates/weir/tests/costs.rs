@@ -64,9 +64,13 @@ impl Model {
                     return streamed(used);
                 }
                 let usage = used.parse::<u64>().map_or(json!(used), |n| json!(n));
+                let pad = match headers.get("x-pad-bytes") {
+                    Some(n) => "x".repeat(n.to_str().unwrap().parse().unwrap()),
+                    None => String::new(),
+                };
                 (
                     [("x-tokens-used", used)],
-                    axum::Json(json!({"choices": [], "usage": {"total_tokens": usage}})),
+                    axum::Json(json!({"usage": {"total_tokens": usage}, "pad": pad})),
                 )
                     .into_response()
             }
@@ -195,7 +199,21 @@ impl Weir {
 
     /// A chat completion read to its end; its status.
     async fn chat_to_end(&self, user: &str, tokens: &str) -> StatusCode {
-        let response = self.chat(user, tokens).await;
+        self.padded_to_end(user, tokens, 0).await
+    }
+
+    /// A chat completion whose answer carries `pad` bytes more, read to its end; its
+    /// status.
+    async fn padded_to_end(&self, user: &str, tokens: &str, pad: usize) -> StatusCode {
+        let request = Request::post("/v1/chat/completions")
+            .header("host", "api.test")
+            .header("x-user-id", user)
+            .header("x-use-tokens", tokens)
+            .header("x-pad-bytes", pad.to_string())
+            .body(Body::from("{}"))
+            .unwrap();
+        let peer: SocketAddr = "203.0.113.7:40000".parse().unwrap();
+        let response = self.gateway.call(request, peer).await;
         let status = response.status();
         response.into_body().collect().await.unwrap();
         status
@@ -368,4 +386,23 @@ async fn a_trailer_settles_when_the_stream_ends() {
         "the trailer reaches the client"
     );
     weir.until_left("ana", BURST - 1234).await;
+}
+
+#[tokio::test]
+async fn a_json_answer_over_the_bound_keeps_the_estimate() {
+    let model = Model::start().await;
+    let weir = Weir::start(&model, "json: /usage/total_tokens", None).await;
+    // Within the bound (3 MiB), read; over it (5 MiB), the estimate stays.
+    assert_eq!(
+        weir.padded_to_end("ana", "70", 3 << 20).await,
+        StatusCode::OK
+    );
+    weir.until_left("ana", BURST - 70).await;
+    assert_eq!(
+        weir.padded_to_end("bo", "70", 5 << 20).await,
+        StatusCode::OK
+    );
+    assert_eq!(weir.chat_to_end("cy", "1").await, StatusCode::OK);
+    weir.until_left("cy", BURST - 1).await;
+    assert_eq!(weir.left("bo").await, BURST - 500);
 }

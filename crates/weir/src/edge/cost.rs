@@ -1,12 +1,15 @@
 //! Settling with the cost the answer states (`cost_from`): from a header at once; from
 //! a trailer or a JSON body when the body ends, as it streams to the client (the body
-//! is copied, up to [`MAX_COST_BODY`] bytes, only for a JSON field).
+//! is copied, up to [`MAX_COST_BODY`] bytes, only for a JSON field, and at most
+//! [`MAX_COST_BODIES`] bytes across every answer copied at once: many large answers at
+//! a time cannot take the process's memory).
 //!
 //! An answer the client does not read to its end (it hung up) settles as no answer:
 //! the estimate stays reserved. So does a cost that is missing or not a number, and a
 //! JSON body over the bound.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
@@ -18,6 +21,22 @@ use crate::engine::{CostFrom, Settlement};
 
 /// The largest JSON body read for a cost: a larger one keeps the estimate.
 const MAX_COST_BODY: usize = 4 * 1024 * 1024;
+
+/// The most bytes of answers copied at once, across every answer: past it, an answer
+/// is not copied (its estimate stays).
+const MAX_COST_BODIES: usize = 64 * 1024 * 1024;
+
+/// Bytes of answers being copied now.
+static COPYING: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes room for `n` more bytes of copies, or none.
+fn take_room(n: usize) -> bool {
+    COPYING
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            (used + n <= MAX_COST_BODIES).then_some(used + n)
+        })
+        .is_ok()
+}
 
 /// Settles `settlement` with the answer's status and the costs it states: now when
 /// they are all in its headers, else when its body ends (the response returned then
@@ -85,6 +104,13 @@ struct Metered {
 }
 
 impl Metered {
+    /// Drops the copy of the body, giving its room back.
+    fn drop_copy(&mut self) {
+        if let Some(copy) = self.copy.take() {
+            COPYING.fetch_sub(copy.len(), Ordering::AcqRel);
+        }
+    }
+
     /// The body has ended: settle with what it stated.
     fn finish(&mut self) {
         let Some(pending) = self.pending.take() else {
@@ -92,8 +118,9 @@ impl Metered {
         };
         let json = self
             .copy
-            .take()
-            .and_then(|copy| serde_json::from_slice::<serde_json::Value>(&copy).ok());
+            .as_deref()
+            .and_then(|copy| serde_json::from_slice::<serde_json::Value>(copy).ok());
+        self.drop_copy();
         let trailers = self.trailers.take();
         let Pending {
             settlement,
@@ -107,6 +134,12 @@ impl Metered {
                 })
                 .await;
         });
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        self.drop_copy();
     }
 }
 
@@ -124,8 +157,8 @@ impl http_body::Body for Metered {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     if let Some(copy) = &mut this.copy {
-                        if copy.len() + data.len() > MAX_COST_BODY {
-                            this.copy = None;
+                        if copy.len() + data.len() > MAX_COST_BODY || !take_room(data.len()) {
+                            this.drop_copy();
                         } else {
                             copy.extend_from_slice(data);
                         }
