@@ -284,6 +284,7 @@ async fn json_costs_settle_and_debts_are_waited_out(redis: Option<&RedisServer>)
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
     // 620 owed and 500 to reserve at 10,000 a minute: 6.72 s, whole seconds up.
     assert_eq!(denied.headers()["retry-after"], "7");
+    assert_eq!(denied.headers()["retry-after-ms"], "6720");
     assert_eq!(
         model.calls(),
         calls,

@@ -1,30 +1,47 @@
-//! `Retry-After` (RFC 9110, 10.2.3): delta seconds or an HTTP date. Anything else
-//! (two values, a negative or fractional number, text) is no instruction at all;
-//! numbers too large for a `u64` saturate, and the caller's `max_wait` decides what a
-//! huge wait means. Nothing here can panic on what a server sends.
+//! `Retry-After` (RFC 9110, 10.2.3): delta seconds or an HTTP date; and
+//! `Retry-After-Ms`, the same wait in milliseconds that weir, OpenAI and Azure send
+//! beside it (read first: whole seconds can be a second too long). Anything else (two
+//! values, a negative or fractional number, text) is no instruction at all; numbers too
+//! large for a `u64` saturate, and the caller's `max_wait` decides what a huge wait
+//! means. Nothing here can panic on what a server sends.
 
 use std::time::{Duration, SystemTime};
 
 use http::HeaderMap;
 use http::header::RETRY_AFTER;
 
-/// The wait `Retry-After` asks for, with the wall clock reading `wall`: `None` when the
-/// field is absent, repeated or unreadable; a date in the past is no wait.
+/// The wait `Retry-After-Ms`, else `Retry-After`, asks for, with the wall clock reading
+/// `wall`: `None` when both are absent, repeated or unreadable; a date in the past is
+/// no wait.
 pub(crate) fn retry_after(headers: &HeaderMap, wall: SystemTime) -> Option<Duration> {
-    let mut values = headers.get_all(RETRY_AFTER).iter();
-    let value = values.next()?;
-    if values.next().is_some() {
-        return None;
+    if let Some(millis) = single(headers, RETRY_AFTER_MS).and_then(digits) {
+        return Some(Duration::from_millis(millis));
     }
-    let text = value.to_str().ok()?.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        // All digits: only overflow can fail, and a wait past u64 seconds is a wait
-        // past any cap.
-        let seconds = text.parse::<u64>().unwrap_or(u64::MAX);
+    let text = single(headers, RETRY_AFTER)?;
+    if let Some(seconds) = digits(text) {
         return Some(Duration::from_secs(seconds));
     }
     let date = httpdate::parse_http_date(text).ok()?;
     Some(date.duration_since(wall).unwrap_or(Duration::ZERO))
+}
+
+/// `Retry-After-Ms`.
+const RETRY_AFTER_MS: &str = "retry-after-ms";
+
+/// The field's one value, trimmed; `None` when absent, repeated or not text.
+fn single(headers: &HeaderMap, name: impl http::header::AsHeaderName) -> Option<&str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    Some(value.to_str().ok()?.trim())
+}
+
+/// A whole number in ASCII digits; past a `u64` it saturates (a wait past any cap).
+fn digits(text: &str) -> Option<u64> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse::<u64>().unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -43,6 +60,28 @@ mod tests {
             headers.append(RETRY_AFTER, HeaderValue::from_bytes(value).unwrap());
         }
         retry_after(&headers, wall())
+    }
+
+    #[test]
+    fn milliseconds_come_first_and_fall_back_to_seconds() {
+        let with = |ms: &[&str], secs: &str| {
+            let mut headers = HeaderMap::new();
+            for value in ms {
+                headers.append(RETRY_AFTER_MS, HeaderValue::from_str(value).unwrap());
+            }
+            headers.append(RETRY_AFTER, HeaderValue::from_str(secs).unwrap());
+            retry_after(&headers, wall())
+        };
+        assert_eq!(with(&["1250"], "2"), Some(Duration::from_millis(1250)));
+        assert_eq!(with(&[" 40 "], "1"), Some(Duration::from_millis(40)));
+        // Unreadable or repeated: the seconds decide.
+        for bad in [&["1.5"][..], &["-3"], &["soon"], &["10", "20"], &[""]] {
+            assert_eq!(with(bad, "2"), Some(Duration::from_secs(2)), "{bad:?}");
+        }
+        assert_eq!(
+            with(&["99999999999999999999"], "1"),
+            Some(Duration::from_millis(u64::MAX))
+        );
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! `RateLimit-Policy: "api";q=100;w=60` and `RateLimit: "api";r=0;t=12`. `q` is the
 //! limit, `w` the period in seconds, `r` what remains, `t` the seconds until the quota
 //! is full again. Seconds are rounded up, so a client never comes back too early.
+//!
+//! A denial also carries `Retry-After-Ms`, the same wait in milliseconds (rounded up):
+//! HTTP's whole seconds make a client wait up to a second too long against a limit
+//! that frees a unit every few milliseconds. It is the field OpenAI's and Azure's APIs
+//! send, which their clients (and `weir-client`) read before `Retry-After`.
 
 use std::time::Duration;
 
@@ -17,6 +22,8 @@ use weir_core::{Decision, Policy};
 static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`.
 static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `Retry-After-Ms`.
+static RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 
 /// Whole seconds, rounded up.
 pub fn ceil_secs(duration: Duration) -> u64 {
@@ -75,6 +82,10 @@ pub fn insert_ratelimit(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
         });
         if let Some(retry) = retry {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(ceil_secs(retry)));
+            headers.insert(
+                RETRY_AFTER_MS.clone(),
+                HeaderValue::from(ceil_millis(retry)),
+            );
         }
     }
 }
