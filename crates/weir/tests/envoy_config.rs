@@ -176,6 +176,38 @@ fn weir_refuses_what_it_does_not_implement_and_bad_values() {
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {burst: 5}\n",
             "rl/a.yaml:5:21: descriptors[0].x-weir: burst applies to token_bucket, gcra and leaky_bucket",
         ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5, unit: minute, burts: 3}\n",
+            "rl/a.yaml:7:48: descriptors[0].x-weir.also[0].burts: unknown field `burts`, expected one of requests_per_unit, unit, name, algorithm, period, burst",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5}\n",
+            "rl/a.yaml:7:11: descriptors[0].x-weir.also[0].unit: each limit of `also` needs a unit",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 0, unit: day}\n",
+            "rl/a.yaml:7:11: descriptors[0].x-weir.also[0].requests_per_unit: each limit of `also` needs a requests_per_unit of 1 or more",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5, unit: dya}\n",
+            "rl/a.yaml:7:40: descriptors[0].x-weir.also[0].unit: invalid rate limit unit 'dya'",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5, unit: day, burst: 3}\n",
+            "rl/a.yaml:7:52: descriptors[0].x-weir.also[0]: burst applies to token_bucket, gcra and leaky_bucket, not to fixed_window",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {lease: auto}\n",
+            "rl/a.yaml:5:21: descriptors[0].x-weir.lease: leases are for token_bucket and gcra, not fixed_window",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n    x-weir: {algorithm: gcra, lease: {batch: 5, hold: 1s, x: 1}}\n",
+            "rl/a.yaml:5:59: descriptors[0].x-weir.lease.x: unknown field `x`, expected one of batch, hold",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n    x-weir:\n      algorithm: gcra\n      lease: auto\n      also: [{requests_per_unit: 5, unit: day}]\n",
+            "rl/a.yaml:7:14: descriptors[0].x-weir.lease: also[0] (a lease leases every limit): leases are for token_bucket and gcra, not fixed_window",
+        ),
     ];
     for (text, want) in cases {
         let (ok, _, stderr) = check(&[("a.yaml", text.to_owned())]);

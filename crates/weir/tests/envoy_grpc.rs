@@ -516,3 +516,87 @@ async fn a_limit_past_a_billion_counts_as_a_billion() {
         assert_eq!(codes(&response), (OK, vec![OK]));
     }
 }
+
+/// Several limits on one descriptor (`x-weir: { also }`): 3 a second and 5 a minute.
+const ALSO_FILE: &str = "domain: m
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 3, name: per_second}
+    x-weir:
+      also:
+        - {requests_per_unit: 5, unit: minute, name: per_minute}
+";
+
+/// A status's `(code, limit_remaining, requests_per_unit, unit, name, seconds until reset)`.
+fn status_of(status: &DescriptorStatus) -> (i32, u32, u32, Unit, String, i64) {
+    let (requests, unit, name) = limit_of(status).unwrap();
+    let until = status.duration_until_reset.unwrap();
+    let seconds = until.seconds + i64::from(until.nanos > 0);
+    (
+        status.code,
+        status.limit_remaining,
+        requests,
+        unit,
+        name,
+        seconds,
+    )
+}
+
+#[tokio::test]
+async fn a_descriptor_with_several_limits_is_over_when_any_is() {
+    let weir = Harness::memory(config_dir(&[("m.yaml", ALSO_FILE.to_owned())], "", "")).await;
+    let user: Entries = &[("user", "a")];
+    let second =
+        |remaining: u32, code: i32| (code, remaining, 3, Unit::Second, "per_second".to_owned(), 1);
+    // The limit with the least remaining is reported: the second's (2, 1, 0 left of 3,
+    // against 4, 3, 2 of 5 a minute).
+    for left in [2, 1, 0] {
+        let answer = weir.ask("m", &[user]).await;
+        assert_eq!(status_of(&answer.statuses[0]), second(left, OK));
+    }
+    // Over the second's limit; the minute's is charged all the same (as every limit
+    // within its own is, by default): 1 left of it.
+    let answer = weir.ask("m", &[user]).await;
+    assert_eq!(answer.overall_code, OVER);
+    assert_eq!(status_of(&answer.statuses[0]), second(0, OVER));
+    weir.clock.advance(Duration::from_secs(1));
+    // A new second: the minute's limit now has the least left (0 of 5), and binds.
+    let answer = weir.ask("m", &[user]).await;
+    let minute = |code: i32| (code, 0, 5, Unit::Minute, "per_minute".to_owned(), 49);
+    assert_eq!(status_of(&answer.statuses[0]), minute(OK));
+    let answer = weir.ask("m", &[user]).await;
+    assert_eq!(answer.overall_code, OVER);
+    assert_eq!(status_of(&answer.statuses[0]), minute(OVER));
+    // Another value, counted apart.
+    let answer = weir.ask("m", &[&[("user", "b")]]).await;
+    assert_eq!(status_of(&answer.statuses[0]), second(2, OK));
+}
+
+#[tokio::test]
+async fn with_all_or_nothing_a_limit_over_charges_none_of_the_others() {
+    let dir = config_dir(
+        &[("m.yaml", ALSO_FILE.to_owned())],
+        "  all_or_nothing: true\n",
+        "",
+    );
+    let weir = Harness::memory(dir).await;
+    let user: Entries = &[("user", "a")];
+    let codes_of = |answers: &[RateLimitResponse]| -> Vec<i32> {
+        answers.iter().map(|a| a.overall_code).collect()
+    };
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(weir.ask("m", &[user]).await);
+    }
+    // Two over the second's limit consumed nothing of the minute's...
+    assert_eq!(codes_of(&answers), [OK, OK, OK, OVER, OVER]);
+    weir.clock.advance(Duration::from_secs(1));
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(weir.ask("m", &[user]).await);
+    }
+    // ...so two more pass the next second, and the minute's limit binds the third.
+    assert_eq!(codes_of(&answers), [OK, OK, OVER]);
+    let minute = (OVER, 0, 5, Unit::Minute, "per_minute".to_owned(), 49);
+    assert_eq!(status_of(&answers[2].statuses[0]), minute);
+}

@@ -11,6 +11,7 @@ use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
 use crate::config::file::AlgorithmName;
+use crate::config::lease::RawLease;
 use crate::config::period::Period;
 
 /// A file: one domain and its descriptors.
@@ -60,6 +61,22 @@ pub(super) struct RawWeir {
     pub(super) burst: Option<Spanned<u64>>,
     /// When the store cannot decide: `open` (the local fallback) or `unavailable`.
     pub(super) failure: Option<RawFailure>,
+    /// More limits on the descriptor, each counted beside the `rate_limit`.
+    pub(super) also: Option<Vec<Spanned<RawAlso>>>,
+    /// How the descriptor's keys are leased on a shared store, as a rule's `lease`.
+    pub(super) lease: Option<Spanned<RawLease>>,
+}
+
+/// One of `x-weir: { also }`: a `rate_limit`'s fields and `x-weir`'s in one mapping.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAlso {
+    pub(super) requests_per_unit: Option<u32>,
+    pub(super) unit: Option<Spanned<String>>,
+    pub(super) name: Option<String>,
+    pub(super) algorithm: Option<AlgorithmName>,
+    pub(super) period: Option<Spanned<Period>>,
+    pub(super) burst: Option<Spanned<u64>>,
 }
 
 /// A descriptor's own failure policy.

@@ -5,7 +5,10 @@
 //! Store keys: rule [`RULE`], identity the domain and the request's entries
 //! (`domain|key=value|key=value`, with `\`, `|` and `=` escaped), so that a wildcard
 //! or value-less descriptor counts per value, as in envoyproxy/ratelimit, and no two
-//! descriptors share a key unless their entries are the same.
+//! descriptors share a key unless their entries are the same. A descriptor's further
+//! limits (`x-weir: { also }`) are kept under `envoy.1`, `envoy.2`, ... (one identity,
+//! so one Redis Cluster slot: one store call); a leased descriptor's under a rule of
+//! its own (`envoy.l` and a hash of the descriptor), which the leasing store leases.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -15,6 +18,7 @@ use weir_store::{Check, Key, Store, StoreError};
 
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
+    also,
 };
 use crate::engine::{Engine, key};
 use crate::metrics::EnvoyOutcome;
@@ -44,17 +48,18 @@ impl Engine {
                 _ => String::new(),
             })
             .collect();
+        // Every counted limit, as (descriptor, policy, rule): a descriptor's own, then
+        // its `also`, so that each descriptor's decisions come in its limits' order.
         let counted = |shadow: bool| {
             applied
                 .iter()
                 .enumerate()
-                .filter_map(move |(i, limit)| match limit.as_deref() {
-                    Some(DescriptorLimit {
-                        quota: Quota::Counted(policy),
-                        shadow_mode,
-                        ..
-                    }) if !limits.all_or_nothing || *shadow_mode == shadow => Some((i, policy)),
-                    _ => None,
+                .filter_map(|(i, limit)| Some((i, limit.as_deref()?)))
+                .filter(move |(_, limit)| !limits.all_or_nothing || limit.shadow_mode == shadow)
+                .flat_map(|(i, limit)| {
+                    limit
+                        .counters()
+                        .map(move |(policy, rule)| (i, policy, rule))
                 })
         };
         // With all-or-nothing, a descriptor whose limit is zero denies the request
@@ -65,7 +70,8 @@ impl Engine {
                     .as_deref()
                     .is_some_and(|l| l.quota == Quota::Zero && !l.shadow_mode && asked.hits > 0)
             });
-        let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
+        // Each descriptor's decisions, one per counted limit (none: not decided).
+        let mut decisions: Vec<Vec<Decision>> = vec![Vec::new(); applied.len()];
         let mut fell_back = false;
         // All-or-nothing binds the enforcing limits together; shadow limits are
         // counted apart, so that they never hold the others back.
@@ -75,11 +81,11 @@ impl Engine {
             &[false]
         };
         for &shadow in groups {
-            let indexes: Vec<usize> = counted(shadow).map(|(i, _)| i).collect();
+            let indexes: Vec<usize> = counted(shadow).map(|(i, ..)| i).collect();
             let checks: Vec<Check<'_>> = counted(shadow)
-                .map(|(i, policy)| Check {
+                .map(|(i, policy, rule)| Check {
                     key: Key {
-                        rule: RULE,
+                        rule,
                         identity: &keys[i],
                     },
                     policy,
@@ -120,24 +126,24 @@ impl Engine {
                 },
             };
             for (i, decision) in indexes.into_iter().zip(decided) {
-                decisions[i] = Some(decision);
+                decisions[i].push(decision);
             }
         }
         let statuses: Vec<DescriptorAnswer> = applied
             .iter()
             .zip(&decisions)
             .zip(&ask.descriptors)
-            .map(|((limit, decision), asked)| self.status(limit.as_deref(), *decision, asked.hits))
+            .map(|((limit, decided), asked)| self.status(limit.as_deref(), decided, asked.hits))
             .collect();
-        for ((status, limit), decision) in statuses.iter().zip(&applied).zip(&decisions) {
+        for ((status, limit), decided) in statuses.iter().zip(&applied).zip(&decisions) {
             let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
                 None => EnvoyOutcome::NoLimit,
                 Some((Quota::Unlimited, _)) => EnvoyOutcome::Unlimited,
                 _ if status.over_limit => EnvoyOutcome::OverLimit,
-                Some((_, true)) if decision.is_some_and(|d| !d.allowed) => {
+                Some((_, true)) if decided.iter().any(|d| !d.allowed) => {
                     EnvoyOutcome::ShadowOverLimit
                 }
-                _ if fell_back && decision.is_some() => EnvoyOutcome::Fallback,
+                _ if fell_back && !decided.is_empty() => EnvoyOutcome::Fallback,
                 _ => EnvoyOutcome::Ok,
             };
             self.metrics.envoy_descriptor(outcome);
@@ -242,19 +248,38 @@ impl Engine {
         Ok(decisions)
     }
 
-    /// One descriptor's status from its limit and the store's decision.
+    /// One descriptor's status from its limit and the store's decisions (one per
+    /// counted limit, in order): the most constraining of them is reported.
     fn status(
         &self,
         limit: Option<&DescriptorLimit>,
-        decision: Option<Decision>,
+        decided: &[Decision],
         hits: u64,
     ) -> DescriptorAnswer {
         let Some(limit) = limit else {
             return DescriptorAnswer::no_limit();
         };
-        let (over, remaining, until_reset) = match (limit.quota, decision) {
+        let mut reported = CurrentLimit {
+            name: limit.name.clone().unwrap_or_default(),
+            requests_per_unit: limit.requests_per_unit,
+            unit: limit.unit,
+        };
+        let (over, remaining, until_reset) = match (limit.quota, decided) {
             (Quota::Unlimited, _) => return DescriptorAnswer::unlimited(),
-            (Quota::Counted(policy), Some(d)) => {
+            (Quota::Counted(own), [_, ..]) => {
+                let binding = also::binding(decided);
+                let d = decided[binding];
+                let policy = match binding.checked_sub(1).and_then(|j| limit.also.get(j)) {
+                    Some(also) => {
+                        reported = CurrentLimit {
+                            name: also.name.clone().unwrap_or(reported.name),
+                            requests_per_unit: also.requests_per_unit,
+                            unit: also.unit,
+                        };
+                        also.policy
+                    }
+                    None => own,
+                };
                 // A fixed window's end, even when nothing is counted in it yet (as
                 // envoyproxy/ratelimit reports it); other algorithms' own time to full.
                 let fixed = policy.algorithm() == weir_core::Algorithm::FixedWindow;
@@ -274,11 +299,7 @@ impl Engine {
         };
         DescriptorAnswer {
             over_limit: over && !limit.shadow_mode,
-            limit: Some(CurrentLimit {
-                name: limit.name.clone().unwrap_or_default(),
-                requests_per_unit: limit.requests_per_unit,
-                unit: limit.unit,
-            }),
+            limit: Some(reported),
             remaining,
             until_reset: Some(until_reset),
         }

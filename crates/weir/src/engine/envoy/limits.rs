@@ -10,10 +10,15 @@
 //! children) whitelists. These are the semantics of that service's `GetLimit`, to the
 //! letter, so that its configuration files mean the same here.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Policy};
+use weir_store::LeasePlan;
+
+use super::also::AlsoLimit;
+use super::decide::RULE;
 
 /// A unit of envoyproxy/ratelimit's `rate_limit`: the length of its fixed windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +114,14 @@ pub struct DescriptorLimit {
     /// decided on the instance's local fallback (`Some(true)`) or the call answered
     /// `UNAVAILABLE` (`Some(false)`); `None` as the `envoy` section says.
     pub fail_open: Option<bool>,
+    /// `x-weir: { also }`: more limits on the descriptor, counted beside this one; the
+    /// descriptor is over when any of them is.
+    pub also: Vec<AlsoLimit>,
+    /// The rule the counters are kept under in the store: [`RULE`], or one of the
+    /// descriptor's own when it is leased (the leasing store leases by rule).
+    pub rule: Cow<'static, str>,
+    /// `x-weir: { lease }`: how its keys are leased on a shared store.
+    pub lease: Option<LeasePlan>,
 }
 
 impl DescriptorLimit {
@@ -132,7 +145,21 @@ impl DescriptorLimit {
             replaces: Vec::new(),
             shadow_mode: false,
             fail_open: None,
+            also: Vec::new(),
+            rule: Cow::Borrowed(RULE),
+            lease: None,
         }
+    }
+
+    /// Its counted limits, each with the rule its counter is kept under: its own
+    /// (when counted), then `also`'s.
+    pub fn counters(&self) -> impl Iterator<Item = (&Policy, &str)> {
+        let own = match &self.quota {
+            Quota::Counted(policy) => Some((policy, &*self.rule)),
+            _ => None,
+        };
+        own.into_iter()
+            .chain(self.also.iter().map(|a| (&a.policy, a.rule.as_str())))
     }
 
     /// An `unlimited: true` limit.
@@ -239,6 +266,15 @@ impl Descriptors {
         }
         node.children.insert(composite, id.0);
         Ok(id)
+    }
+
+    /// The leased rules of the descriptors, and their plans (for the leasing store).
+    pub fn leases(&self) -> impl Iterator<Item = (&str, LeasePlan)> {
+        self.nodes
+            .iter()
+            .filter_map(|node| node.limit.as_ref())
+            .filter_map(|limit| Some((limit, limit.lease?)))
+            .flat_map(|(limit, plan)| limit.counters().map(move |(_, rule)| (rule, plan)))
     }
 
     fn push(&mut self, limit: Option<DescriptorLimit>) -> NodeId {
