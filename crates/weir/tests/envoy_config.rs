@@ -145,10 +145,6 @@ fn the_files_upstream_refuses_are_refused_with_file_line_and_field() {
 fn weir_refuses_what_it_does_not_implement_and_bad_values() {
     let cases = [
         (
-            "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
-            "rl/a.yaml:4:17: descriptors[0].quota_mode: quota_mode is not implemented by weir",
-        ),
-        (
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
             "rl/a.yaml:4:51: descriptors[0].rate_limit.requests_per_unit: requests_per_unit must be a whole number, got `-1`",
         ),

@@ -600,3 +600,95 @@ async fn with_all_or_nothing_a_limit_over_charges_none_of_the_others() {
     let minute = (OVER, 0, 5, Unit::Minute, "per_minute".to_owned(), 49);
     assert_eq!(status_of(&answers[2].statuses[0]), minute);
 }
+
+/// envoyproxy/ratelimit's `quota_mode` (its example configuration's services): a quota
+/// descriptor over its limit fails the request only when every quota descriptor of the
+/// request is over; its status says over all the same.
+const QUOTA_FILE: &str = "domain: q
+descriptors:
+  - key: service
+    value: service_1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: service
+    value: service_2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+";
+
+#[tokio::test]
+async fn quota_descriptors_fail_a_request_only_when_all_are_over() {
+    let weir = Harness::memory(config_dir(&[("q.yaml", QUOTA_FILE.to_owned())], "", "")).await;
+    let s1: Entries = &[("service", "service_1")];
+    let s2: Entries = &[("service", "service_2")];
+    let user: Entries = &[("user", "u")];
+    // A descriptor not in quota mode fails the request on its own, as ever.
+    for _ in 0..10 {
+        assert_eq!(weir.ask("q", &[user]).await.overall_code, OK);
+    }
+    assert_eq!(
+        codes(&weir.ask("q", &[user, s2]).await),
+        (OVER, vec![OVER, OK])
+    );
+    // service_2 has 1 left of 2: service_1 over alone does not fail the request.
+    assert_eq!(codes(&weir.ask("q", &[s1, s2]).await), (OK, vec![OK, OK]));
+    assert_eq!(
+        codes(&weir.ask("q", &[s1, s2]).await),
+        (OVER, vec![OVER, OVER])
+    );
+    // One quota descriptor, over: all of them are.
+    let other: Entries = &[("user", "o")];
+    assert_eq!(
+        codes(&weir.ask("q", &[other, s1]).await),
+        (OVER, vec![OK, OVER])
+    );
+}
+
+#[tokio::test]
+async fn quota_mode_for_every_descriptor_from_the_section() {
+    let dir = config_dir(&[fixture("basic_config.yaml")], "  quota_mode: true\n", "");
+    let weir = Harness::memory(dir).await;
+    // key4: 1 a day; key3: 1 an hour.
+    let (a, b): (Entries, Entries) = (&[("key4", "a")], &[("key3", "b")]);
+    assert_eq!(codes(&weir.ask("test-domain", &[a]).await), (OK, vec![OK]));
+    assert_eq!(
+        codes(&weir.ask("test-domain", &[a, b]).await),
+        (OK, vec![OVER, OK])
+    );
+    assert_eq!(
+        codes(&weir.ask("test-domain", &[a, b]).await),
+        (OVER, vec![OVER, OVER])
+    );
+    // A descriptor no limit applies to is a quota descriptor never over (as there).
+    let none: Entries = &[("nothing", "x")];
+    assert_eq!(
+        codes(&weir.ask("test-domain", &[a, none]).await),
+        (OK, vec![OVER, OK])
+    );
+}
+
+#[tokio::test]
+async fn with_all_or_nothing_quota_descriptors_all_over_charge_nothing_else() {
+    let dir = config_dir(
+        &[("q.yaml", QUOTA_FILE.to_owned())],
+        "  all_or_nothing: true\n",
+        "",
+    );
+    let weir = Harness::memory(dir).await;
+    let s1: Entries = &[("service", "service_1")];
+    let s2: Entries = &[("service", "service_2")];
+    let user: Entries = &[("user", "u")];
+    let asked: &[Entries] = &[user, s1, s2];
+    assert_eq!(codes(&weir.ask("q", asked).await), (OK, vec![OK, OK, OK]));
+    // service_1 over, service_2 not: the request passes, and the user is charged...
+    assert_eq!(codes(&weir.ask("q", asked).await), (OK, vec![OK, OVER, OK]));
+    // ...every quota descriptor over: denied, the user only looked at.
+    assert_eq!(codes(&weir.ask("q", asked).await).0, OVER);
+    let alone = weir.ask("q", &[user]).await;
+    assert_eq!(
+        alone.statuses[0].limit_remaining, 7,
+        "charged 3 times in all"
+    );
+}

@@ -159,13 +159,6 @@ impl Reader<'_> {
                     "share_threshold is not implemented by weir: each value matching the wildcard would get a counter of its own, a weaker limit than one counter shared by them all; remove it, or set it to false",
                 ));
             }
-            if let Some(quota) = raw.quota_mode.as_ref().filter(|q| q.value) {
-                return Err(self.fail(
-                    quota.referenced,
-                    format!("{field}.quota_mode"),
-                    "quota_mode is not implemented by weir: remove it, or set it to false",
-                ));
-            }
             let limit = match &raw.rate_limit {
                 Some(limit) => Some(self.limit(limit, &format!("{field}.rate_limit"))?),
                 None => None,
@@ -185,6 +178,7 @@ impl Reader<'_> {
             };
             let limit = limit.map(|limit| DescriptorLimit {
                 shadow_mode: raw.shadow_mode.unwrap_or(false),
+                quota_mode: raw.quota_mode.unwrap_or(false),
                 ..limit
             });
             let node = self

@@ -8,6 +8,7 @@
 //!   shadow_mode: false             # true: every answer is OK (statuses still tell)
 //!   response_headers: false        # true: RateLimit-* headers for Envoy to add
 //!   failure: unavailable           # open: decide on this instance's local fallback
+//!   quota_mode: false              # true: every descriptor in quota mode (QUOTA_MODE)
 //! ```
 //!
 //! Every file of the directory is one domain (files named with a leading `.` are left
@@ -39,6 +40,8 @@ pub(super) struct RawEnvoy {
     response_headers: bool,
     #[serde(default)]
     failure: FailureName,
+    #[serde(default)]
+    quota_mode: bool,
 }
 
 /// What a store that cannot decide means.
@@ -85,6 +88,7 @@ pub(super) fn envoy(
     descriptors.response_headers = section.response_headers;
     descriptors.fail_open = matches!(section.failure, FailureName::Open);
     descriptors.fallback_instances = fallback_instances;
+    descriptors.quota_mode = section.quota_mode;
     let mut digest = Sha256::new();
     for path in &files {
         let text = std::fs::read_to_string(path)

@@ -31,9 +31,9 @@ pub(super) struct RawDescriptor {
     pub(super) rate_limit: Option<Spanned<RawRateLimit>>,
     pub(super) descriptors: Option<Vec<Spanned<RawDescriptor>>>,
     pub(super) shadow_mode: Option<bool>,
-    /// Quota mode (an over-limit quota descriptor fails the request only when every
-    /// quota descriptor is over): read, not implemented; refused when true.
-    pub(super) quota_mode: Option<Spanned<bool>>,
+    /// Quota mode: an over-limit quota descriptor fails the request only when every
+    /// quota descriptor of the request is over.
+    pub(super) quota_mode: Option<bool>,
     /// Statistics options of that service: weir's metrics are its own; ignored.
     #[serde(rename = "detailed_metric")]
     _detailed_metric: Option<bool>,

@@ -16,6 +16,7 @@ use std::time::Duration;
 use weir_core::Decision;
 use weir_store::{Check, Key, Store, StoreError};
 
+use super::groups::{self, Charge, Group};
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
     also,
@@ -50,39 +51,46 @@ impl Engine {
             .collect();
         // Every counted limit, as (descriptor, policy, rule): a descriptor's own, then
         // its `also`, so that each descriptor's decisions come in its limits' order.
-        let counted = |shadow: bool| {
+        let counted = |group: Group| {
             applied
                 .iter()
                 .enumerate()
                 .filter_map(|(i, limit)| Some((i, limit.as_deref()?)))
-                .filter(move |(_, limit)| !limits.all_or_nothing || limit.shadow_mode == shadow)
+                .filter(move |(_, limit)| Group::of(limits, limit) == group)
                 .flat_map(|(i, limit)| {
                     limit
                         .counters()
                         .map(move |(policy, rule)| (i, policy, rule))
                 })
         };
+        // Whether a descriptor is over the limit, from its decisions so far.
+        let over = |i: usize, decided: &[Decision]| {
+            applied[i].as_deref().is_some_and(|l| {
+                !l.shadow_mode
+                    && match l.quota {
+                        Quota::Zero => ask.descriptors[i].hits > 0,
+                        Quota::Counted(_) => decided.iter().any(|d| !d.allowed),
+                        Quota::Unlimited => false,
+                    }
+            })
+        };
         // With all-or-nothing, a descriptor whose limit is zero denies the request
-        // outright: the others are looked at, not charged.
+        // outright (unless it is a quota descriptor): the others are looked at, not
+        // charged.
         let zero_denies = limits.all_or_nothing
-            && applied.iter().zip(&ask.descriptors).any(|(limit, asked)| {
-                limit
-                    .as_deref()
-                    .is_some_and(|l| l.quota == Quota::Zero && !l.shadow_mode && asked.hits > 0)
+            && applied.iter().enumerate().any(|(i, limit)| {
+                let limit = limit.as_deref();
+                limit.is_some_and(|l| l.quota == Quota::Zero && !groups::is_quota(limits, Some(l)))
+                    && over(i, &[])
             });
         // Each descriptor's decisions, one per counted limit (none: not decided).
         let mut decisions: Vec<Vec<Decision>> = vec![Vec::new(); applied.len()];
         let mut fell_back = false;
-        // All-or-nothing binds the enforcing limits together; shadow limits are
-        // counted apart, so that they never hold the others back.
-        let groups: &[bool] = if limits.all_or_nothing {
-            &[false, true]
-        } else {
-            &[false]
-        };
-        for &shadow in groups {
-            let indexes: Vec<usize> = counted(shadow).map(|(i, ..)| i).collect();
-            let checks: Vec<Check<'_>> = counted(shadow)
+        // All-or-nothing binds the enforcing limits together; quota and shadow limits
+        // are counted apart, so that they never hold the others back.
+        for &group in Group::order(limits) {
+            let indexes: Vec<usize> = counted(group).map(|(i, ..)| i).collect();
+            let checks: Vec<Check<'_>> = counted(group)
                 .map(|(i, policy, rule)| Check {
                     key: Key {
                         rule,
@@ -95,7 +103,15 @@ impl Engine {
             if checks.is_empty() {
                 continue;
             }
-            let look = zero_denies && !shadow;
+            // Every quota descriptor over (decided first) denies the request too.
+            let quotas_over = || {
+                let mut quotas = (0..applied.len())
+                    .filter(|&i| groups::is_quota(limits, applied[i].as_deref()))
+                    .peekable();
+                quotas.peek().is_some() && quotas.all(|i| over(i, &decisions[i]))
+            };
+            let look = group == Group::Enforcing && (zero_denies || quotas_over());
+            let charge = group.charge();
             // Decided on the fallback only if every descriptor counted here fails open.
             let open = indexes.iter().all(|&i| {
                 applied[i]
@@ -106,12 +122,15 @@ impl Engine {
             let decided = if look {
                 self.store.preview_all(&checks).await
             } else {
-                self.decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
+                self.decide_checks(self.store.as_ref(), &checks, charge)
                     .await
             };
             let decided = match decided {
                 Ok(decided) => decided,
-                Err(error) => match self.on_fallback(limits, &checks, error, look, open).await {
+                Err(error) => match self
+                    .on_fallback(limits, &checks, error, look, open, charge)
+                    .await
+                {
                     Ok(decided) => {
                         fell_back = true;
                         decided
@@ -154,7 +173,8 @@ impl Engine {
                 self.log_denial(RULE, key, None, None, "ShouldRateLimit: over the limit");
             }
         }
-        let over_limit = !limits.shadow_mode && statuses.iter().any(|s| s.over_limit);
+        let answered = applied.iter().map(Option::as_deref).zip(&statuses);
+        let over_limit = !limits.shadow_mode && groups::over_limit(limits, answered);
         Ok(EnvoyAnswer {
             over_limit,
             statuses,
@@ -177,17 +197,21 @@ impl Engine {
         &self,
         store: &dyn Store,
         checks: &[Check<'_>],
-        all_or_nothing: bool,
+        charge: Charge,
     ) -> Result<Vec<Decision>, StoreError> {
         let mut decisions = store.check_all(checks).await?;
-        if all_or_nothing || decisions.iter().all(|d| d.allowed) {
+        if charge == Charge::Together || decisions.iter().all(|d| d.allowed) {
             return Ok(decisions);
         }
         // Nothing was consumed: charge the ones that passed, fill the ones that did not.
         for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
             if decision.allowed && check.cost > 0 {
                 *decision = store.check(check.key, check.policy, check.cost).await?;
-            } else if !decision.allowed && check.cost > 0 && decision.remaining > 0 {
+            } else if charge == Charge::EachFilled
+                && !decision.allowed
+                && check.cost > 0
+                && decision.remaining > 0
+            {
                 store
                     .check(check.key, check.policy, decision.remaining)
                     .await?;
@@ -217,6 +241,7 @@ impl Engine {
         error: StoreError,
         look: bool,
         open: bool,
+        charge: Charge,
     ) -> Result<Vec<Decision>, StoreError> {
         let fallback = self
             .fallback_store()
@@ -241,8 +266,7 @@ impl Engine {
         let decided = if look {
             fallback.preview_all(&shared).await?
         } else {
-            self.decide_checks(fallback, &shared, limits.all_or_nothing)
-                .await?
+            self.decide_checks(fallback, &shared, charge).await?
         };
         decisions.extend(decided);
         Ok(decisions)

@@ -122,6 +122,9 @@ pub struct DescriptorLimit {
     pub rule: Cow<'static, str>,
     /// `x-weir: { lease }`: how its keys are leased on a shared store.
     pub lease: Option<LeasePlan>,
+    /// `quota_mode`: over its limit, the descriptor fails the request only when every
+    /// quota descriptor of the request is over (its status says over all the same).
+    pub quota_mode: bool,
 }
 
 impl DescriptorLimit {
@@ -148,6 +151,7 @@ impl DescriptorLimit {
             also: Vec::new(),
             rule: Cow::Borrowed(RULE),
             lease: None,
+            quota_mode: false,
         }
     }
 
@@ -217,6 +221,10 @@ pub struct Descriptors {
     pub fail_open: bool,
     /// The instances that share the traffic (the store's `fallback_instances`).
     pub fallback_instances: u64,
+    /// Every descriptor (but an unlimited one) is a quota descriptor, as
+    /// envoyproxy/ratelimit's `QUOTA_MODE`: a request is over the limit only when every
+    /// descriptor is.
+    pub quota_mode: bool,
 }
 
 impl Descriptors {

@@ -7,6 +7,7 @@
 mod also;
 mod ask;
 mod decide;
+mod groups;
 mod limits;
 
 pub use self::also::AlsoLimit;
