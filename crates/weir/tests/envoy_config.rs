@@ -20,7 +20,12 @@ use harness::{config_dir, fixture};
 /// `check-config` on an `envoy:` section over `files`: success, standard output and
 /// standard error.
 fn check(files: &[(&str, String)]) -> (bool, String, String) {
-    let dir = config_dir(files, "", "");
+    check_with(files, "")
+}
+
+/// [`check`] with `options` in the `envoy:` section.
+fn check_with(files: &[(&str, String)], options: &str) -> (bool, String, String) {
+    let dir = config_dir(files, options, "");
     let out = weir()
         .arg("check-config")
         .arg("weir.yaml")
@@ -51,14 +56,8 @@ fn the_files_upstream_accepts_are_accepted() {
             "{name}: {stdout}"
         );
     }
-    // Upstream shares one counter among the values a wildcard matches; weir does not
-    // (yet), and refuses the option rather than enforce a weaker limit.
     let (ok, _, stderr) = check(&[fixture("share_threshold.yaml")]);
-    assert!(!ok);
-    assert!(
-        stderr.contains("rl/share_threshold.yaml:4:5: descriptors[0].share_threshold: share_threshold is not implemented by weir"),
-        "{stderr}"
-    );
+    assert!(ok, "{stderr}");
     let (ok, stdout, stderr) = check(&[fixture("basic_config.yaml"), fixture("wildcard.yaml")]);
     assert!(!ok, "two files of one domain: {stdout}");
     assert!(
@@ -265,4 +264,37 @@ fn the_examples_are_valid() {
         );
         assert!(stdout.contains(summary), "{config}: {stdout}");
     }
+}
+
+/// `merge_domains: true` (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`): one domain
+/// over several files (upstream's `merge_domain_key*.yaml`); a key given twice across
+/// them is still refused, naming the file and line.
+#[test]
+fn merge_domains_reads_one_domain_from_several_files() {
+    let files = [
+        fixture("merge_domain_key1.yaml"),
+        fixture("merge_domain_key2.yaml"),
+    ];
+    let (ok, stdout, stderr) = check_with(&files, "  merge_domains: true\n");
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("ok (0 rules, 1 envoy domains from 2 files in rl)"),
+        "{stdout}"
+    );
+    let (ok, _, stderr) = check(&files);
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl/merge_domain_key2.yaml:2:9: domain: duplicate domain `test-domain`: each domain is configured in one file (unless `merge_domains: true` in the `envoy` section)"),
+        "{stderr}"
+    );
+    let again = (
+        "z.yaml",
+        "domain: test-domain\ndescriptors:\n  - key: key1\n    value: value1\n".to_owned(),
+    );
+    let (ok, _, stderr) = check_with(&[files[0].clone(), again], "  merge_domains: true\n");
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl/z.yaml:3:5: descriptors[0].key: duplicate descriptor composite key `test-domain.key1_value1`"),
+        "{stderr}"
+    );
 }

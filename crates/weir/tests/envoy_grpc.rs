@@ -692,3 +692,79 @@ async fn with_all_or_nothing_quota_descriptors_all_over_charge_nothing_else() {
         "charged 3 times in all"
     );
 }
+
+/// A request of `hits` hits for one descriptor.
+async fn hit(weir: &Harness, domain: &str, entries: Entries<'_>, hits: u64) -> (i32, u32) {
+    let mut ask = request(domain, &[entries]);
+    ask.descriptors[0].hits_addend = Some(UInt64Value { value: hits });
+    let answer = weir.send(ask).await.unwrap();
+    (answer.overall_code, answer.statuses[0].limit_remaining)
+}
+
+/// `share_threshold` (upstream's `share_threshold.yaml`, as its `TestShareThreshold`
+/// reads it): every value a shared wildcard matches counts on one counter; an exact
+/// value apart; nested shared wildcards share at each level.
+#[tokio::test]
+async fn share_threshold_shares_one_counter_among_a_wildcards_values() {
+    let weir = Harness::memory(config_dir(&[fixture("share_threshold.yaml")], "", "")).await;
+    let d = "test-domain";
+    // files/*: 100 a minute for all of files/a, files/b, ...
+    assert_eq!(hit(&weir, d, &[("files", "files/a")], 60).await, (OK, 40));
+    assert_eq!(hit(&weir, d, &[("files", "files/b")], 40).await, (OK, 0));
+    assert_eq!(hit(&weir, d, &[("files", "files/c")], 1).await, (OVER, 0));
+    // test1 is its own (50); test* shares 100 among the rest.
+    assert_eq!(hit(&weir, d, &[("file", "test1")], 10).await, (OK, 40));
+    assert_eq!(hit(&weir, d, &[("file", "test2")], 30).await, (OK, 70));
+    assert_eq!(hit(&weir, d, &[("file", "test3")], 30).await, (OK, 40));
+    // user/* and res/* shared, the action by value (150).
+    let entries =
+        |user, resource, action| [("user", user), ("resource", resource), ("action", action)];
+    assert_eq!(
+        hit(&weir, d, &entries("user/1", "res/1", "get"), 100).await,
+        (OK, 50)
+    );
+    assert_eq!(
+        hit(&weir, d, &entries("user/2", "res/2", "get"), 50).await,
+        (OK, 0)
+    );
+    assert_eq!(
+        hit(&weir, d, &entries("user/3", "res/3", "put"), 50).await,
+        (OK, 100)
+    );
+    // path/* shared, file/* not (share_threshold: false): each file its own 120.
+    let path = |file| [("path", "path/a"), ("file", file), ("type", "t")];
+    assert_eq!(hit(&weir, d, &path("file/1"), 120).await, (OK, 0));
+    assert_eq!(
+        hit(
+            &weir,
+            d,
+            &[("path", "path/b"), ("file", "file/2"), ("type", "t")],
+            1
+        )
+        .await,
+        (OK, 119)
+    );
+    assert_eq!(
+        hit(
+            &weir,
+            d,
+            &[("path", "path/b"), ("file", "file/1"), ("type", "t")],
+            1
+        )
+        .await,
+        (OVER, 0)
+    );
+}
+
+/// `merge_domains: true`: one domain from two files, each file's descriptors found.
+#[tokio::test]
+async fn merged_domains_find_the_descriptors_of_every_file() {
+    let files = [
+        fixture("merge_domain_key1.yaml"),
+        fixture("merge_domain_key2.yaml"),
+    ];
+    let weir = Harness::memory(config_dir(&files, "  merge_domains: true\n", "")).await;
+    let d = "test-domain";
+    assert_eq!(hit(&weir, d, &[("key1", "value1")], 1).await, (OK, 9));
+    assert_eq!(hit(&weir, d, &[("key2", "value2")], 1).await, (OK, 19));
+}

@@ -451,3 +451,27 @@ descriptors:
     let keys = redis.cli(&["KEYS", "*"]);
     assert!(keys.contains("{hot%7Cleased=t}:envoy.l"), "{keys}");
 }
+
+/// `share_threshold` on Redis: the values a shared wildcard matches count on one key,
+/// across instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_wildcard_counts_on_one_redis_key() {
+    let file = "domain: s
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: day, requests_per_unit: 2}
+";
+    let redis = RedisServer::start();
+    let files = [("s.yaml", file.to_owned())];
+    let (a, b) = (serving(&redis, &files).await, serving(&redis, &files).await);
+    let mut codes = Vec::new();
+    for (weir, value) in [(&a, "files/a"), (&b, "files/b"), (&a, "files/c")] {
+        codes.push(weir.ask("s", &[&[("files", value)]]).await.overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, [ok, ok, over]);
+    let keys = redis.cli(&["KEYS", "*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+}

@@ -1,8 +1,9 @@
 //! One envoyproxy/ratelimit file read into the descriptor tree, with that service's
-//! refusals (`config_impl.go`): an empty or duplicate domain, an empty or duplicate
-//! key, a bad unit, a unit beside `unlimited`, `replaces` naming nothing or itself,
-//! `share_threshold` without a wildcard; unknown fields and bad YAML as serde and
-//! the YAML reader find them. Each names the file, the line and the field.
+//! refusals (`config_impl.go`): an empty or duplicate domain (with `merge_domains`, a
+//! second file of a domain adds to it), an empty or duplicate key, a bad unit, a unit
+//! beside `unlimited`, `replaces` naming nothing or itself, `share_threshold` without
+//! a wildcard; unknown fields and bad YAML as serde and the YAML reader find them.
+//! Each names the file, the line and the field. weir's `x-weir` is read here too.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -152,13 +153,6 @@ impl Reader<'_> {
                     ),
                 ));
             }
-            if raw.share_threshold == Some(true) {
-                return Err(self.fail(
-                    at,
-                    format!("{field}.share_threshold"),
-                    "share_threshold is not implemented by weir: each value matching the wildcard would get a counter of its own, a weaker limit than one counter shared by them all; remove it, or set it to false",
-                ));
-            }
             let limit = match &raw.rate_limit {
                 Some(limit) => Some(self.limit(limit, &format!("{field}.rate_limit"))?),
                 None => None,
@@ -185,6 +179,9 @@ impl Reader<'_> {
                 .descriptors
                 .add(parent, path, key, value, limit)
                 .map_err(|e| self.fail(at, format!("{field}.key"), e.to_string()))?;
+            if raw.share_threshold == Some(true) {
+                self.descriptors.share(node, value.unwrap_or_default());
+            }
             let children = raw.descriptors.as_deref().unwrap_or(&[]);
             self.level(
                 node,

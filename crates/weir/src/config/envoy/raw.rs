@@ -40,7 +40,8 @@ pub(super) struct RawDescriptor {
     /// Ignored, as `detailed_metric`.
     #[serde(rename = "value_to_metric")]
     _value_to_metric: Option<bool>,
-    /// Ignored, as `detailed_metric`; refused without a wildcard, as there.
+    /// One counter shared by every value the descriptor's wildcard matches; refused
+    /// without a wildcard, as there.
     pub(super) share_threshold: Option<bool>,
     /// Dynamic metadata for Envoy: accepted, not sent.
     #[serde(rename = "metadata")]

@@ -36,18 +36,21 @@ impl Engine {
         limits: &Descriptors,
         ask: &EnvoyAsk<'_>,
     ) -> Result<EnvoyAnswer, StoreError> {
-        let applied = applied(limits, ask);
+        let (applied, shared) = applied(limits, ask);
         // A key only for the descriptors that can be over their limit.
         let keys: Vec<String> = ask
             .descriptors
             .iter()
             .zip(&applied)
-            .map(|(d, limit)| match limit.as_deref().map(|l| l.quota) {
-                Some(Quota::Counted(_) | Quota::Zero) => {
-                    key::stored_form(&identity(ask.domain, &d.entries)).into_owned()
-                }
-                _ => String::new(),
-            })
+            .zip(&shared)
+            .map(
+                |((d, limit), shared)| match limit.as_deref().map(|l| l.quota) {
+                    Some(Quota::Counted(_) | Quota::Zero) => {
+                        key::stored_form(&identity(ask.domain, &d.entries, shared)).into_owned()
+                    }
+                    _ => String::new(),
+                },
+            )
             .collect();
         // Every counted limit, as (descriptor, policy, rule): a descriptor's own, then
         // its `also`, so that each descriptor's decisions come in its limits' order.
@@ -339,25 +342,27 @@ impl Engine {
 /// Each descriptor's limit: the one it was sent with, else the configuration's (an
 /// unknown domain has none, whatever was sent, as upstream answers it); an unlimited
 /// one stays (it is answered as such); a named limit that another matched limit
-/// `replaces` is dropped.
-fn applied<'l>(
-    limits: &'l Descriptors,
-    ask: &EnvoyAsk<'_>,
-) -> Vec<Option<Cow<'l, DescriptorLimit>>> {
-    let mut applied: Vec<Option<Cow<'l, DescriptorLimit>>> = ask
+/// `replaces` is dropped. With each, the entries a `share_threshold` wildcard matched
+/// (their places, and the wildcard value they are counted as).
+fn applied<'l>(limits: &'l Descriptors, ask: &EnvoyAsk<'_>) -> (Vec<Applied<'l>>, Vec<Shared<'l>>) {
+    let (mut applied, shared): (Vec<Applied<'l>>, Vec<Shared<'l>>) = ask
         .descriptors
         .iter()
         .map(|d| match d.limit {
-            _ if !limits.has_domain(ask.domain) => None,
-            Some((requests_per_unit, unit)) => Some(Cow::Owned(DescriptorLimit::counted(
-                requests_per_unit,
-                unit,
-            ))),
-            None => limits
-                .lookup(ask.domain, d.entries.iter().copied())
-                .map(Cow::Borrowed),
+            _ if !limits.has_domain(ask.domain) => (None, Vec::new()),
+            Some((requests_per_unit, unit)) => (
+                Some(Cow::Owned(DescriptorLimit::counted(
+                    requests_per_unit,
+                    unit,
+                ))),
+                Vec::new(),
+            ),
+            None => match limits.find(ask.domain, d.entries.iter().copied()) {
+                Some((limit, shared)) => (Some(Cow::Borrowed(limit)), shared),
+                None => (None, Vec::new()),
+            },
         })
-        .collect();
+        .unzip();
     let replaced: Vec<String> = applied
         .iter()
         .flatten()
@@ -377,19 +382,35 @@ fn applied<'l>(
             }
         }
     }
-    applied
+    (applied, shared)
 }
 
+/// A descriptor's limit, if one applies.
+type Applied<'l> = Option<Cow<'l, DescriptorLimit>>;
+
+/// The entries of a descriptor a `share_threshold` wildcard matched: their places, and
+/// the wildcard value each is counted as.
+type Shared<'l> = Vec<(usize, &'l str)>;
+
 /// The identity a descriptor's counter is kept under: the domain and the entries,
-/// escaped so that different entries never meet.
-fn identity(domain: &str, entries: &[(&str, &str)]) -> String {
+/// escaped so that different entries never meet. An entry a `share_threshold`
+/// wildcard matched is written as the wildcard (`key==files/*`: the second `=`,
+/// unescaped, is never an escaped value's), so every value it matches shares one
+/// counter, apart from any value written so.
+fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str)]) -> String {
     let mut out = String::with_capacity(domain.len() + entries.len() * 16);
     escape(&mut out, domain);
-    for (key, value) in entries {
+    for (i, (key, value)) in entries.iter().enumerate() {
         out.push('|');
         escape(&mut out, key);
         out.push('=');
-        escape(&mut out, value);
+        match shared.iter().find(|(at, _)| *at == i) {
+            Some((_, pattern)) => {
+                out.push('=');
+                escape(&mut out, pattern);
+            }
+            None => escape(&mut out, value),
+        }
     }
     out
 }
@@ -409,11 +430,17 @@ mod tests {
 
     #[test]
     fn identities_never_meet() {
-        assert_eq!(identity("d", &[("k", "v")]), "d|k=v");
+        assert_eq!(identity("d", &[("k", "v")], &[]), "d|k=v");
         assert_ne!(
-            identity("d", &[("a", "b|c=d")]),
-            identity("d", &[("a", "b"), ("c", "d")])
+            identity("d", &[("a", "b|c=d")], &[]),
+            identity("d", &[("a", "b"), ("c", "d")], &[])
         );
-        assert_ne!(identity("d|a", &[]), identity("d", &[("a", "")]));
+        assert_ne!(identity("d|a", &[], &[]), identity("d", &[("a", "")], &[]));
+        // A shared wildcard is not the value written as it.
+        assert_eq!(identity("d", &[("k", "x1")], &[(0, "x*")]), "d|k==x*");
+        assert_ne!(
+            identity("d", &[("k", "x1")], &[(0, "x*")]),
+            identity("d", &[("k", "=x*")], &[])
+        );
     }
 }

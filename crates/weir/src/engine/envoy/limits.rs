@@ -187,13 +187,18 @@ struct Node {
     /// the child.
     wildcards: Vec<(Vec<String>, usize)>,
     limit: Option<DescriptorLimit>,
+    /// `share_threshold`: the wildcard value (`files/*`) every value it matches is
+    /// counted as.
+    shared: Option<String>,
 }
 
 /// Why a descriptor cannot be added: envoyproxy/ratelimit refuses the same.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
     /// A second file for one domain.
-    #[error("duplicate domain `{0}`: each domain is configured in one file")]
+    #[error(
+        "duplicate domain `{0}`: each domain is configured in one file (unless `merge_domains: true` in the `envoy` section)"
+    )]
     DuplicateDomain(String),
     /// Two descriptors with the same key and value at one level.
     #[error("duplicate descriptor composite key `{0}`")]
@@ -225,6 +230,9 @@ pub struct Descriptors {
     /// envoyproxy/ratelimit's `QUOTA_MODE`: a request is over the limit only when every
     /// descriptor is.
     pub quota_mode: bool,
+    /// A domain may be configured over several files (envoyproxy/ratelimit's
+    /// `MERGE_DOMAIN_CONFIG`): a second file of a domain adds to it.
+    pub merge_domains: bool,
 }
 
 impl Descriptors {
@@ -240,8 +248,11 @@ impl Descriptors {
 
     /// Starts a domain's tree.
     pub fn add_domain(&mut self, domain: &str) -> Result<NodeId, TreeError> {
-        if self.domains.contains_key(domain) {
-            return Err(TreeError::DuplicateDomain(domain.to_owned()));
+        if let Some(&root) = self.domains.get(domain) {
+            return match self.merge_domains {
+                true => Ok(NodeId(root)),
+                false => Err(TreeError::DuplicateDomain(domain.to_owned())),
+            };
         }
         let id = self.push(None);
         self.domains.insert(domain.to_owned(), id.0);
@@ -293,6 +304,12 @@ impl Descriptors {
         NodeId(self.nodes.len() - 1)
     }
 
+    /// Marks `node`, a wildcard descriptor of `value`, `share_threshold`: every value
+    /// it matches is counted as one.
+    pub fn share(&mut self, node: NodeId, value: &str) {
+        self.nodes[node.0].shared = Some(value.to_owned());
+    }
+
     /// The limit for a request descriptor's entries in `domain`: none for an unknown
     /// domain, no match, or a match without a limit.
     pub fn lookup<'e>(
@@ -300,9 +317,20 @@ impl Descriptors {
         domain: &str,
         entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
     ) -> Option<&DescriptorLimit> {
+        self.find(domain, entries).map(|(limit, _)| limit)
+    }
+
+    /// [`Descriptors::lookup`], with the entries matched by a `share_threshold`
+    /// wildcard: their places, and the wildcard value each is counted as.
+    pub fn find<'e>(
+        &self,
+        domain: &str,
+        entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
+    ) -> Option<(&DescriptorLimit, Vec<(usize, &str)>)> {
         let mut at = *self.domains.get(domain)?;
         let last = entries.len().checked_sub(1)?;
         let mut found = None;
+        let mut shared = Vec::new();
         let mut composite = String::new();
         for (i, (key, value)) in entries.enumerate() {
             let node = &self.nodes[at];
@@ -310,19 +338,25 @@ impl Descriptors {
             composite.push_str(key);
             composite.push('_');
             composite.push_str(value);
-            let next = node
-                .children
-                .get(&composite)
-                .copied()
-                .or_else(|| {
-                    node.wildcards
-                        .iter()
-                        .find(|(parts, _)| wildcard_match(parts, &composite))
-                        .map(|&(_, child)| child)
-                })
-                .or_else(|| node.children.get(key).copied());
+            let exact = node.children.get(&composite).copied();
+            let wildcard = || {
+                node.wildcards
+                    .iter()
+                    .find(|(parts, _)| wildcard_match(parts, &composite))
+                    .map(|&(_, child)| child)
+            };
+            let (next, by_wildcard) = match exact {
+                Some(next) => (Some(next), false),
+                None => match wildcard() {
+                    Some(next) => (Some(next), true),
+                    None => (node.children.get(key).copied(), false),
+                },
+            };
             let Some(next) = next else { break };
             let child = &self.nodes[next];
+            if let Some(pattern) = child.shared.as_deref().filter(|_| by_wildcard) {
+                shared.push((i, pattern));
+            }
             if i == last {
                 found = child.limit.as_ref();
             }
@@ -331,7 +365,7 @@ impl Descriptors {
             }
             at = next;
         }
-        found
+        found.map(|limit| (limit, shared))
     }
 }
 
