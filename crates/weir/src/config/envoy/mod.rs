@@ -18,6 +18,7 @@
 
 mod file;
 mod raw;
+mod weir;
 
 use std::path::{Path, PathBuf};
 
