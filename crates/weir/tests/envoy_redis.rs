@@ -407,8 +407,8 @@ descriptors:
 
 /// `x-weir: { lease }`: a hot descriptor's units are taken in batches of 20 and
 /// spent locally, so 100 checks cost about 5 Redis calls where the same descriptor
-/// unleased costs 100; and the limit holds (a bucket of 100, 10 a second refilled):
-/// no more admitted than the bucket alone would admit.
+/// unleased costs 100; and the limit holds (a bucket of 100, 10 a second refilled),
+/// two instances leasing: no more admitted than the bucket alone would admit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leased_descriptor_costs_far_fewer_redis_calls_and_holds_its_limit() {
     let file = "domain: hot
@@ -436,10 +436,13 @@ descriptors:
     }
     assert_eq!(calls[0], 100, "unleased: a call per check");
     assert!(calls[1] <= 10, "leased: {} calls for 100 checks", calls[1]);
-    // The bucket's bound: 100 held at first, and 10 a second since its first check.
+    // The bucket's bound, with a second instance leasing too: 100 held at first, and
+    // 10 a second since its first check.
+    let other = serving(&redis, &[("hot.yaml", file.to_owned())]).await;
     let mut admitted = 100;
-    for _ in 0..300 {
-        let answer = weir.ask("hot", &[&[("leased", "t")]]).await;
+    for i in 0..300 {
+        let instance = if i % 2 == 0 { &weir } else { &other };
+        let answer = instance.ask("hot", &[&[("leased", "t")]]).await;
         admitted += u64::from(answer.overall_code == ok);
     }
     let refilled = (started.elapsed().as_secs_f64() * 10.0).ceil() as u64;
