@@ -478,3 +478,38 @@ descriptors:
     let keys = redis.cli(&["KEYS", "*"]);
     assert_eq!(keys.lines().count(), 1, "{keys}");
 }
+
+/// A descriptor's several limits failing open: with Redis down, each is decided on
+/// the local fallback (one instance: the whole limit), the tighter binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_limits_fail_open_together_on_the_fallback() {
+    let file = "domain: f
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 10}
+    x-weir:
+      failure: open
+      also:
+        - {requests_per_unit: 2, unit: day, name: daily}
+";
+    let mut redis = RedisServer::start();
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
+        redis.url()
+    );
+    let dir = config_dir(&[("f.yaml", file.to_owned())], "", &store);
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    redis.kill();
+    let user: &[(&str, &str)] = &[("user", "x")];
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let answer = weir.ask("f", &[user]).await;
+        let limit = answer.statuses[0].current_limit.clone().unwrap();
+        seen.push((answer.overall_code, limit.name));
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    let daily = |code| (code, "daily".to_owned());
+    assert_eq!(seen, [daily(ok), daily(ok), daily(over)]);
+}
