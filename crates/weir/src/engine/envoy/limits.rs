@@ -513,6 +513,42 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_wildcard_is_reported_only_when_matched_through() {
+        let mut set = Descriptors::default();
+        let domain = set.add_domain("d").unwrap();
+        let limit = || Some(DescriptorLimit::counted(1, Unit::Second));
+        let shared = set.add(domain, "d.", "f", Some("a*"), limit()).unwrap();
+        set.share(shared, "a*");
+        set.add(domain, "d.", "f", Some("ab"), limit()).unwrap();
+        let found = |value| set.find("d", [("f", value)].into_iter()).map(|(_, s)| s);
+        assert_eq!(found("ax"), Some(vec![(0, "a*")]));
+        // The exact value wins, and is counted as itself.
+        assert_eq!(found("ab"), Some(vec![]));
+        assert_eq!(found("b"), None);
+    }
+
+    #[test]
+    fn merged_domains_add_to_the_first_file() {
+        let mut set = tree();
+        set.merge_domains = true;
+        let again = set.add_domain("d").unwrap();
+        set.add(
+            again,
+            "d.",
+            "more",
+            None,
+            Some(DescriptorLimit::counted(7, Unit::Day)),
+        )
+        .unwrap();
+        assert_eq!(limit_of(&set, "d", &[("more", "x")]), Some(7));
+        assert_eq!(limit_of(&set, "d", &[("key2", "value2")]), Some(10));
+        assert_eq!(
+            set.add(again, "d.", "more", None, None),
+            Err(TreeError::DuplicateKey("d.more".into()))
+        );
+    }
+
+    #[test]
     fn a_zero_limit_limits_everything() {
         assert_eq!(DescriptorLimit::counted(0, Unit::Second).quota, Quota::Zero);
         assert!(matches!(
