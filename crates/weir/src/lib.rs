@@ -72,7 +72,7 @@ pub use self::config::{
 };
 pub use self::edge::SHADOW_HEADER;
 pub use self::engine::{
-    CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
+    AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
     EngineHandle, EngineSpec, EnvoyAnswer, EnvoyAsk, NamedPolicy, NodeId, Quota, StoreKind,
     TreeError, Unit,
 };

@@ -20,7 +20,12 @@ use harness::{config_dir, fixture};
 /// `check-config` on an `envoy:` section over `files`: success, standard output and
 /// standard error.
 fn check(files: &[(&str, String)]) -> (bool, String, String) {
-    let dir = config_dir(files, "", "");
+    check_with(files, "")
+}
+
+/// [`check`] with `options` in the `envoy:` section.
+fn check_with(files: &[(&str, String)], options: &str) -> (bool, String, String) {
+    let dir = config_dir(files, options, "");
     let out = weir()
         .arg("check-config")
         .arg("weir.yaml")
@@ -51,14 +56,8 @@ fn the_files_upstream_accepts_are_accepted() {
             "{name}: {stdout}"
         );
     }
-    // Upstream shares one counter among the values a wildcard matches; weir does not
-    // (yet), and refuses the option rather than enforce a weaker limit.
     let (ok, _, stderr) = check(&[fixture("share_threshold.yaml")]);
-    assert!(!ok);
-    assert!(
-        stderr.contains("rl/share_threshold.yaml:4:5: descriptors[0].share_threshold: share_threshold is not implemented by weir"),
-        "{stderr}"
-    );
+    assert!(ok, "{stderr}");
     let (ok, stdout, stderr) = check(&[fixture("basic_config.yaml"), fixture("wildcard.yaml")]);
     assert!(!ok, "two files of one domain: {stdout}");
     assert!(
@@ -145,10 +144,6 @@ fn the_files_upstream_refuses_are_refused_with_file_line_and_field() {
 fn weir_refuses_what_it_does_not_implement_and_bad_values() {
     let cases = [
         (
-            "domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
-            "rl/a.yaml:4:17: descriptors[0].quota_mode: quota_mode is not implemented by weir",
-        ),
-        (
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n",
             "rl/a.yaml:4:51: descriptors[0].rate_limit.requests_per_unit: requests_per_unit must be a whole number, got `-1`",
         ),
@@ -175,6 +170,38 @@ fn weir_refuses_what_it_does_not_implement_and_bad_values() {
         (
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {burst: 5}\n",
             "rl/a.yaml:5:21: descriptors[0].x-weir: burst applies to token_bucket, gcra and leaky_bucket",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5, unit: minute, burts: 3}\n",
+            "rl/a.yaml:7:48: descriptors[0].x-weir.also[0].burts: unknown field `burts`, expected one of requests_per_unit, unit, name, algorithm, period, burst",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5}\n",
+            "rl/a.yaml:7:11: descriptors[0].x-weir.also[0].unit: each limit of `also` needs a unit",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 0, unit: day}\n",
+            "rl/a.yaml:7:11: descriptors[0].x-weir.also[0].requests_per_unit: each limit of `also` needs a requests_per_unit of 1 or more",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5, unit: dya}\n",
+            "rl/a.yaml:7:40: descriptors[0].x-weir.also[0].unit: invalid rate limit unit 'dya'",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir:\n      also:\n        - {requests_per_unit: 5, unit: day, burst: 3}\n",
+            "rl/a.yaml:7:52: descriptors[0].x-weir.also[0]: burst applies to token_bucket, gcra and leaky_bucket, not to fixed_window",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {lease: auto}\n",
+            "rl/a.yaml:5:21: descriptors[0].x-weir.lease: leases are for token_bucket and gcra, not fixed_window",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n    x-weir: {algorithm: gcra, lease: {batch: 5, hold: 1s, x: 1}}\n",
+            "rl/a.yaml:5:59: descriptors[0].x-weir.lease.x: unknown field `x`, expected one of batch, hold",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n    x-weir:\n      algorithm: gcra\n      lease: auto\n      also: [{requests_per_unit: 5, unit: day}]\n",
+            "rl/a.yaml:7:14: descriptors[0].x-weir.lease: also[0] (a lease leases every limit): leases are for token_bucket and gcra, not fixed_window",
         ),
     ];
     for (text, want) in cases {
@@ -237,4 +264,37 @@ fn the_examples_are_valid() {
         );
         assert!(stdout.contains(summary), "{config}: {stdout}");
     }
+}
+
+/// `merge_domains: true` (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`): one domain
+/// over several files (upstream's `merge_domain_key*.yaml`); a key given twice across
+/// them is still refused, naming the file and line.
+#[test]
+fn merge_domains_reads_one_domain_from_several_files() {
+    let files = [
+        fixture("merge_domain_key1.yaml"),
+        fixture("merge_domain_key2.yaml"),
+    ];
+    let (ok, stdout, stderr) = check_with(&files, "  merge_domains: true\n");
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("ok (0 rules, 1 envoy domains from 2 files in rl)"),
+        "{stdout}"
+    );
+    let (ok, _, stderr) = check(&files);
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl/merge_domain_key2.yaml:2:9: domain: duplicate domain `test-domain`: each domain is configured in one file (unless `merge_domains: true` in the `envoy` section)"),
+        "{stderr}"
+    );
+    let again = (
+        "z.yaml",
+        "domain: test-domain\ndescriptors:\n  - key: key1\n    value: value1\n".to_owned(),
+    );
+    let (ok, _, stderr) = check_with(&[files[0].clone(), again], "  merge_domains: true\n");
+    assert!(!ok);
+    assert!(
+        stderr.contains("rl/z.yaml:3:5: descriptors[0].key: duplicate descriptor composite key `test-domain.key1_value1`"),
+        "{stderr}"
+    );
 }

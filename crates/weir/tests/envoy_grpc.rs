@@ -516,3 +516,255 @@ async fn a_limit_past_a_billion_counts_as_a_billion() {
         assert_eq!(codes(&response), (OK, vec![OK]));
     }
 }
+
+/// Several limits on one descriptor (`x-weir: { also }`): 3 a second and 5 a minute.
+const ALSO_FILE: &str = "domain: m
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 3, name: per_second}
+    x-weir:
+      also:
+        - {requests_per_unit: 5, unit: minute, name: per_minute}
+";
+
+/// A status's `(code, limit_remaining, requests_per_unit, unit, name, seconds until reset)`.
+fn status_of(status: &DescriptorStatus) -> (i32, u32, u32, Unit, String, i64) {
+    let (requests, unit, name) = limit_of(status).unwrap();
+    let until = status.duration_until_reset.unwrap();
+    let seconds = until.seconds + i64::from(until.nanos > 0);
+    (
+        status.code,
+        status.limit_remaining,
+        requests,
+        unit,
+        name,
+        seconds,
+    )
+}
+
+#[tokio::test]
+async fn a_descriptor_with_several_limits_is_over_when_any_is() {
+    let weir = Harness::memory(config_dir(&[("m.yaml", ALSO_FILE.to_owned())], "", "")).await;
+    let user: Entries = &[("user", "a")];
+    let second =
+        |remaining: u32, code: i32| (code, remaining, 3, Unit::Second, "per_second".to_owned(), 1);
+    // The limit with the least remaining is reported: the second's (2, 1, 0 left of 3,
+    // against 4, 3, 2 of 5 a minute).
+    for left in [2, 1, 0] {
+        let answer = weir.ask("m", &[user]).await;
+        assert_eq!(status_of(&answer.statuses[0]), second(left, OK));
+    }
+    // Over the second's limit; the minute's is charged all the same (as every limit
+    // within its own is, by default): 1 left of it.
+    let answer = weir.ask("m", &[user]).await;
+    assert_eq!(answer.overall_code, OVER);
+    assert_eq!(status_of(&answer.statuses[0]), second(0, OVER));
+    weir.clock.advance(Duration::from_secs(1));
+    // A new second: the minute's limit now has the least left (0 of 5), and binds.
+    let answer = weir.ask("m", &[user]).await;
+    let minute = |code: i32| (code, 0, 5, Unit::Minute, "per_minute".to_owned(), 49);
+    assert_eq!(status_of(&answer.statuses[0]), minute(OK));
+    let answer = weir.ask("m", &[user]).await;
+    assert_eq!(answer.overall_code, OVER);
+    assert_eq!(status_of(&answer.statuses[0]), minute(OVER));
+    // Another value, counted apart.
+    let answer = weir.ask("m", &[&[("user", "b")]]).await;
+    assert_eq!(status_of(&answer.statuses[0]), second(2, OK));
+}
+
+#[tokio::test]
+async fn with_all_or_nothing_a_limit_over_charges_none_of_the_others() {
+    let dir = config_dir(
+        &[("m.yaml", ALSO_FILE.to_owned())],
+        "  all_or_nothing: true\n",
+        "",
+    );
+    let weir = Harness::memory(dir).await;
+    let user: Entries = &[("user", "a")];
+    let codes_of = |answers: &[RateLimitResponse]| -> Vec<i32> {
+        answers.iter().map(|a| a.overall_code).collect()
+    };
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(weir.ask("m", &[user]).await);
+    }
+    // Two over the second's limit consumed nothing of the minute's...
+    assert_eq!(codes_of(&answers), [OK, OK, OK, OVER, OVER]);
+    weir.clock.advance(Duration::from_secs(1));
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(weir.ask("m", &[user]).await);
+    }
+    // ...so two more pass the next second, and the minute's limit binds the third.
+    assert_eq!(codes_of(&answers), [OK, OK, OVER]);
+    let minute = (OVER, 0, 5, Unit::Minute, "per_minute".to_owned(), 49);
+    assert_eq!(status_of(&answers[2].statuses[0]), minute);
+}
+
+/// envoyproxy/ratelimit's `quota_mode` (its example configuration's services): a quota
+/// descriptor over its limit fails the request only when every quota descriptor of the
+/// request is over; its status says over all the same.
+const QUOTA_FILE: &str = "domain: q
+descriptors:
+  - key: service
+    value: service_1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: service
+    value: service_2
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+";
+
+#[tokio::test]
+async fn quota_descriptors_fail_a_request_only_when_all_are_over() {
+    let weir = Harness::memory(config_dir(&[("q.yaml", QUOTA_FILE.to_owned())], "", "")).await;
+    let s1: Entries = &[("service", "service_1")];
+    let s2: Entries = &[("service", "service_2")];
+    let user: Entries = &[("user", "u")];
+    // A descriptor not in quota mode fails the request on its own, as ever.
+    for _ in 0..10 {
+        assert_eq!(weir.ask("q", &[user]).await.overall_code, OK);
+    }
+    assert_eq!(
+        codes(&weir.ask("q", &[user, s2]).await),
+        (OVER, vec![OVER, OK])
+    );
+    // service_2 has 1 left of 2: service_1 over alone does not fail the request.
+    assert_eq!(codes(&weir.ask("q", &[s1, s2]).await), (OK, vec![OK, OK]));
+    assert_eq!(
+        codes(&weir.ask("q", &[s1, s2]).await),
+        (OVER, vec![OVER, OVER])
+    );
+    // One quota descriptor, over: all of them are.
+    let other: Entries = &[("user", "o")];
+    assert_eq!(
+        codes(&weir.ask("q", &[other, s1]).await),
+        (OVER, vec![OK, OVER])
+    );
+}
+
+#[tokio::test]
+async fn quota_mode_for_every_descriptor_from_the_section() {
+    let dir = config_dir(&[fixture("basic_config.yaml")], "  quota_mode: true\n", "");
+    let weir = Harness::memory(dir).await;
+    // key4: 1 a day; key3: 1 an hour.
+    let (a, b): (Entries, Entries) = (&[("key4", "a")], &[("key3", "b")]);
+    assert_eq!(codes(&weir.ask("test-domain", &[a]).await), (OK, vec![OK]));
+    assert_eq!(
+        codes(&weir.ask("test-domain", &[a, b]).await),
+        (OK, vec![OVER, OK])
+    );
+    assert_eq!(
+        codes(&weir.ask("test-domain", &[a, b]).await),
+        (OVER, vec![OVER, OVER])
+    );
+    // A descriptor no limit applies to is a quota descriptor never over (as there).
+    let none: Entries = &[("nothing", "x")];
+    assert_eq!(
+        codes(&weir.ask("test-domain", &[a, none]).await),
+        (OK, vec![OVER, OK])
+    );
+}
+
+#[tokio::test]
+async fn with_all_or_nothing_quota_descriptors_all_over_charge_nothing_else() {
+    let dir = config_dir(
+        &[("q.yaml", QUOTA_FILE.to_owned())],
+        "  all_or_nothing: true\n",
+        "",
+    );
+    let weir = Harness::memory(dir).await;
+    let s1: Entries = &[("service", "service_1")];
+    let s2: Entries = &[("service", "service_2")];
+    let user: Entries = &[("user", "u")];
+    let asked: &[Entries] = &[user, s1, s2];
+    assert_eq!(codes(&weir.ask("q", asked).await), (OK, vec![OK, OK, OK]));
+    // service_1 over, service_2 not: the request passes, and the user is charged...
+    assert_eq!(codes(&weir.ask("q", asked).await), (OK, vec![OK, OVER, OK]));
+    // ...every quota descriptor over: denied, the user only looked at.
+    assert_eq!(codes(&weir.ask("q", asked).await).0, OVER);
+    let alone = weir.ask("q", &[user]).await;
+    assert_eq!(
+        alone.statuses[0].limit_remaining, 7,
+        "charged 3 times in all"
+    );
+}
+
+/// A request of `hits` hits for one descriptor.
+async fn hit(weir: &Harness, domain: &str, entries: Entries<'_>, hits: u64) -> (i32, u32) {
+    let mut ask = request(domain, &[entries]);
+    ask.descriptors[0].hits_addend = Some(UInt64Value { value: hits });
+    let answer = weir.send(ask).await.unwrap();
+    (answer.overall_code, answer.statuses[0].limit_remaining)
+}
+
+/// `share_threshold` (upstream's `share_threshold.yaml`, as its `TestShareThreshold`
+/// reads it): every value a shared wildcard matches counts on one counter; an exact
+/// value apart; nested shared wildcards share at each level.
+#[tokio::test]
+async fn share_threshold_shares_one_counter_among_a_wildcards_values() {
+    let weir = Harness::memory(config_dir(&[fixture("share_threshold.yaml")], "", "")).await;
+    let d = "test-domain";
+    // files/*: 100 a minute for all of files/a, files/b, ...
+    assert_eq!(hit(&weir, d, &[("files", "files/a")], 60).await, (OK, 40));
+    assert_eq!(hit(&weir, d, &[("files", "files/b")], 40).await, (OK, 0));
+    assert_eq!(hit(&weir, d, &[("files", "files/c")], 1).await, (OVER, 0));
+    // test1 is its own (50); test* shares 100 among the rest.
+    assert_eq!(hit(&weir, d, &[("file", "test1")], 10).await, (OK, 40));
+    assert_eq!(hit(&weir, d, &[("file", "test2")], 30).await, (OK, 70));
+    assert_eq!(hit(&weir, d, &[("file", "test3")], 30).await, (OK, 40));
+    // user/* and res/* shared, the action by value (150).
+    let entries =
+        |user, resource, action| [("user", user), ("resource", resource), ("action", action)];
+    assert_eq!(
+        hit(&weir, d, &entries("user/1", "res/1", "get"), 100).await,
+        (OK, 50)
+    );
+    assert_eq!(
+        hit(&weir, d, &entries("user/2", "res/2", "get"), 50).await,
+        (OK, 0)
+    );
+    assert_eq!(
+        hit(&weir, d, &entries("user/3", "res/3", "put"), 50).await,
+        (OK, 100)
+    );
+    // path/* shared, file/* not (share_threshold: false): each file its own 120.
+    let path = |file| [("path", "path/a"), ("file", file), ("type", "t")];
+    assert_eq!(hit(&weir, d, &path("file/1"), 120).await, (OK, 0));
+    assert_eq!(
+        hit(
+            &weir,
+            d,
+            &[("path", "path/b"), ("file", "file/2"), ("type", "t")],
+            1
+        )
+        .await,
+        (OK, 119)
+    );
+    assert_eq!(
+        hit(
+            &weir,
+            d,
+            &[("path", "path/b"), ("file", "file/1"), ("type", "t")],
+            1
+        )
+        .await,
+        (OVER, 0)
+    );
+}
+
+/// `merge_domains: true`: one domain from two files, each file's descriptors found.
+#[tokio::test]
+async fn merged_domains_find_the_descriptors_of_every_file() {
+    let files = [
+        fixture("merge_domain_key1.yaml"),
+        fixture("merge_domain_key2.yaml"),
+    ];
+    let weir = Harness::memory(config_dir(&files, "  merge_domains: true\n", "")).await;
+    let d = "test-domain";
+    assert_eq!(hit(&weir, d, &[("key1", "value1")], 1).await, (OK, 9));
+    assert_eq!(hit(&weir, d, &[("key2", "value2")], 1).await, (OK, 19));
+}

@@ -342,3 +342,174 @@ descriptors:
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     }
 }
+
+/// A weir serving the ratelimit `files` on `redis` (100 ms timeout), in process.
+async fn serving(redis: &RedisServer, files: &[(&str, String)]) -> Harness {
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n",
+        redis.url()
+    );
+    let dir = config_dir(files, "", &store);
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await
+}
+
+/// Script calls Redis ran (each check, take or give-back is one).
+fn script_calls(redis: &RedisServer) -> u64 {
+    ["fcall", "evalsha", "eval"]
+        .map(|c| redis.calls(c))
+        .iter()
+        .sum()
+}
+
+/// Several limits on one descriptor, on Redis, shared by two instances: 10 a minute
+/// (a token bucket) and 3 a day (GCRA), each on a counter of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_limits_on_one_descriptor_are_shared_on_redis() {
+    let file = "domain: r
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    x-weir:
+      algorithm: token_bucket
+      also:
+        - {requests_per_unit: 3, unit: day, algorithm: gcra, name: daily}
+";
+    let redis = RedisServer::start();
+    let files = [("r.yaml", file.to_owned())];
+    let (a, b) = (serving(&redis, &files).await, serving(&redis, &files).await);
+    let user: &[(&str, &str)] = &[("user", "x")];
+    let mut seen = Vec::new();
+    for weir in [&a, &b, &a, &b] {
+        let answer = weir.ask("r", &[user]).await;
+        let status = &answer.statuses[0];
+        let limit = status.current_limit.as_ref().unwrap();
+        seen.push((
+            answer.overall_code,
+            status.limit_remaining,
+            limit.requests_per_unit,
+            limit.name.clone(),
+        ));
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    let daily = |code, remaining| (code, remaining, 3, "daily".to_owned());
+    // The day's limit has the least left, and binds the fourth.
+    assert_eq!(
+        seen,
+        [daily(ok, 2), daily(ok, 1), daily(ok, 0), daily(over, 0)]
+    );
+    let keys = redis.cli(&["KEYS", "*"]);
+    for key in ["{r%7Cuser=x}:envoy\n", "{r%7Cuser=x}:envoy.1\n"] {
+        assert!(keys.contains(key), "{keys}");
+    }
+}
+
+/// `x-weir: { lease }`: a hot descriptor's units are taken in batches of 20 and
+/// spent locally, so 100 checks cost about 5 Redis calls where the same descriptor
+/// unleased costs 100; and the limit holds (a bucket of 100, 10 a second refilled),
+/// two instances leasing: no more admitted than the bucket alone would admit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_descriptor_costs_far_fewer_redis_calls_and_holds_its_limit() {
+    let file = "domain: hot
+descriptors:
+  - key: leased
+    rate_limit: {unit: minute, requests_per_unit: 600}
+    x-weir: {algorithm: token_bucket, burst: 100, lease: {batch: 20, hold: 2s}}
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 600}
+    x-weir: {algorithm: token_bucket, burst: 100}
+";
+    let redis = RedisServer::start();
+    let weir = serving(&redis, &[("hot.yaml", file.to_owned())]).await;
+    let ok = Code::Ok as i32;
+    let mut calls = Vec::new();
+    let mut started = Instant::now();
+    for key in ["plain", "leased"] {
+        started = Instant::now();
+        let before = script_calls(&redis);
+        for _ in 0..100 {
+            let answer = weir.ask("hot", &[&[(key, "t")]]).await;
+            assert_eq!(answer.overall_code, ok, "{key}");
+        }
+        calls.push(script_calls(&redis) - before);
+    }
+    assert_eq!(calls[0], 100, "unleased: a call per check");
+    assert!(calls[1] <= 10, "leased: {} calls for 100 checks", calls[1]);
+    // The bucket's bound, with a second instance leasing too: 100 held at first, and
+    // 10 a second since its first check.
+    let other = serving(&redis, &[("hot.yaml", file.to_owned())]).await;
+    let mut admitted = 100;
+    for i in 0..300 {
+        let instance = if i % 2 == 0 { &weir } else { &other };
+        let answer = instance.ask("hot", &[&[("leased", "t")]]).await;
+        admitted += u64::from(answer.overall_code == ok);
+    }
+    let refilled = (started.elapsed().as_secs_f64() * 10.0).ceil() as u64;
+    assert!(
+        admitted <= 100 + refilled,
+        "{admitted} admitted, {refilled} refilled"
+    );
+    assert!(admitted >= 100, "{admitted} admitted");
+    let keys = redis.cli(&["KEYS", "*"]);
+    assert!(keys.contains("{hot%7Cleased=t}:envoy.l"), "{keys}");
+}
+
+/// `share_threshold` on Redis: the values a shared wildcard matches count on one key,
+/// across instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_wildcard_counts_on_one_redis_key() {
+    let file = "domain: s
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: day, requests_per_unit: 2}
+";
+    let redis = RedisServer::start();
+    let files = [("s.yaml", file.to_owned())];
+    let (a, b) = (serving(&redis, &files).await, serving(&redis, &files).await);
+    let mut codes = Vec::new();
+    for (weir, value) in [(&a, "files/a"), (&b, "files/b"), (&a, "files/c")] {
+        codes.push(weir.ask("s", &[&[("files", value)]]).await.overall_code);
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    assert_eq!(codes, [ok, ok, over]);
+    let keys = redis.cli(&["KEYS", "*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+}
+
+/// A descriptor's several limits failing open: with Redis down, each is decided on
+/// the local fallback (one instance: the whole limit), the tighter binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_limits_fail_open_together_on_the_fallback() {
+    let file = "domain: f
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 10}
+    x-weir:
+      failure: open
+      also:
+        - {requests_per_unit: 2, unit: day, name: daily}
+";
+    let mut redis = RedisServer::start();
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
+        redis.url()
+    );
+    let dir = config_dir(&[("f.yaml", file.to_owned())], "", &store);
+    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::service(&config).await.unwrap();
+    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    redis.kill();
+    let user: &[(&str, &str)] = &[("user", "x")];
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let answer = weir.ask("f", &[user]).await;
+        let limit = answer.statuses[0].current_limit.clone().unwrap();
+        seen.push((answer.overall_code, limit.name));
+    }
+    let (ok, over) = (Code::Ok as i32, Code::OverLimit as i32);
+    let daily = |code| (code, "daily".to_owned());
+    assert_eq!(seen, [daily(ok), daily(ok), daily(over)]);
+}

@@ -73,7 +73,14 @@ pub(super) fn lease_plan(raw: &RawRule, policy: &Policy) -> Result<Option<LeaseP
             "a rule with `{field}` is never leased: an abuse-critical limit (counted by outcome, reset on success, locked out) must see every attempt on the shared store at once, not from units an instance holds"
         ));
     }
-    Ok(Some(match &lease.value {
+    plan(&lease.value, policy).map(Some)
+}
+
+/// The lease plan of `lease` under `policy` (a rule's, or an Envoy descriptor's
+/// limit), or why it cannot be leased.
+pub(super) fn plan(lease: &RawLease, policy: &Policy) -> Result<LeasePlan, String> {
+    weir_core::leasable(policy).map_err(|e| e.to_string())?;
+    Ok(match lease {
         RawLease::Auto => LeasePlan::auto(),
         RawLease::Fixed(fixed) => {
             let capacity = policy.capacity();
@@ -91,5 +98,5 @@ pub(super) fn lease_plan(raw: &RawRule, policy: &Policy) -> Result<Option<LeaseP
                 hold,
             }
         }
-    }))
+    })
 }

@@ -141,12 +141,18 @@ impl Config {
         )?;
         let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;
         let admin = admin::admin(raw.admin.as_ref(), &errors)?;
+        let envoy_leases = envoy
+            .iter()
+            .flat_map(|e| e.descriptors.leases())
+            .map(|(rule, plan)| (rule.to_owned(), plan))
+            .collect();
         Ok(Config {
             engine: EngineSpec {
                 rules,
                 routing,
                 store: store.kind(),
                 region,
+                envoy_leases,
             },
             store,
             client_ip,

@@ -48,8 +48,8 @@ use weir_store::{
 pub use self::cost::CostFrom;
 use self::denial_log::DenialLog;
 pub use self::envoy::{
-    CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, EnvoyAnswer,
-    EnvoyAsk, NodeId, Quota, TreeError, Unit,
+    AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors,
+    ENVOY_RULE, EnvoyAnswer, EnvoyAsk, NodeId, Quota, TreeError, Unit,
 };
 pub use self::handle::EngineHandle;
 pub use self::identity::{IdentitySource, Normalize, Source};
@@ -341,6 +341,11 @@ fn leasing(
         .rules
         .iter()
         .filter_map(|rule| Some((rule.name.as_str(), rule.lease?)))
+        .chain(
+            spec.envoy_leases
+                .iter()
+                .map(|(rule, plan)| (rule.as_str(), *plan)),
+        )
         .collect();
     if leased.is_empty() || !spec.store.is_shared() {
         return None;

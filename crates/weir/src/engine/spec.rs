@@ -20,6 +20,9 @@ pub struct EngineSpec {
     pub store: StoreKind,
     /// This instance's region, when rules are global across regions (`region:`).
     pub region: Option<RegionSpec>,
+    /// The rules of the Envoy descriptors leased (`x-weir: { lease }`), and their
+    /// plans: leased on a shared store as the rules with `lease` are.
+    pub envoy_leases: Vec<(String, LeasePlan)>,
 }
 
 /// This instance's region and the others (`region:`): where the shares of the rules

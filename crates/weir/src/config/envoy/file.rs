@@ -1,19 +1,19 @@
 //! One envoyproxy/ratelimit file read into the descriptor tree, with that service's
-//! refusals (`config_impl.go`): an empty or duplicate domain, an empty or duplicate
-//! key, a bad unit, a unit beside `unlimited`, `replaces` naming nothing or itself,
-//! `share_threshold` without a wildcard; unknown fields and bad YAML as serde and
-//! the YAML reader find them. Each names the file, the line and the field.
+//! refusals (`config_impl.go`): an empty or duplicate domain (with `merge_domains`, a
+//! second file of a domain adds to it), an empty or duplicate key, a bad unit, a unit
+//! beside `unlimited`, `replaces` naming nothing or itself, `share_threshold` without
+//! a wildcard; unknown fields and bad YAML as serde and the YAML reader find them.
+//! Each names the file, the line and the field. weir's `x-weir` is read here too.
 
 use std::path::Path;
 
 use serde_saphyr::{Location, Spanned};
 
-use super::raw::{RawDescriptor, RawFile, RawRateLimit, RawWeir};
+use super::raw::{RawDescriptor, RawFile, RawRateLimit};
 use crate::config::error::ConfigError;
 use crate::config::yaml::read_yaml;
-use weir_core::{Algorithm, Policy, PolicyError};
 
-use crate::engine::{DescriptorLimit, Descriptors, NodeId, Quota, Unit};
+use crate::engine::{DescriptorLimit, Descriptors, NodeId, Unit};
 
 /// Reads `text` (the file at `path`) into `descriptors`: one more domain.
 pub(super) fn read(
@@ -66,7 +66,8 @@ fn in_words(mut error: ConfigError) -> ConfigError {
         let field = field
             .replace("].value.", "].")
             .replace("rate_limit.value.", "rate_limit.")
-            .replace("x-weir.value.", "x-weir.");
+            .replace("x-weir.value.", "x-weir.")
+            .replace("lease.value.", "lease.");
         error.field = Some(field);
     }
     let unknown = error
@@ -83,15 +84,21 @@ fn in_words(mut error: ConfigError) -> ConfigError {
     error
 }
 
-struct Reader<'a> {
+/// Reads one file's descriptors into the tree.
+pub(super) struct Reader<'a> {
     path: &'a Path,
     descriptors: &'a mut Descriptors,
     /// Whether the store is Redis (whose scripts bound some policies).
-    on_redis: bool,
+    pub(super) on_redis: bool,
 }
 
 impl Reader<'_> {
-    fn fail(&self, location: Location, field: String, message: impl Into<String>) -> ConfigError {
+    pub(super) fn fail(
+        &self,
+        location: Location,
+        field: String,
+        message: impl Into<String>,
+    ) -> ConfigError {
         ConfigError::new(self.path, message)
             .at(location)
             .field(field)
@@ -128,26 +135,14 @@ impl Reader<'_> {
                     ),
                 ));
             }
-            if raw.share_threshold == Some(true) {
-                return Err(self.fail(
-                    at,
-                    format!("{field}.share_threshold"),
-                    "share_threshold is not implemented by weir: each value matching the wildcard would get a counter of its own, a weaker limit than one counter shared by them all; remove it, or set it to false",
-                ));
-            }
-            if let Some(quota) = raw.quota_mode.as_ref().filter(|q| q.value) {
-                return Err(self.fail(
-                    quota.referenced,
-                    format!("{field}.quota_mode"),
-                    "quota_mode is not implemented by weir: remove it, or set it to false",
-                ));
-            }
             let limit = match &raw.rate_limit {
                 Some(limit) => Some(self.limit(limit, &format!("{field}.rate_limit"))?),
                 None => None,
             };
             let limit = match (&raw.x_weir, limit) {
-                (Some(weir), Some(limit)) => Some(self.weir(weir, limit, &field)?),
+                (Some(weir), Some(limit)) => {
+                    Some(self.weir(weir, limit, &field, &format!("{path}{composite}"))?)
+                }
                 (Some(weir), None) => {
                     return Err(self.fail(
                         weir.referenced,
@@ -159,12 +154,16 @@ impl Reader<'_> {
             };
             let limit = limit.map(|limit| DescriptorLimit {
                 shadow_mode: raw.shadow_mode.unwrap_or(false),
+                quota_mode: raw.quota_mode.unwrap_or(false),
                 ..limit
             });
             let node = self
                 .descriptors
                 .add(parent, path, key, value, limit)
                 .map_err(|e| self.fail(at, format!("{field}.key"), e.to_string()))?;
+            if raw.share_threshold == Some(true) {
+                self.descriptors.share(node, value.unwrap_or_default());
+            }
             let children = raw.descriptors.as_deref().unwrap_or(&[]);
             self.level(
                 node,
@@ -174,55 +173,6 @@ impl Reader<'_> {
             )?;
         }
         Ok(())
-    }
-
-    /// The `rate_limit` decided as its `x-weir` says: the algorithm (`fixed_window` by
-    /// default), the period (the unit's by default) and the burst.
-    fn weir(
-        &self,
-        raw: &Spanned<RawWeir>,
-        limit: DescriptorLimit,
-        field: &str,
-    ) -> Result<DescriptorLimit, ConfigError> {
-        let weir = &raw.value;
-        let field = format!("{field}.x-weir");
-        let Quota::Counted(fixed) = limit.quota else {
-            return Err(self.fail(
-                raw.referenced,
-                field,
-                "x-weir applies to a counted limit: not to `unlimited` or 0 requests_per_unit",
-            ));
-        };
-        let algorithm = weir
-            .algorithm
-            .map_or(Algorithm::FixedWindow, Algorithm::from);
-        let period = weir.period.as_ref().map_or(fixed.period(), |p| p.value.0);
-        let burst = weir.burst.as_ref().map(|b| b.value);
-        let policy = Policy::new(algorithm, fixed.limit(), period, burst).map_err(|error| {
-            let at = match error {
-                PolicyError::PeriodOutOfRange(_) => weir.period.as_ref().map(|p| p.referenced),
-                PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
-                    weir.burst.as_ref().map(|b| b.referenced)
-                }
-                _ => None,
-            };
-            self.fail(
-                at.unwrap_or(raw.referenced),
-                field.clone(),
-                error.to_string(),
-            )
-        })?;
-        if self.on_redis {
-            weir_store::check_redis_policy(&policy)
-                .map_err(|e| self.fail(raw.referenced, field.clone(), e.to_string()))?;
-        }
-        Ok(DescriptorLimit {
-            quota: Quota::Counted(policy),
-            fail_open: weir
-                .failure
-                .map(|failure| matches!(failure, super::raw::RawFailure::Open)),
-            ..limit
-        })
     }
 
     fn limit(

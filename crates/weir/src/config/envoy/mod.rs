@@ -8,14 +8,17 @@
 //!   shadow_mode: false             # true: every answer is OK (statuses still tell)
 //!   response_headers: false        # true: RateLimit-* headers for Envoy to add
 //!   failure: unavailable           # open: decide on this instance's local fallback
+//!   quota_mode: false              # true: every descriptor in quota mode (QUOTA_MODE)
+//!   merge_domains: false           # true: a domain may span files (MERGE_DOMAIN_CONFIG)
 //! ```
 //!
-//! Every file of the directory is one domain (files named with a leading `.` are left
+//! Every file of the directory is one domain (or part of one, with `merge_domains`) (files named with a leading `.` are left
 //! out, as Kubernetes' ConfigMap bookkeeping is); they are read in name order, and
 //! an error names the file, the line and the field, as weir's own errors do.
 
 mod file;
 mod raw;
+mod weir;
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +42,10 @@ pub(super) struct RawEnvoy {
     response_headers: bool,
     #[serde(default)]
     failure: FailureName,
+    #[serde(default)]
+    quota_mode: bool,
+    #[serde(default)]
+    merge_domains: bool,
 }
 
 /// What a store that cannot decide means.
@@ -85,6 +92,8 @@ pub(super) fn envoy(
     descriptors.response_headers = section.response_headers;
     descriptors.fail_open = matches!(section.failure, FailureName::Open);
     descriptors.fallback_instances = fallback_instances;
+    descriptors.quota_mode = section.quota_mode;
+    descriptors.merge_domains = section.merge_domains;
     let mut digest = Sha256::new();
     for path in &files {
         let text = std::fs::read_to_string(path)

@@ -11,6 +11,7 @@ use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
 use crate::config::file::AlgorithmName;
+use crate::config::lease::RawLease;
 use crate::config::period::Period;
 
 /// A file: one domain and its descriptors.
@@ -30,16 +31,17 @@ pub(super) struct RawDescriptor {
     pub(super) rate_limit: Option<Spanned<RawRateLimit>>,
     pub(super) descriptors: Option<Vec<Spanned<RawDescriptor>>>,
     pub(super) shadow_mode: Option<bool>,
-    /// Quota mode (an over-limit quota descriptor fails the request only when every
-    /// quota descriptor is over): read, not implemented; refused when true.
-    pub(super) quota_mode: Option<Spanned<bool>>,
+    /// Quota mode: an over-limit quota descriptor fails the request only when every
+    /// quota descriptor of the request is over.
+    pub(super) quota_mode: Option<bool>,
     /// Statistics options of that service: weir's metrics are its own; ignored.
     #[serde(rename = "detailed_metric")]
     _detailed_metric: Option<bool>,
     /// Ignored, as `detailed_metric`.
     #[serde(rename = "value_to_metric")]
     _value_to_metric: Option<bool>,
-    /// Ignored, as `detailed_metric`; refused without a wildcard, as there.
+    /// One counter shared by every value the descriptor's wildcard matches; refused
+    /// without a wildcard, as there.
     pub(super) share_threshold: Option<bool>,
     /// Dynamic metadata for Envoy: accepted, not sent.
     #[serde(rename = "metadata")]
@@ -60,6 +62,22 @@ pub(super) struct RawWeir {
     pub(super) burst: Option<Spanned<u64>>,
     /// When the store cannot decide: `open` (the local fallback) or `unavailable`.
     pub(super) failure: Option<RawFailure>,
+    /// More limits on the descriptor, each counted beside the `rate_limit`.
+    pub(super) also: Option<Vec<Spanned<RawAlso>>>,
+    /// How the descriptor's keys are leased on a shared store, as a rule's `lease`.
+    pub(super) lease: Option<Spanned<RawLease>>,
+}
+
+/// One of `x-weir: { also }`: a `rate_limit`'s fields and `x-weir`'s in one mapping.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAlso {
+    pub(super) requests_per_unit: Option<u32>,
+    pub(super) unit: Option<Spanned<String>>,
+    pub(super) name: Option<String>,
+    pub(super) algorithm: Option<AlgorithmName>,
+    pub(super) period: Option<Spanned<Period>>,
+    pub(super) burst: Option<Spanned<u64>>,
 }
 
 /// A descriptor's own failure policy.

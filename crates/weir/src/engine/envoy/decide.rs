@@ -5,7 +5,10 @@
 //! Store keys: rule [`RULE`], identity the domain and the request's entries
 //! (`domain|key=value|key=value`, with `\`, `|` and `=` escaped), so that a wildcard
 //! or value-less descriptor counts per value, as in envoyproxy/ratelimit, and no two
-//! descriptors share a key unless their entries are the same.
+//! descriptors share a key unless their entries are the same. A descriptor's further
+//! limits (`x-weir: { also }`) are kept under `envoy.1`, `envoy.2`, ... (one identity,
+//! so one Redis Cluster slot: one store call); a leased descriptor's under a rule of
+//! its own (`envoy.l` and a hash of the descriptor), which the leasing store leases.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -13,8 +16,10 @@ use std::time::Duration;
 use weir_core::Decision;
 use weir_store::{Check, Key, Store, StoreError};
 
+use super::groups::{self, Charge, Group};
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
+    also,
 };
 use crate::engine::{Engine, key};
 use crate::metrics::EnvoyOutcome;
@@ -31,55 +36,67 @@ impl Engine {
         limits: &Descriptors,
         ask: &EnvoyAsk<'_>,
     ) -> Result<EnvoyAnswer, StoreError> {
-        let applied = applied(limits, ask);
+        let (applied, shared) = applied(limits, ask);
         // A key only for the descriptors that can be over their limit.
         let keys: Vec<String> = ask
             .descriptors
             .iter()
             .zip(&applied)
-            .map(|(d, limit)| match limit.as_deref().map(|l| l.quota) {
-                Some(Quota::Counted(_) | Quota::Zero) => {
-                    key::stored_form(&identity(ask.domain, &d.entries)).into_owned()
-                }
-                _ => String::new(),
-            })
+            .zip(&shared)
+            .map(
+                |((d, limit), shared)| match limit.as_deref().map(|l| l.quota) {
+                    Some(Quota::Counted(_) | Quota::Zero) => {
+                        key::stored_form(&identity(ask.domain, &d.entries, shared)).into_owned()
+                    }
+                    _ => String::new(),
+                },
+            )
             .collect();
-        let counted = |shadow: bool| {
+        // Every counted limit, as (descriptor, policy, rule): a descriptor's own, then
+        // its `also`, so that each descriptor's decisions come in its limits' order.
+        let counted = |group: Group| {
             applied
                 .iter()
                 .enumerate()
-                .filter_map(move |(i, limit)| match limit.as_deref() {
-                    Some(DescriptorLimit {
-                        quota: Quota::Counted(policy),
-                        shadow_mode,
-                        ..
-                    }) if !limits.all_or_nothing || *shadow_mode == shadow => Some((i, policy)),
-                    _ => None,
+                .filter_map(|(i, limit)| Some((i, limit.as_deref()?)))
+                .filter(move |(_, limit)| Group::of(limits, limit) == group)
+                .flat_map(|(i, limit)| {
+                    limit
+                        .counters()
+                        .map(move |(policy, rule)| (i, policy, rule))
                 })
         };
-        // With all-or-nothing, a descriptor whose limit is zero denies the request
-        // outright: the others are looked at, not charged.
-        let zero_denies = limits.all_or_nothing
-            && applied.iter().zip(&ask.descriptors).any(|(limit, asked)| {
-                limit
-                    .as_deref()
-                    .is_some_and(|l| l.quota == Quota::Zero && !l.shadow_mode && asked.hits > 0)
-            });
-        let mut decisions: Vec<Option<Decision>> = vec![None; applied.len()];
-        let mut fell_back = false;
-        // All-or-nothing binds the enforcing limits together; shadow limits are
-        // counted apart, so that they never hold the others back.
-        let groups: &[bool] = if limits.all_or_nothing {
-            &[false, true]
-        } else {
-            &[false]
+        // Whether a descriptor is over the limit, from its decisions so far.
+        let over = |i: usize, decided: &[Decision]| {
+            applied[i].as_deref().is_some_and(|l| {
+                !l.shadow_mode
+                    && match l.quota {
+                        Quota::Zero => ask.descriptors[i].hits > 0,
+                        Quota::Counted(_) => decided.iter().any(|d| !d.allowed),
+                        Quota::Unlimited => false,
+                    }
+            })
         };
-        for &shadow in groups {
-            let indexes: Vec<usize> = counted(shadow).map(|(i, _)| i).collect();
-            let checks: Vec<Check<'_>> = counted(shadow)
-                .map(|(i, policy)| Check {
+        // With all-or-nothing, a descriptor whose limit is zero denies the request
+        // outright (unless it is a quota descriptor): the others are looked at, not
+        // charged.
+        let zero_denies = limits.all_or_nothing
+            && applied.iter().enumerate().any(|(i, limit)| {
+                let limit = limit.as_deref();
+                limit.is_some_and(|l| l.quota == Quota::Zero && !groups::is_quota(limits, Some(l)))
+                    && over(i, &[])
+            });
+        // Each descriptor's decisions, one per counted limit (none: not decided).
+        let mut decisions: Vec<Vec<Decision>> = vec![Vec::new(); applied.len()];
+        let mut fell_back = false;
+        // All-or-nothing binds the enforcing limits together; quota and shadow limits
+        // are counted apart, so that they never hold the others back.
+        for &group in Group::order(limits) {
+            let indexes: Vec<usize> = counted(group).map(|(i, ..)| i).collect();
+            let checks: Vec<Check<'_>> = counted(group)
+                .map(|(i, policy, rule)| Check {
                     key: Key {
-                        rule: RULE,
+                        rule,
                         identity: &keys[i],
                     },
                     policy,
@@ -89,7 +106,15 @@ impl Engine {
             if checks.is_empty() {
                 continue;
             }
-            let look = zero_denies && !shadow;
+            // Every quota descriptor over (decided first) denies the request too.
+            let quotas_over = || {
+                let mut quotas = (0..applied.len())
+                    .filter(|&i| groups::is_quota(limits, applied[i].as_deref()))
+                    .peekable();
+                quotas.peek().is_some() && quotas.all(|i| over(i, &decisions[i]))
+            };
+            let look = group == Group::Enforcing && (zero_denies || quotas_over());
+            let charge = group.charge();
             // Decided on the fallback only if every descriptor counted here fails open.
             let open = indexes.iter().all(|&i| {
                 applied[i]
@@ -100,12 +125,15 @@ impl Engine {
             let decided = if look {
                 self.store.preview_all(&checks).await
             } else {
-                self.decide_checks(self.store.as_ref(), &checks, limits.all_or_nothing)
+                self.decide_checks(self.store.as_ref(), &checks, charge)
                     .await
             };
             let decided = match decided {
                 Ok(decided) => decided,
-                Err(error) => match self.on_fallback(limits, &checks, error, look, open).await {
+                Err(error) => match self
+                    .on_fallback(limits, &checks, error, look, open, charge)
+                    .await
+                {
                     Ok(decided) => {
                         fell_back = true;
                         decided
@@ -120,24 +148,24 @@ impl Engine {
                 },
             };
             for (i, decision) in indexes.into_iter().zip(decided) {
-                decisions[i] = Some(decision);
+                decisions[i].push(decision);
             }
         }
         let statuses: Vec<DescriptorAnswer> = applied
             .iter()
             .zip(&decisions)
             .zip(&ask.descriptors)
-            .map(|((limit, decision), asked)| self.status(limit.as_deref(), *decision, asked.hits))
+            .map(|((limit, decided), asked)| self.status(limit.as_deref(), decided, asked.hits))
             .collect();
-        for ((status, limit), decision) in statuses.iter().zip(&applied).zip(&decisions) {
+        for ((status, limit), decided) in statuses.iter().zip(&applied).zip(&decisions) {
             let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
                 None => EnvoyOutcome::NoLimit,
                 Some((Quota::Unlimited, _)) => EnvoyOutcome::Unlimited,
                 _ if status.over_limit => EnvoyOutcome::OverLimit,
-                Some((_, true)) if decision.is_some_and(|d| !d.allowed) => {
+                Some((_, true)) if decided.iter().any(|d| !d.allowed) => {
                     EnvoyOutcome::ShadowOverLimit
                 }
-                _ if fell_back && decision.is_some() => EnvoyOutcome::Fallback,
+                _ if fell_back && !decided.is_empty() => EnvoyOutcome::Fallback,
                 _ => EnvoyOutcome::Ok,
             };
             self.metrics.envoy_descriptor(outcome);
@@ -148,7 +176,8 @@ impl Engine {
                 self.log_denial(RULE, key, None, None, "ShouldRateLimit: over the limit");
             }
         }
-        let over_limit = !limits.shadow_mode && statuses.iter().any(|s| s.over_limit);
+        let answered = applied.iter().map(Option::as_deref).zip(&statuses);
+        let over_limit = !limits.shadow_mode && groups::over_limit(limits, answered);
         Ok(EnvoyAnswer {
             over_limit,
             statuses,
@@ -171,17 +200,21 @@ impl Engine {
         &self,
         store: &dyn Store,
         checks: &[Check<'_>],
-        all_or_nothing: bool,
+        charge: Charge,
     ) -> Result<Vec<Decision>, StoreError> {
         let mut decisions = store.check_all(checks).await?;
-        if all_or_nothing || decisions.iter().all(|d| d.allowed) {
+        if charge == Charge::Together || decisions.iter().all(|d| d.allowed) {
             return Ok(decisions);
         }
         // Nothing was consumed: charge the ones that passed, fill the ones that did not.
         for (check, decision) in checks.iter().zip(decisions.iter_mut()) {
             if decision.allowed && check.cost > 0 {
                 *decision = store.check(check.key, check.policy, check.cost).await?;
-            } else if !decision.allowed && check.cost > 0 && decision.remaining > 0 {
+            } else if charge == Charge::EachFilled
+                && !decision.allowed
+                && check.cost > 0
+                && decision.remaining > 0
+            {
                 store
                     .check(check.key, check.policy, decision.remaining)
                     .await?;
@@ -211,6 +244,7 @@ impl Engine {
         error: StoreError,
         look: bool,
         open: bool,
+        charge: Charge,
     ) -> Result<Vec<Decision>, StoreError> {
         let fallback = self
             .fallback_store()
@@ -235,26 +269,44 @@ impl Engine {
         let decided = if look {
             fallback.preview_all(&shared).await?
         } else {
-            self.decide_checks(fallback, &shared, limits.all_or_nothing)
-                .await?
+            self.decide_checks(fallback, &shared, charge).await?
         };
         decisions.extend(decided);
         Ok(decisions)
     }
 
-    /// One descriptor's status from its limit and the store's decision.
+    /// One descriptor's status from its limit and the store's decisions (one per
+    /// counted limit, in order): the most constraining of them is reported.
     fn status(
         &self,
         limit: Option<&DescriptorLimit>,
-        decision: Option<Decision>,
+        decided: &[Decision],
         hits: u64,
     ) -> DescriptorAnswer {
         let Some(limit) = limit else {
             return DescriptorAnswer::no_limit();
         };
-        let (over, remaining, until_reset) = match (limit.quota, decision) {
+        let mut reported = CurrentLimit {
+            name: limit.name.clone().unwrap_or_default(),
+            requests_per_unit: limit.requests_per_unit,
+            unit: limit.unit,
+        };
+        let (over, remaining, until_reset) = match (limit.quota, decided) {
             (Quota::Unlimited, _) => return DescriptorAnswer::unlimited(),
-            (Quota::Counted(policy), Some(d)) => {
+            (Quota::Counted(own), [_, ..]) => {
+                let binding = also::binding(decided);
+                let d = decided[binding];
+                let policy = match binding.checked_sub(1).and_then(|j| limit.also.get(j)) {
+                    Some(also) => {
+                        reported = CurrentLimit {
+                            name: also.name.clone().unwrap_or(reported.name),
+                            requests_per_unit: also.requests_per_unit,
+                            unit: also.unit,
+                        };
+                        also.policy
+                    }
+                    None => own,
+                };
                 // A fixed window's end, even when nothing is counted in it yet (as
                 // envoyproxy/ratelimit reports it); other algorithms' own time to full.
                 let fixed = policy.algorithm() == weir_core::Algorithm::FixedWindow;
@@ -274,11 +326,7 @@ impl Engine {
         };
         DescriptorAnswer {
             over_limit: over && !limit.shadow_mode,
-            limit: Some(CurrentLimit {
-                name: limit.name.clone().unwrap_or_default(),
-                requests_per_unit: limit.requests_per_unit,
-                unit: limit.unit,
-            }),
+            limit: Some(reported),
             remaining,
             until_reset: Some(until_reset),
         }
@@ -294,25 +342,27 @@ impl Engine {
 /// Each descriptor's limit: the one it was sent with, else the configuration's (an
 /// unknown domain has none, whatever was sent, as upstream answers it); an unlimited
 /// one stays (it is answered as such); a named limit that another matched limit
-/// `replaces` is dropped.
-fn applied<'l>(
-    limits: &'l Descriptors,
-    ask: &EnvoyAsk<'_>,
-) -> Vec<Option<Cow<'l, DescriptorLimit>>> {
-    let mut applied: Vec<Option<Cow<'l, DescriptorLimit>>> = ask
+/// `replaces` is dropped. With each, the entries a `share_threshold` wildcard matched
+/// (their places, and the wildcard value they are counted as).
+fn applied<'l>(limits: &'l Descriptors, ask: &EnvoyAsk<'_>) -> (Vec<Applied<'l>>, Vec<Shared<'l>>) {
+    let (mut applied, shared): (Vec<Applied<'l>>, Vec<Shared<'l>>) = ask
         .descriptors
         .iter()
         .map(|d| match d.limit {
-            _ if !limits.has_domain(ask.domain) => None,
-            Some((requests_per_unit, unit)) => Some(Cow::Owned(DescriptorLimit::counted(
-                requests_per_unit,
-                unit,
-            ))),
-            None => limits
-                .lookup(ask.domain, d.entries.iter().copied())
-                .map(Cow::Borrowed),
+            _ if !limits.has_domain(ask.domain) => (None, Vec::new()),
+            Some((requests_per_unit, unit)) => (
+                Some(Cow::Owned(DescriptorLimit::counted(
+                    requests_per_unit,
+                    unit,
+                ))),
+                Vec::new(),
+            ),
+            None => match limits.find(ask.domain, d.entries.iter().copied()) {
+                Some((limit, shared)) => (Some(Cow::Borrowed(limit)), shared),
+                None => (None, Vec::new()),
+            },
         })
-        .collect();
+        .unzip();
     let replaced: Vec<String> = applied
         .iter()
         .flatten()
@@ -332,19 +382,35 @@ fn applied<'l>(
             }
         }
     }
-    applied
+    (applied, shared)
 }
 
+/// A descriptor's limit, if one applies.
+type Applied<'l> = Option<Cow<'l, DescriptorLimit>>;
+
+/// The entries of a descriptor a `share_threshold` wildcard matched: their places, and
+/// the wildcard value each is counted as.
+type Shared<'l> = Vec<(usize, &'l str)>;
+
 /// The identity a descriptor's counter is kept under: the domain and the entries,
-/// escaped so that different entries never meet.
-fn identity(domain: &str, entries: &[(&str, &str)]) -> String {
+/// escaped so that different entries never meet. An entry a `share_threshold`
+/// wildcard matched is written as the wildcard (`key==files/*`: the second `=`,
+/// unescaped, is never an escaped value's), so every value it matches shares one
+/// counter, apart from any value written so.
+fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str)]) -> String {
     let mut out = String::with_capacity(domain.len() + entries.len() * 16);
     escape(&mut out, domain);
-    for (key, value) in entries {
+    for (i, (key, value)) in entries.iter().enumerate() {
         out.push('|');
         escape(&mut out, key);
         out.push('=');
-        escape(&mut out, value);
+        match shared.iter().find(|(at, _)| *at == i) {
+            Some((_, pattern)) => {
+                out.push('=');
+                escape(&mut out, pattern);
+            }
+            None => escape(&mut out, value),
+        }
     }
     out
 }
@@ -364,11 +430,17 @@ mod tests {
 
     #[test]
     fn identities_never_meet() {
-        assert_eq!(identity("d", &[("k", "v")]), "d|k=v");
+        assert_eq!(identity("d", &[("k", "v")], &[]), "d|k=v");
         assert_ne!(
-            identity("d", &[("a", "b|c=d")]),
-            identity("d", &[("a", "b"), ("c", "d")])
+            identity("d", &[("a", "b|c=d")], &[]),
+            identity("d", &[("a", "b"), ("c", "d")], &[])
         );
-        assert_ne!(identity("d|a", &[]), identity("d", &[("a", "")]));
+        assert_ne!(identity("d|a", &[], &[]), identity("d", &[("a", "")], &[]));
+        // A shared wildcard is not the value written as it.
+        assert_eq!(identity("d", &[("k", "x1")], &[(0, "x*")]), "d|k==x*");
+        assert_ne!(
+            identity("d", &[("k", "x1")], &[(0, "x*")]),
+            identity("d", &[("k", "=x*")], &[])
+        );
     }
 }

@@ -10,10 +10,15 @@
 //! children) whitelists. These are the semantics of that service's `GetLimit`, to the
 //! letter, so that its configuration files mean the same here.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Policy};
+use weir_store::LeasePlan;
+
+use super::also::AlsoLimit;
+use super::decide::RULE;
 
 /// A unit of envoyproxy/ratelimit's `rate_limit`: the length of its fixed windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +114,17 @@ pub struct DescriptorLimit {
     /// decided on the instance's local fallback (`Some(true)`) or the call answered
     /// `UNAVAILABLE` (`Some(false)`); `None` as the `envoy` section says.
     pub fail_open: Option<bool>,
+    /// `x-weir: { also }`: more limits on the descriptor, counted beside this one; the
+    /// descriptor is over when any of them is.
+    pub also: Vec<AlsoLimit>,
+    /// The rule the counters are kept under in the store: [`RULE`], or one of the
+    /// descriptor's own when it is leased (the leasing store leases by rule).
+    pub rule: Cow<'static, str>,
+    /// `x-weir: { lease }`: how its keys are leased on a shared store.
+    pub lease: Option<LeasePlan>,
+    /// `quota_mode`: over its limit, the descriptor fails the request only when every
+    /// quota descriptor of the request is over (its status says over all the same).
+    pub quota_mode: bool,
 }
 
 impl DescriptorLimit {
@@ -132,7 +148,22 @@ impl DescriptorLimit {
             replaces: Vec::new(),
             shadow_mode: false,
             fail_open: None,
+            also: Vec::new(),
+            rule: Cow::Borrowed(RULE),
+            lease: None,
+            quota_mode: false,
         }
+    }
+
+    /// Its counted limits, each with the rule its counter is kept under: its own
+    /// (when counted), then `also`'s.
+    pub fn counters(&self) -> impl Iterator<Item = (&Policy, &str)> {
+        let own = match &self.quota {
+            Quota::Counted(policy) => Some((policy, &*self.rule)),
+            _ => None,
+        };
+        own.into_iter()
+            .chain(self.also.iter().map(|a| (&a.policy, a.rule.as_str())))
     }
 
     /// An `unlimited: true` limit.
@@ -156,13 +187,18 @@ struct Node {
     /// the child.
     wildcards: Vec<(Vec<String>, usize)>,
     limit: Option<DescriptorLimit>,
+    /// `share_threshold`: the wildcard value (`files/*`) every value it matches is
+    /// counted as.
+    shared: Option<String>,
 }
 
 /// Why a descriptor cannot be added: envoyproxy/ratelimit refuses the same.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
     /// A second file for one domain.
-    #[error("duplicate domain `{0}`: each domain is configured in one file")]
+    #[error(
+        "duplicate domain `{0}`: each domain is configured in one file (unless `merge_domains: true` in the `envoy` section)"
+    )]
     DuplicateDomain(String),
     /// Two descriptors with the same key and value at one level.
     #[error("duplicate descriptor composite key `{0}`")]
@@ -190,6 +226,13 @@ pub struct Descriptors {
     pub fail_open: bool,
     /// The instances that share the traffic (the store's `fallback_instances`).
     pub fallback_instances: u64,
+    /// Every descriptor (but an unlimited one) is a quota descriptor, as
+    /// envoyproxy/ratelimit's `QUOTA_MODE`: a request is over the limit only when every
+    /// descriptor is.
+    pub quota_mode: bool,
+    /// A domain may be configured over several files (envoyproxy/ratelimit's
+    /// `MERGE_DOMAIN_CONFIG`): a second file of a domain adds to it.
+    pub merge_domains: bool,
 }
 
 impl Descriptors {
@@ -205,8 +248,11 @@ impl Descriptors {
 
     /// Starts a domain's tree.
     pub fn add_domain(&mut self, domain: &str) -> Result<NodeId, TreeError> {
-        if self.domains.contains_key(domain) {
-            return Err(TreeError::DuplicateDomain(domain.to_owned()));
+        if let Some(&root) = self.domains.get(domain) {
+            return match self.merge_domains {
+                true => Ok(NodeId(root)),
+                false => Err(TreeError::DuplicateDomain(domain.to_owned())),
+            };
         }
         let id = self.push(None);
         self.domains.insert(domain.to_owned(), id.0);
@@ -241,12 +287,27 @@ impl Descriptors {
         Ok(id)
     }
 
+    /// The leased rules of the descriptors, and their plans (for the leasing store).
+    pub fn leases(&self) -> impl Iterator<Item = (&str, LeasePlan)> {
+        self.nodes
+            .iter()
+            .filter_map(|node| node.limit.as_ref())
+            .filter_map(|limit| Some((limit, limit.lease?)))
+            .flat_map(|(limit, plan)| limit.counters().map(move |(_, rule)| (rule, plan)))
+    }
+
     fn push(&mut self, limit: Option<DescriptorLimit>) -> NodeId {
         self.nodes.push(Node {
             limit,
             ..Node::default()
         });
         NodeId(self.nodes.len() - 1)
+    }
+
+    /// Marks `node`, a wildcard descriptor of `value`, `share_threshold`: every value
+    /// it matches is counted as one.
+    pub fn share(&mut self, node: NodeId, value: &str) {
+        self.nodes[node.0].shared = Some(value.to_owned());
     }
 
     /// The limit for a request descriptor's entries in `domain`: none for an unknown
@@ -256,9 +317,20 @@ impl Descriptors {
         domain: &str,
         entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
     ) -> Option<&DescriptorLimit> {
+        self.find(domain, entries).map(|(limit, _)| limit)
+    }
+
+    /// [`Descriptors::lookup`], with the entries matched by a `share_threshold`
+    /// wildcard: their places, and the wildcard value each is counted as.
+    pub fn find<'e>(
+        &self,
+        domain: &str,
+        entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
+    ) -> Option<(&DescriptorLimit, Vec<(usize, &str)>)> {
         let mut at = *self.domains.get(domain)?;
         let last = entries.len().checked_sub(1)?;
         let mut found = None;
+        let mut shared = Vec::new();
         let mut composite = String::new();
         for (i, (key, value)) in entries.enumerate() {
             let node = &self.nodes[at];
@@ -266,19 +338,25 @@ impl Descriptors {
             composite.push_str(key);
             composite.push('_');
             composite.push_str(value);
-            let next = node
-                .children
-                .get(&composite)
-                .copied()
-                .or_else(|| {
-                    node.wildcards
-                        .iter()
-                        .find(|(parts, _)| wildcard_match(parts, &composite))
-                        .map(|&(_, child)| child)
-                })
-                .or_else(|| node.children.get(key).copied());
+            let exact = node.children.get(&composite).copied();
+            let wildcard = || {
+                node.wildcards
+                    .iter()
+                    .find(|(parts, _)| wildcard_match(parts, &composite))
+                    .map(|&(_, child)| child)
+            };
+            let (next, by_wildcard) = match exact {
+                Some(next) => (Some(next), false),
+                None => match wildcard() {
+                    Some(next) => (Some(next), true),
+                    None => (node.children.get(key).copied(), false),
+                },
+            };
             let Some(next) = next else { break };
             let child = &self.nodes[next];
+            if let Some(pattern) = child.shared.as_deref().filter(|_| by_wildcard) {
+                shared.push((i, pattern));
+            }
             if i == last {
                 found = child.limit.as_ref();
             }
@@ -287,7 +365,7 @@ impl Descriptors {
             }
             at = next;
         }
-        found
+        found.map(|limit| (limit, shared))
     }
 }
 
@@ -431,6 +509,42 @@ mod tests {
         assert_eq!(
             set.add(domain, "d.", "key2", Some(""), None),
             Err(TreeError::DuplicateKey("d.key2".into()))
+        );
+    }
+
+    #[test]
+    fn a_shared_wildcard_is_reported_only_when_matched_through() {
+        let mut set = Descriptors::default();
+        let domain = set.add_domain("d").unwrap();
+        let limit = || Some(DescriptorLimit::counted(1, Unit::Second));
+        let shared = set.add(domain, "d.", "f", Some("a*"), limit()).unwrap();
+        set.share(shared, "a*");
+        set.add(domain, "d.", "f", Some("ab"), limit()).unwrap();
+        let found = |value| set.find("d", [("f", value)].into_iter()).map(|(_, s)| s);
+        assert_eq!(found("ax"), Some(vec![(0, "a*")]));
+        // The exact value wins, and is counted as itself.
+        assert_eq!(found("ab"), Some(vec![]));
+        assert_eq!(found("b"), None);
+    }
+
+    #[test]
+    fn merged_domains_add_to_the_first_file() {
+        let mut set = tree();
+        set.merge_domains = true;
+        let again = set.add_domain("d").unwrap();
+        set.add(
+            again,
+            "d.",
+            "more",
+            None,
+            Some(DescriptorLimit::counted(7, Unit::Day)),
+        )
+        .unwrap();
+        assert_eq!(limit_of(&set, "d", &[("more", "x")]), Some(7));
+        assert_eq!(limit_of(&set, "d", &[("key2", "value2")]), Some(10));
+        assert_eq!(
+            set.add(again, "d.", "more", None, None),
+            Err(TreeError::DuplicateKey("d.more".into()))
         );
     }
 

@@ -4,9 +4,13 @@
 //! ([`EnvoyAnswer`]). The gRPC door translates the protocol's messages to and from
 //! these; the decisions are the store's, as every door's are.
 
+mod also;
 mod ask;
 mod decide;
+mod groups;
 mod limits;
 
+pub use self::also::AlsoLimit;
 pub use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk};
+pub use self::decide::RULE as ENVOY_RULE;
 pub use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, TreeError, Unit};
