@@ -443,6 +443,14 @@ fn a_cost_from_the_answer_needs_one_source_and_a_limit_that_can_owe() {
             "weir.yaml:8:16: rules[0].cost_from: `x tokens` is not a header name",
         ),
         (
+            rule("gcra", "{ trailer: x-tokens, max: 0 }", ""),
+            "weir.yaml:8:16: rules[0].cost_from: `max` must be between 1 and 64 buckets of the rule (64000), got 0",
+        ),
+        (
+            rule("gcra", "{ trailer: x-tokens, max: 64001 }", ""),
+            "weir.yaml:8:16: rules[0].cost_from: `max` must be between 1 and 64 buckets of the rule (64000), got 64001",
+        ),
+        (
             rule("token_bucket", "{ trailer: x-tokens }", "    lease: auto"),
             "weir.yaml:8:16: rules[0].cost_from: `cost_from` cannot be used with `lease`: a leased batch is spent locally, before the answer states the cost",
         ),

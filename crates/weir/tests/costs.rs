@@ -26,8 +26,9 @@ use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
-use weir::{Config, Gateway, Handler, Service, Shared, api_router};
+use weir::{Config, ConnectionLimits, Gateway, Handler, Service, Shared, api_router, serve};
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::{
     Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig, RedisTarget,
@@ -248,6 +249,16 @@ impl Weir {
         assert_eq!(self.left(user).await, tokens, "tokens left for {user}");
     }
 
+    /// Serves the gateway over real HTTP/1, as `weir serve` does; its address.
+    async fn listen(&self) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let gateway = self.gateway.clone();
+        let limits = ConnectionLimits::default();
+        tokio::spawn(async move { serve(listener, gateway, limits, std::future::pending()).await });
+        addr
+    }
+
     async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
         let request = Request::post(path)
             .header("content-type", "application/json")
@@ -331,18 +342,16 @@ async fn a_header_settles_before_the_answer_is_returned() {
     );
 }
 
+/// A client that hangs up before reading anything pays what the answer states: the
+/// answer is read for its cost all the same.
 #[tokio::test]
-async fn a_client_that_hangs_up_before_the_end_keeps_the_estimate() {
+async fn a_client_that_hangs_up_at_once_pays_what_the_answer_states() {
     let model = Model::start().await;
     let weir = Weir::start(&model, "json: /usage/total_tokens", None).await;
     let response = weir.chat("ana", "5").await;
     assert_eq!(response.status(), StatusCode::OK);
     drop(response);
-    // Another request read to its end settles: by then the first has long been
-    // dropped, its estimate kept.
-    assert_eq!(weir.chat_to_end("bo", "5").await, StatusCode::OK);
-    weir.until_left("bo", BURST - 5).await;
-    assert_eq!(weir.left("ana").await, BURST - 500);
+    weir.until_left("ana", BURST - 5).await;
 }
 
 #[tokio::test]
@@ -406,4 +415,135 @@ async fn a_json_answer_over_the_bound_keeps_the_estimate() {
     assert_eq!(weir.chat_to_end("cy", "1").await, StatusCode::OK);
     weir.until_left("cy", BURST - 1).await;
     assert_eq!(weir.left("bo").await, BURST - 500);
+}
+
+/// One HTTP/1.1 chat completion by ana over a socket, read until the server closes it.
+async fn over_http1(addr: SocketAddr, headers: &str) -> String {
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: api.test\r\nx-user-id: ana\r\n{headers}content-length: 2\r\nconnection: close\r\n\r\n{{}}"
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+/// Over real HTTP/1 a server stops reading a body of known length at its last byte, and
+/// a streamed one at its trailers: both still settle.
+#[tokio::test]
+async fn answers_over_http1_settle_at_their_last_byte_or_trailer() {
+    let model = Model::start().await;
+    let weir = Weir::start(&model, "json: /usage/total_tokens", None).await;
+    let answer = over_http1(weir.listen().await, "x-use-tokens: 20000\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("content-length"),
+        "{answer}"
+    );
+    weir.until_left("ana", 0).await;
+
+    let weir = Weir::start(&model, "trailer: X-Tokens-Used", None).await;
+    let headers = "x-use-tokens: 1234\r\nx-stream: 1\r\nte: trailers\r\n";
+    let answer = over_http1(weir.listen().await, headers).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("x-tokens-used: 1234"),
+        "the trailer reaches a client that takes trailers: {answer}"
+    );
+    weir.until_left("ana", BURST - 1234).await;
+}
+
+/// A client that leaves after the last token, before the trailer, still pays: the rest
+/// of the answer is read for its cost.
+#[tokio::test]
+async fn hanging_up_before_the_trailer_does_not_escape_the_cost() {
+    let model = Model::start().await;
+    let weir = Weir::start(&model, "trailer: X-Tokens-Used", None).await;
+    for _ in 0..3 {
+        let request = Request::post("/v1/chat/completions")
+            .header("host", "api.test")
+            .header("x-user-id", "ana")
+            .header("x-use-tokens", "3000")
+            .header("x-stream", "1")
+            .body(Body::from("{}"))
+            .unwrap();
+        let response = weir
+            .gateway
+            .call(request, "203.0.113.7:40000".parse().unwrap())
+            .await;
+        let mut body = response.into_body();
+        let first = body.frame().await.unwrap().unwrap();
+        assert!(first.is_data());
+        drop(body);
+    }
+    weir.until_left("ana", BURST - 9000).await;
+}
+
+/// A stated cost beyond one bucket is owed in full, up to the rule's `max` (16 buckets
+/// by default); past it, it is forgiven.
+#[tokio::test]
+async fn a_debt_of_several_buckets_is_owed_up_to_max() {
+    let model = Model::start().await;
+    let weir = Weir::start(&model, "json: /usage/total_tokens", None).await;
+    // 60,000 tokens: 500 reserved, 59,500 charged: 40,000 owed, 4 minutes of refill.
+    assert_eq!(weir.chat_to_end("ana", "60000").await, StatusCode::OK);
+    weir.until_left("ana", 0).await;
+    let denied = weir.chat("ana", "1").await;
+    assert_eq!(
+        denied.headers()["retry-after-ms"],
+        "243000",
+        "(40,000 + 500) / 10,000 a minute"
+    );
+    // A claim of a billion tokens owes 16 buckets (320,000), not a lifetime.
+    assert_eq!(weir.chat_to_end("bo", "1000000000").await, StatusCode::OK);
+    weir.until_left("bo", 0).await;
+    let denied = weir.chat("bo", "1").await;
+    let owed_ms = (16 * BURST - BURST + 500) * 60_000 / 10_000;
+    assert_eq!(
+        denied.headers()["retry-after-ms"],
+        owed_ms.to_string().as_str()
+    );
+}
+
+/// An answer that streams past a reload settles on the engine that reserved it.
+#[tokio::test]
+async fn an_answer_streaming_past_a_reload_still_settles() {
+    let model = Model::start().await;
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ai-tokens.yaml");
+    let text = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("http://127.0.0.1:9000", &format!("http://{}", model.addr))
+        .replace("json: /usage/total_tokens", "trailer: X-Tokens-Used");
+    let text = format!("store:\n  type: memory\n{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ai.yaml");
+    std::fs::write(&path, &text).unwrap();
+    let config = Config::load(&path).unwrap();
+    let clock = Arc::new(ManualClock::new(MIDNIGHT));
+    let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+    let store: Arc<dyn Store> = Arc::new(memory);
+    let mut service =
+        Service::with_store(&config, Arc::clone(&store), clock.clone() as Arc<dyn Clock>);
+    let gateway = service.gateway.clone().unwrap();
+    let request = Request::post("/v1/chat/completions")
+        .header("host", "api.test")
+        .header("x-user-id", "ana")
+        .header("x-use-tokens", "7000")
+        .header("x-stream", "1")
+        .body(Body::from("{}"))
+        .unwrap();
+    let response = gateway
+        .call(request, "203.0.113.7:40000".parse().unwrap())
+        .await;
+    std::fs::write(&path, format!("{text}\n# touched\n")).unwrap();
+    service.reload(&path).await.unwrap();
+    response.into_body().collect().await.unwrap();
+    let weir = Weir {
+        gateway,
+        api: api_router(service.engine.clone()),
+        store,
+        clock,
+    };
+    weir.until_left("ana", BURST - 7000).await;
 }

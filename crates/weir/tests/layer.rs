@@ -524,15 +524,14 @@ async fn costs_stated_in_the_answer_settle_as_in_the_gateway() {
     };
     assert_eq!(ask(3).await.status, 200);
     until_left(97).await;
-    // 150 used with 87 left after the reservation of 10: 140 more, charged as one
-    // bucket (100, the most one charge owes), so 13 owed.
+    // 150 used with 87 left after the reservation of 10: 140 more, 53 owed.
     assert_eq!(ask(150).await.status, 200);
     until_left(0).await;
     let denied = ask(1).await;
     assert_eq!(denied.status, 429);
-    // 13 owed and 10 to reserve, at 100 a minute: 13.8 s, whole seconds up.
-    assert_eq!(denied.headers["retry-after"], "14");
-    clock.advance(Duration::from_millis(13_799));
+    // 53 owed and 10 to reserve, at 100 a minute: 37.8 s, whole seconds up.
+    assert_eq!(denied.headers["retry-after"], "38");
+    clock.advance(Duration::from_millis(37_799));
     assert_eq!(ask(10).await.status, 429);
     clock.advance(Duration::from_millis(1));
     assert_eq!(ask(10).await.status, 200);

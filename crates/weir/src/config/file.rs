@@ -331,6 +331,7 @@ pub(super) struct RawCostFrom {
     pub(super) response_header: Option<String>,
     pub(super) trailer: Option<String>,
     pub(super) json: Option<String>,
+    pub(super) max: Option<u64>,
 }
 
 /// Growing waits for callers who reach a limit again and again.

@@ -18,8 +18,8 @@ use super::plans::plans;
 use super::region::ScopeName;
 use super::{ConfigError, Fallback};
 use crate::engine::{
-    CLIENT_IP, CostFrom, Failure, IdentitySource, Lockout, PathMatch, PlanSource, Plans,
-    RouteMatch, Routing, Rule, rule_host,
+    CLIENT_IP, CostFrom, Failure, IdentitySource, Lockout, MAX_DEBT_BUCKETS, PathMatch, PlanSource,
+    Plans, RouteMatch, Routing, Rule, rule_host,
 };
 use crate::request::{EscapedSlashes, PathOptions};
 
@@ -240,6 +240,7 @@ fn routed_rule(
                 .map_err(|m| errors.at(c.referenced, field("cost_from"), m))?,
         ),
     };
+    let cost_max = raw.cost_from.as_ref().and_then(|c| c.value.max);
     let store_timeout = match &raw.store_timeout {
         Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(60) => {
             return Err(errors.at(
@@ -271,6 +272,7 @@ fn routed_rule(
         count_statuses: raw.count_statuses.clone(),
         reset_statuses: raw.reset_statuses.clone(),
         cost_from,
+        cost_max,
     }))
 }
 
@@ -312,6 +314,14 @@ fn cost_from(raw: &RawRule, from: &RawCostFrom, policy: &Policy) -> Result<CostF
     }
     if raw.lease.is_some() {
         return Err("`cost_from` cannot be used with `lease`: a leased batch is spent locally, before the answer states the cost".into());
+    }
+    let most = policy.capacity().saturating_mul(MAX_DEBT_BUCKETS);
+    if let Some(max) = raw.cost_from.as_ref().and_then(|c| c.value.max)
+        && !(1..=most).contains(&max)
+    {
+        return Err(format!(
+            "`max` must be between 1 and {MAX_DEBT_BUCKETS} buckets of the rule ({most}), got {max}"
+        ));
     }
     Ok(from)
 }

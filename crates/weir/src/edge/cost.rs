@@ -4,18 +4,23 @@
 //! [`MAX_COST_BODIES`] bytes across every answer copied at once: many large answers at
 //! a time cannot take the process's memory).
 //!
-//! An answer the client does not read to its end (it hung up) settles as no answer:
-//! the estimate stays reserved. So does a cost that is missing or not a number, and a
-//! JSON body over the bound.
+//! The body's end is seen as the server sees it: its last data frame (hyper stops
+//! polling a body of known length there), its trailers, or its end. A client that
+//! hangs up before then does not escape the cost: the rest of the answer is read in
+//! the background (for at most [`DRAIN_FOR`]) and settles as if sent. A cost that is
+//! missing or not a number, a JSON body over the bound or not labelled JSON, and an
+//! answer not ended within that time, keep the estimate.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
+use http_body_util::BodyExt;
 
 use crate::engine::{CostFrom, Settlement};
 
@@ -51,7 +56,8 @@ pub async fn settle(settlement: Settlement, response: Response) -> Response {
             CostFrom::Json(_) => json = true,
         }
     }
-    if !json && !trailer {
+    let json = json && is_json(response.headers());
+    if !json && !trailer || response.body().is_end_stream() {
         let headers = response.headers();
         settlement
             .settle_costs(status, |from| stated(from, headers, None, None))
@@ -68,8 +74,29 @@ pub async fn settle(settlement: Settlement, response: Response) -> Response {
         }),
         copy: json.then(Vec::new),
         trailers: None,
+        draining: false,
     };
     Response::from_parts(parts, Body::new(metered))
+}
+
+/// Whether the answer says its body is JSON (`application/json`, `text/json`,
+/// `application/*+json`): only such a body is copied for a cost.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(kind) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = kind
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence == "text/json"
+        || essence.starts_with("application/") && essence.ends_with("+json")
 }
 
 /// The cost `from` states, in the answer's headers, trailers or JSON body.
@@ -93,9 +120,14 @@ struct Pending {
     headers: HeaderMap,
 }
 
+/// How long the rest of an answer whose client hung up is read for its cost.
+const DRAIN_FOR: Duration = Duration::from_secs(60);
+
 /// The upstream's body on its way to the client, settling when it ends.
 struct Metered {
     inner: Body,
+    /// Read in the background after the client left: dropped then, nothing more.
+    draining: bool,
     /// Taken when the body ends.
     pending: Option<Pending>,
     /// The body so far, when a JSON field states a cost (`None` past the bound).
@@ -138,7 +170,33 @@ impl Metered {
 }
 
 impl Drop for Metered {
+    /// A client that left before the answer ended: the rest is read in the background
+    /// for its cost, as the upstream sends it (the model did the work either way).
     fn drop(&mut self) {
+        if self.pending.is_some()
+            && !self.draining
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let mut rest = Metered {
+                inner: std::mem::take(&mut self.inner),
+                draining: true,
+                pending: self.pending.take(),
+                copy: self.copy.take(),
+                trailers: self.trailers.take(),
+            };
+            runtime.spawn(async move {
+                let read = async {
+                    while rest.pending.is_some() {
+                        match rest.frame().await {
+                            Some(Ok(_)) => {}
+                            _ => break,
+                        }
+                    }
+                };
+                // Not ended in time: dropped, the estimate stays.
+                let _ = tokio::time::timeout(DRAIN_FOR, read).await;
+            });
+        }
         self.drop_copy();
     }
 }
@@ -163,8 +221,14 @@ impl http_body::Body for Metered {
                             copy.extend_from_slice(data);
                         }
                     }
+                    // A body of known length ends with its last byte: the server may
+                    // not poll again.
+                    if this.inner.is_end_stream() {
+                        this.finish();
+                    }
                 } else if let Some(trailers) = frame.trailers_ref() {
                     this.trailers = Some(trailers.clone());
+                    this.finish();
                 }
             }
             Poll::Ready(None) => this.finish(),
@@ -176,9 +240,8 @@ impl http_body::Body for Metered {
         polled
     }
 
-    /// Not ended while the settlement waits: the last poll (`None`) settles.
     fn is_end_stream(&self) -> bool {
-        self.pending.is_none() && self.inner.is_end_stream()
+        self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

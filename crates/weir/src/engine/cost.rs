@@ -16,8 +16,7 @@ pub enum CostFrom {
     /// A trailer, sent after a streamed answer's body (the body's end settles).
     Trailer(HeaderName),
     /// A number in the answer's JSON body, by JSON pointer (RFC 6901), e.g.
-    /// `/usage/total_tokens`; the body is buffered, within the upstream's
-    /// `max_buffered_bytes`.
+    /// `/usage/total_tokens`; read from a copy of a body labelled JSON, at most 4 MiB.
     Json(String),
 }
 

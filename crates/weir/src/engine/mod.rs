@@ -60,7 +60,8 @@ pub use self::pending::SettlementId;
 pub use self::plan::{KeyPlan, PlanSource, Plans};
 pub use self::route::{PathMatch, RouteMatch, rule_host};
 pub use self::routed::Routed;
-pub use self::rule::{Failure, Lockout, Rule};
+use self::rule::DEFAULT_DEBT_BUCKETS;
+pub use self::rule::{Failure, Lockout, MAX_DEBT_BUCKETS, Rule};
 pub use self::settlement::Settlement;
 pub use self::spec::{EngineSpec, NamedPolicy, RegionSpec, StoreKind};
 pub use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
@@ -273,7 +274,8 @@ impl Engine {
 
     /// Keeps a settlement for `POST /v1/settle`, under a new id. One left unsettled
     /// past `keep_for` is dropped, and so kept (counted).
-    pub fn park(&self, settlement: Settlement, keep_for: Duration) -> SettlementId {
+    pub fn park(&self, mut settlement: Settlement, keep_for: Duration) -> SettlementId {
+        settlement.unhold();
         self.pending.park(settlement, self.clock.now(), keep_for)
     }
 

@@ -41,6 +41,9 @@ pub struct Rule {
     /// Where the answer states the request's actual cost, when `cost` is only the
     /// estimate reserved before it (the tokens a model will generate).
     pub cost_from: Option<CostFrom>,
+    /// The most a request's stated cost counts (`cost_from.max`): a cost stated above
+    /// it is charged as it. `None`: [`DEFAULT_DEBT_BUCKETS`] times the caller's burst.
+    pub cost_max: Option<u64>,
     /// Growing waits for callers who reach the limit again and again.
     pub lockout: Option<Lockout>,
     /// What to do when the store cannot decide.
@@ -88,6 +91,12 @@ impl Rule {
         self.counts_by_outcome() || !self.reset_statuses.is_empty() || self.cost_from.is_some()
     }
 }
+
+/// How many full buckets a stated cost may owe by default (`cost_from` without `max`).
+pub const DEFAULT_DEBT_BUCKETS: u64 = 16;
+
+/// How many full buckets a `max` may reach: a charge is made in steps of one bucket.
+pub const MAX_DEBT_BUCKETS: u64 = 64;
 
 /// What a rule does when the shared store cannot decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

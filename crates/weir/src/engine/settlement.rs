@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
 use weir_store::{Check, Key, Store};
 
-use super::{CostFrom, Engine, Lockout, Rule};
+use super::{CostFrom, DEFAULT_DEBT_BUCKETS, Engine, Lockout, MAX_DEBT_BUCKETS, Rule};
 use crate::metrics::StoreOp;
 
 /// Which store a request was decided on.
@@ -47,6 +47,27 @@ impl Reserved {
         self.check_of(rule, self.cost)
     }
 
+    /// The charges for a stated `cost` above the reserved one, in steps of at most
+    /// one bucket (`weir_core::charge` owes at most one a step), up to the rule's
+    /// `cost_max`; and what is stated past that, not charged.
+    fn beyond<'a>(&'a self, rule: &'a Rule, cost: u64) -> (Vec<Check<'a>>, Option<Check<'a>>) {
+        let bucket = self.policy.capacity();
+        let max = rule
+            .cost_max
+            .unwrap_or(bucket.saturating_mul(DEFAULT_DEBT_BUCKETS))
+            .min(bucket.saturating_mul(MAX_DEBT_BUCKETS))
+            .max(self.cost);
+        let over = (cost > max).then(|| self.check_of(rule, cost - max));
+        let mut left = cost.min(max) - self.cost;
+        let mut steps = Vec::new();
+        while left > 0 {
+            let step = left.min(bucket);
+            steps.push(self.check_of(rule, step));
+            left -= step;
+        }
+        (steps, over)
+    }
+
     fn check_of<'a>(&'a self, rule: &'a Rule, cost: u64) -> Check<'a> {
         Check {
             key: self.key(&rule.name),
@@ -69,6 +90,9 @@ pub struct Settlement {
     /// Weak: the engine keeps parked settlements, and a reload drops the engine with
     /// them (their reservations stay counted).
     engine: Weak<Engine>,
+    /// The engine held while a door holds the settlement (not parked): an answer that
+    /// streams past a reload still settles on the engine that reserved it.
+    held: Option<Arc<Engine>>,
     used: StoreUsed,
     reserved: Vec<Reserved>,
 }
@@ -85,6 +109,7 @@ impl Settlement {
     pub(super) fn new(engine: &Arc<Engine>, used: StoreUsed, reserved: Vec<Reserved>) -> Self {
         Self {
             engine: Arc::downgrade(engine),
+            held: Some(Arc::clone(engine)),
             used,
             reserved,
         }
@@ -93,6 +118,11 @@ impl Settlement {
     /// Settles with the answer's HTTP status; an estimated cost stays as reserved.
     pub async fn settle(self, status: u16) {
         self.settle_costs(status, |_| None).await;
+    }
+
+    /// Lets go of the engine, for a settlement the engine itself keeps (parked).
+    pub(super) fn unhold(&mut self) {
+        self.held = None;
     }
 
     /// Where the answer must be read for the actual costs of the rules this settles
@@ -155,6 +185,7 @@ impl Engine {
         let mut refunds = Vec::new();
         let mut unused = Vec::new();
         let mut charges = Vec::new();
+        let mut forgiven = Vec::new();
         let mut resets = Vec::new();
         let mut lockouts = Vec::new();
         for (i, r) in reserved.iter().enumerate() {
@@ -172,7 +203,9 @@ impl Engine {
                     match actual.get(i).copied().flatten() {
                         Some(cost) if cost < r.cost => unused.push(r.check_of(rule, r.cost - cost)),
                         Some(cost) if cost > r.cost => {
-                            charges.push(r.check_of(rule, cost - r.cost))
+                            let (charged, over) = r.beyond(rule, cost);
+                            charges.extend(charged);
+                            forgiven.extend(over);
                         }
                         _ => {}
                     }
@@ -182,7 +215,7 @@ impl Engine {
                 }
             }
         }
-        self.metrics.costs_settled(&unused, &charges);
+        self.metrics.costs_settled(&unused, &charges, &forgiven);
         refunds.append(&mut unused);
         if refunds.is_empty() && charges.is_empty() && lockouts.is_empty() && resets.is_empty() {
             return;

@@ -14,14 +14,14 @@ use crate::edge::{Problem, write_forwarding};
 use crate::request::{ClientAddress, ForwardedHeader};
 
 /// Headers that describe one connection (or how the message is framed on it), not the
-/// message: never forwarded.
-static HOP_BY_HOP: [HeaderName; 8] = [
+/// message: never forwarded. `Trailer` is not among them (RFC 9110 6.6.2: it names the
+/// trailer fields of the message, which weir passes on).
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];
@@ -87,10 +87,14 @@ pub(super) async fn forward(
     }
     strip_hop_by_hop(&mut parts.headers);
     // This hop takes trailers (a streamed answer's cost may come in one, `cost_from`),
-    // and passes them on to clients that take them too.
+    // and passes them on to clients that take them too; `TE` is named in `Connection`,
+    // as RFC 9110 10.1.4 asks.
     parts
         .headers
         .insert(header::TE, HeaderValue::from_static("trailers"));
+    parts
+        .headers
+        .insert(header::CONNECTION, HeaderValue::from_static("te"));
     write_forwarding(client, &mut parts.headers, header);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {

@@ -375,9 +375,19 @@ impl EngineMetrics {
         self.metrics.families.shed.get_or_create(&labels).inc();
     }
 
-    /// Counts the units of estimated costs given back and charged beyond, by rule.
-    pub fn costs_settled(&self, refunded: &[Check<'_>], charged: &[Check<'_>]) {
-        for (checks, direction) in [(refunded, "refunded"), (charged, "charged")] {
+    /// Counts the units of estimated costs given back and charged beyond, by rule, and
+    /// those stated past the rule's `max` (`forgiven`: not charged).
+    pub fn costs_settled(
+        &self,
+        refunded: &[Check<'_>],
+        charged: &[Check<'_>],
+        forgiven: &[Check<'_>],
+    ) {
+        for (checks, direction) in [
+            (refunded, "refunded"),
+            (charged, "charged"),
+            (forgiven, "forgiven"),
+        ] {
             for check in checks {
                 let labels = CostLabels {
                     rule: check.key.rule.to_owned(),

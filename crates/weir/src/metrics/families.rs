@@ -121,7 +121,8 @@ pub(super) struct ShedLabels {
 }
 
 /// Units of estimated costs trued up when the answer stated the actual cost: the rule,
-/// and whether they were given back (`refunded`) or charged beyond (`charged`).
+/// and whether they were given back (`refunded`), charged beyond (`charged`) or stated
+/// past the rule's `max` and not charged (`forgiven`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct CostLabels {
     pub(super) rule: String,
@@ -298,7 +299,7 @@ impl Families {
         );
         registry.register(
             "cost_settled_units",
-            "Units of estimated costs trued up to the cost the answer stated (cost_from), by rule and direction: refunded (used less than reserved) or charged (used more: a debt past the limit)",
+            "Units of estimated costs trued up to the cost the answer stated (cost_from), by rule and direction: refunded (used less than reserved) or charged (used more: a debt past the limit) or forgiven (stated past cost_from.max, not charged)",
             f.cost_units.clone(),
         );
         registry.register(
