@@ -80,17 +80,18 @@ async fn a_fleet_with_weir_client_sends_a_fraction_of_the_429s() {
         shared.elapsed <= naive.elapsed.mul_f64(1.15) + Duration::from_millis(500),
         "shared {shared:?} against naive {naive:?}"
     );
-    // A client per worker: each paces alone and waits out weir's whole-second
-    // Retry-After (for a bucket refilling every 50 ms), so the fleet leaves the bucket
-    // idle at times and takes longer (see the README), but still sends a small
-    // fraction of the storm's requests.
+    // A client per worker: each waits out weir's Retry-After-Ms (the millisecond wait)
+    // plus jitter, alone. Independent clients collide on the few units freed each
+    // 50 ms, so more refusals than one shared client, still a small fraction of the
+    // storm's, and the limit's own time give or take the jitter (see the README).
+    eprintln!("naive {naive:?}\nshared {shared:?}\neach {each:?}");
     assert!(
         each.refused * 5 <= naive.refused,
         "{each:?} against {naive:?}"
     );
-    assert!(each.refused <= 3 * WORKERS * JOBS, "{each:?}");
+    assert!(each.refused <= 12 * WORKERS * JOBS, "{each:?}");
     assert!(
-        each.elapsed <= naive.elapsed * 3,
+        each.elapsed <= naive.elapsed.mul_f64(1.3) + Duration::from_millis(500),
         "{each:?} against {naive:?}"
     );
 }
