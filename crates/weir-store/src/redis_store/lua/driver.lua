@@ -120,20 +120,18 @@ local function push(reply, allowed, remaining, reset, retry, delay)
   reply[#reply + 1] = delay
 end
 
--- A refund: each key gives back its cost, in order; a key with nothing counted stays
--- absent. A cost of 0, or above the capacity (never consumed), gives nothing back.
-local function refund_all(keys, argv, now)
+-- Updates each key in order by `step(argv, i, state, now)`, which returns the state to
+-- keep (false once full) and its reset, or nil to leave it; writes each key's last
+-- state and replies, per key, what a peek (cost 0) reports after it.
+local function update_all(keys, argv, now, step)
   local stored, current, reset = {}, {}, {}
   for i, key in ipairs(keys) do
     if stored[key] == nil then
       stored[key] = read_state(argv, i, key)
       current[key] = stored[key]
     end
-    local _, refund, limit, capacity, period, L, P, queue = policy(argv, i)
-    local cost = tonumber(arg(argv, i, 2))
-    if current[key] and cost > 0 and cost <= capacity then
-      current[key], reset[key] = refund(current[key], now, cost, limit, capacity, period, L, P, queue)
-    end
+    local kept, after = step(argv, i, current[key], now)
+    if kept ~= nil then current[key], reset[key] = kept, after end
   end
   local reply = { 1 }
   for i, key in ipairs(keys) do
@@ -147,6 +145,17 @@ local function refund_all(keys, argv, now)
     push(reply, run(argv, i, now, 0, current[key]))
   end
   return reply
+end
+
+-- A refund: each key gives back its cost, in order; a key with nothing counted stays
+-- absent. A cost of 0, or above the capacity (never consumed), gives nothing back.
+local function refund_step(argv, i, state, now)
+  local _, refund, limit, capacity, period, L, P, queue = policy(argv, i)
+  local cost = tonumber(arg(argv, i, 2))
+  if state and cost > 0 and cost <= capacity then
+    return refund(state, now, cost, limit, capacity, period, L, P, queue)
+  end
+  return nil
 end
 
 -- One key: the same rules as check_all, without the bookkeeping.
@@ -223,36 +232,18 @@ end
 
 -- A charge: each key takes its cost (at most its capacity) whether or not it is left,
 -- in order; an algorithm that cannot carry a debt takes it only where a check would
--- allow it. Each key reports a peek after it.
-local function charge_all(keys, argv, now)
-  local stored, current, reset = {}, {}, {}
-  for i, key in ipairs(keys) do
-    if stored[key] == nil then
-      stored[key] = read_state(argv, i, key)
-      current[key] = stored[key]
-    end
-    local algorithm, _, limit, capacity, period, L, P, queue = policy(argv, i)
-    local cost = math.min(tonumber(arg(argv, i, 2)), capacity)
-    local charge = charger_named(arg(argv, i, 1))
-    if cost > 0 and charge then
-      current[key], reset[key] = charge(current[key], now, cost, limit, capacity, period, L, P, queue)
-    elseif cost > 0 then
-      local allowed, _, after, _, _, kept = decide(algorithm, current[key], now, cost, limit, capacity, period, L, P, queue)
-      if allowed then current[key], reset[key] = kept, after end
-    end
+-- allow it.
+local function charge_step(argv, i, state, now)
+  local algorithm, _, limit, capacity, period, L, P, queue = policy(argv, i)
+  local cost = math.min(tonumber(arg(argv, i, 2)), capacity)
+  local charge = charger_named(arg(argv, i, 1))
+  if cost > 0 and charge then
+    return charge(state, now, cost, limit, capacity, period, L, P, queue)
+  elseif cost > 0 then
+    local allowed, _, after, _, _, kept = decide(algorithm, state, now, cost, limit, capacity, period, L, P, queue)
+    if allowed then return kept, after end
   end
-  local reply = { 1 }
-  for i, key in ipairs(keys) do
-    if last(keys, i) and current[key] ~= stored[key] then
-      if current[key] then
-        write_state(key, current[key], expiry_ms(reset[key], argv[1]), now)
-      else
-        redis.call('DEL', key)
-      end
-    end
-    push(reply, run(argv, i, now, 0, current[key]))
-  end
-  return reply
+  return nil
 end
 
 -- Defined in lease.lua, which comes after this file (it uses decide and expiry_ms).
@@ -261,8 +252,8 @@ local lease_take, lease_give_back
 local function check(keys, argv)
   local now = clock(argv[1])
   local mode = argv[2]
-  if mode == '2' then return refund_all(keys, argv, now) end
-  if mode == '9' then return charge_all(keys, argv, now) end
+  if mode == '2' then return update_all(keys, argv, now, refund_step) end
+  if mode == '9' then return update_all(keys, argv, now, charge_step) end
   if mode == '4' then return lease_take(keys, argv, now) end
   if mode == '5' then return lease_give_back(keys, argv, now) end
   if mode == '6' then return share_report(keys, argv, now) end
