@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use weir_core::{Algorithm, Policy, State, charge, check};
+use weir_core::{Algorithm, Policy, State, charge, check, refund};
 
 const START: u64 = 1_796_032_800_000_000_000;
 const SECOND: u64 = 1_000_000_000;
@@ -96,8 +96,17 @@ fn windows_and_logs_carry_no_debt_a_charge_spends_only_what_fits() {
     }
 }
 
-/// A run of checks and charges: (gap in ns, cost, whether charged).
-fn runs() -> impl Strategy<Value = (Policy, Vec<(u64, u64, bool)>)> {
+/// What a step of a run does.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Check,
+    Charge,
+    /// Gives back up to `cost` of what was consumed (a reservation that cost less).
+    Refund,
+}
+
+/// A run of checks, charges and refunds: (gap in ns, cost, step).
+fn runs() -> impl Strategy<Value = (Policy, Vec<(u64, u64, Step)>)> {
     (
         prop::sample::select(
             &[
@@ -117,28 +126,53 @@ fn runs() -> impl Strategy<Value = (Policy, Vec<(u64, u64, bool)>)> {
             let step = (
                 prop_oneof![Just(0u64), 0..period / 4 + 1, 0..2 * period],
                 0..=capacity + 2,
-                prop::bool::weighted(0.3),
+                prop_oneof![
+                    6 => Just(Step::Check),
+                    3 => Just(Step::Charge),
+                    2 => Just(Step::Refund),
+                ],
             );
             (Just(policy), proptest::collection::vec(step, 1..80))
         })
 }
 
 proptest! {
-    /// However checks and charges are mixed, the first instant a unit is admitted
-    /// after them keeps the bucket's bound: everything consumed since the start, that
-    /// unit included, is at most the capacity plus the rate times the time gone. And
-    /// `retry_after` names that instant exactly (1 ns earlier is denied).
+    /// However checks, charges and refunds are mixed, each unit admitted keeps the
+    /// bucket's bound: everything consumed since the start (less what was given back),
+    /// that unit included, is at most the capacity plus the rate times the time gone. A
+    /// refund while in debt pays the debt; it is not spendable before. And at the end,
+    /// `retry_after` names the next instant a unit is admitted exactly (1 ns earlier is
+    /// denied).
     #[test]
     fn debts_are_paid_before_anything_more_is_admitted((policy, run) in runs()) {
         let mut state: Option<State> = None;
         let (mut now, mut consumed) = (START, 0u128);
-        for (gap, cost, charged) in run {
+        let bound = |at: u64| {
+            u128::from(policy.capacity())
+                + u128::from(at - START) * u128::from(policy.limit()) / u128::from(policy.period_ns())
+        };
+        for (gap, cost, step) in run {
             now += gap;
-            if charged {
-                charge(&policy, &mut state, now, cost);
-                consumed += u128::from(cost.min(policy.capacity()));
-            } else if check(&policy, &mut state, now, cost).allowed {
-                consumed += u128::from(cost);
+            match step {
+                Step::Charge => {
+                    charge(&policy, &mut state, now, cost);
+                    consumed += u128::from(cost.min(policy.capacity()));
+                }
+                Step::Refund => {
+                    let back = u64::try_from(consumed.min(u128::from(cost))).unwrap();
+                    refund(&policy, &mut state, now, back);
+                    consumed -= u128::from(back);
+                }
+                Step::Check => {
+                    if check(&policy, &mut state, now, cost).allowed && cost > 0 {
+                        consumed += u128::from(cost);
+                        prop_assert!(
+                            consumed <= bound(now),
+                            "consumed {} by {} ns: more than {}",
+                            consumed, now - START, bound(now)
+                        );
+                    }
+                }
             }
         }
         let d = check(&policy, &mut state.clone(), now, 1);
@@ -149,32 +183,37 @@ proptest! {
             prop_assert!(!check(&policy, &mut earlier, at - 1, 1).allowed);
         }
         prop_assert!(check(&policy, &mut state, at, 1).allowed);
-        let refilled = u128::from(at - START) * u128::from(policy.limit())
-            / u128::from(policy.period_ns());
         prop_assert!(
-            consumed < u128::from(policy.capacity()) + refilled,
-            "consumed {} + 1 by {} ns: more than {} + {}",
-            consumed, at - START, policy.capacity(), refilled
+            consumed < bound(at),
+            "consumed {} + 1 by {} ns: more than {}",
+            consumed, at - START, bound(at)
         );
     }
 
-    /// The token bucket and GCRA are one admission, charges included: the same run
-    /// decides alike under both.
+    /// The token bucket and GCRA are one admission, charges and refunds included: the
+    /// same run decides alike under both.
     #[test]
     fn token_bucket_and_gcra_owe_alike((policy, run) in runs()) {
         let other = |a| bucket(a, policy.limit(), policy.period(), policy.burst());
         let (bucket_policy, gcra_policy) = (other(Algorithm::TokenBucket), other(Algorithm::Gcra));
         let (mut tb, mut gcra, mut now) = (None, None, START);
-        for (gap, cost, charged) in run {
+        for (gap, cost, step) in run {
             now += gap;
-            if charged {
-                charge(&bucket_policy, &mut tb, now, cost);
-                charge(&gcra_policy, &mut gcra, now, cost);
-            } else {
-                let a = check(&bucket_policy, &mut tb, now, cost);
-                let b = check(&gcra_policy, &mut gcra, now, cost);
-                prop_assert_eq!((a.allowed, a.remaining), (b.allowed, b.remaining));
-                prop_assert_eq!(a.retry_after, b.retry_after);
+            match step {
+                Step::Charge => {
+                    charge(&bucket_policy, &mut tb, now, cost);
+                    charge(&gcra_policy, &mut gcra, now, cost);
+                }
+                Step::Refund => {
+                    refund(&bucket_policy, &mut tb, now, cost);
+                    refund(&gcra_policy, &mut gcra, now, cost);
+                }
+                Step::Check => {
+                    let a = check(&bucket_policy, &mut tb, now, cost);
+                    let b = check(&gcra_policy, &mut gcra, now, cost);
+                    prop_assert_eq!((a.allowed, a.remaining), (b.allowed, b.remaining));
+                    prop_assert_eq!(a.retry_after, b.retry_after);
+                }
             }
         }
     }

@@ -5,7 +5,7 @@
 //! No refill is ever truncated to whole tokens or whole seconds, so a client retrying
 //! every 300 ms against one token per 6 s gets one request through every 6 s.
 //!
-//! A refund puts `cost` tokens back, up to the capacity.
+//! A refund puts `cost` tokens back, up to the capacity; in debt, it pays the debt first.
 //!
 //! With units out in leases (`crate::lease`), the bucket refills only up to the
 //! capacity less those units ([`TokenBucket::capped`]).
@@ -133,13 +133,26 @@ impl AlgorithmState for TokenBucket {
         }
     }
 
-    fn refund(&mut self, policy: &Policy, _now: u64, cost: u64) {
+    fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
+        let period = policy.period_ns();
+        let limit = policy.limit();
+        let mut added = u128::from(cost) * u128::from(period);
+        // A bucket whose `last` is ahead of `now` (a debt from a charge, or a clock gone
+        // back) holds its tokens only from `last`: the refund first brings `last` back,
+        // at most to `now`, as GCRA's refund moves its arrival time back; what is left
+        // over is tokens. Adding the tokens at once would let a debt be spent before it
+        // is paid.
+        if self.last > now {
+            let back = u64::try_from(added / u128::from(limit)).unwrap_or(u64::MAX);
+            let back = back.min(self.last - now);
+            self.last -= back;
+            added -= u128::from(back) * u128::from(limit);
+        }
         // Added to the tokens as of `last`, and refilled from there as before: adding
         // first and refilling next gives what refilling first would, since both stop at
-        // the capacity. So the time, even a clock gone backwards, plays no part here.
-        let period = policy.period_ns();
+        // the capacity.
         let capacity = u128::from(policy.capacity()) * u128::from(period);
-        let tokens = (self.scaled(period) + u128::from(cost) * u128::from(period)).min(capacity);
+        let tokens = (self.scaled(period) + added).min(capacity);
         // tokens <= capacity <= MAX_LIMIT × period, so the whole part fits a u64.
         let (whole, fraction) = div_rem(tokens, period);
         self.whole = whole as u64;

@@ -36,13 +36,24 @@ local function token_bucket(state, now, cost, _, capacity, _, L, P)
 end
 
 -- Puts `cost` tokens back as of `last`, up to the capacity; the refill from `last` on
--- comes after, which gives what refilling first would (both stop at the capacity).
+-- comes after, which gives what refilling first would (both stop at the capacity). A
+-- `last` ahead of now (a debt, or a clock gone back) is first brought back, at most to
+-- now, so a debt is paid before a refund is spent. Mirrors TokenBucket::refund.
 local function token_bucket_refund(state, now, cost, limit, capacity, period, L, P)
   local s = tagged(state, 't')
   if s then
     s = numbers(s)
-    local tokens = math.min(s[1] + cost * P, capacity * P)
-    state = 't:' .. int(tokens) .. ':' .. int(s[2])
+    local added, last = cost * P, s[2]
+    if last > now then
+      -- Whole microseconds of refill, compared with the debt's: (last - now) * L may
+      -- pass 2^53.
+      local back = divmod(added, L)
+      if back > last - now then back = last - now end
+      last = last - back
+      added = added - back * L
+    end
+    local tokens = math.min(s[1] + added, capacity * P)
+    state = 't:' .. int(tokens) .. ':' .. int(last)
   end
   return settled(token_bucket, state, now, limit, capacity, period, L, P)
 end
