@@ -215,3 +215,40 @@ async fn an_idle_store_finds_a_promoted_replica() {
     );
     check_succeeds(&breaker, "f").await;
 }
+
+/// A Redis that answers but cannot serve is an outage, not a fault: here a replica
+/// (what a URL may name after a failover), which answers `READONLY`; `LOADING` after a
+/// restart, `CLUSTERDOWN` and `MASTERDOWN` are taken alike. Its errors are ones the
+/// rules' failure policies act on (a fail-open rule decides on the local fallback, not
+/// a 503), and they open the breaker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_answers_but_cannot_serve_is_an_outage() {
+    let primary = RedisServer::start();
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    let config = RedisStoreConfig {
+        target: RedisTarget::Single(replica.url()),
+        key_prefix: "health".into(),
+        timeout: Duration::from_secs(1),
+        clock: RedisClock::Server,
+        window_counters: false,
+    };
+    let store = RedisStore::connect(&config, Arc::new(SystemClock::new()))
+        .await
+        .unwrap();
+    let breaker = Breaker::new(store, BreakerConfig::default());
+    let policy = policy();
+    let key = Key {
+        rule: "r",
+        identity: "replica",
+    };
+    for _ in 0..BreakerConfig::default().threshold {
+        let error = breaker.check(key, &policy, 1).await.unwrap_err();
+        assert!(error.is_unavailable(), "{error}");
+        assert!(error.to_string().contains("read only replica"), "{error}");
+    }
+    assert!(
+        !breaker.is_closed(),
+        "the breaker opens on a replica's refusals"
+    );
+}

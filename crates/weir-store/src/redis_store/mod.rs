@@ -37,7 +37,7 @@ use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, RedisError, Value};
+use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
 use self::args::Mode;
@@ -443,12 +443,27 @@ fn classify(error: RedisError) -> StoreError {
     }
 }
 
-/// Whether a client error says Redis could not be reached or did not answer in time.
+/// Whether a client error says Redis could not be reached, did not answer in time, or
+/// answered that it cannot serve now: loading its data after a restart (`LOADING`), a
+/// cluster missing a primary (`CLUSTERDOWN`, `TRYAGAIN`), a replica cut off from its
+/// primary (`MASTERDOWN`) or one that took writes it cannot (`READONLY`, a failover in
+/// progress). Those are outages, for the breaker and the rules' failure policies, not
+/// faults of weir's or of the request's.
 fn unreachable(error: &RedisError) -> bool {
     error.is_timeout()
         || error.is_io_error()
         || error.is_connection_dropped()
         || error.is_connection_refusal()
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+            )
+        )
 }
 
 impl Store for RedisStore {
