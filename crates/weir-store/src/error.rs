@@ -26,6 +26,11 @@ pub enum StoreError {
     /// The store cannot be reached, or the connection broke.
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
+    /// The Redis Cluster primary that holds this hash slot did not answer the health
+    /// loop's last probe, while the rest of the cluster did: refused at once, without
+    /// waiting for a timeout, and not counted against the rest by the breaker.
+    #[error("the store is unavailable: the Redis Cluster primary of slot {0} is unreachable")]
+    SlotLost(u16),
     /// The store answered something weir did not expect (a bug, or a misconfigured
     /// server).
     #[error("unexpected answer from the store: {0}")]
@@ -53,7 +58,10 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            StoreError::Timeout(_) | StoreError::Unavailable(_) | StoreError::Full { .. }
+            StoreError::Timeout(_)
+                | StoreError::Unavailable(_)
+                | StoreError::SlotLost(_)
+                | StoreError::Full { .. }
         )
     }
 }

@@ -8,10 +8,17 @@
 //! tells the truth with or without traffic, and the breaker closes as soon as the store
 //! is back instead of waiting for its next timed probe. The loop also logs the loss
 //! (once, warn) and the return (once, info, with the outage's duration).
+//!
+//! On a Redis Cluster the loop also keeps which hash slots it found lost: those whose
+//! primary did not answer while the rest of the cluster did. Checks on them fail at
+//! once (see [`StoreError::SlotLost`]); the other slots go on being decided, and the
+//! store is up, though not ready (`/readyz` says degraded until every slot is back).
 
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -43,6 +50,11 @@ pub struct StoreHealth {
     wake: Notify,
     /// When the store was lost (`None` before the first connection), for the log.
     lost_at: Mutex<Option<Instant>>,
+    /// The hash slots of a cluster whose primary the last probe found lost (the rest
+    /// answering); empty when every slot answered, and on a single server.
+    lost_slots: ArcSwap<Vec<RangeInclusive<u16>>>,
+    /// When slots were first found lost, for the log.
+    slots_lost_at: Mutex<Option<Instant>>,
 }
 
 impl StoreHealth {
@@ -54,12 +66,33 @@ impl StoreHealth {
             answered: AtomicBool::new(false),
             wake: Notify::new(),
             lost_at: Mutex::new(None),
+            lost_slots: ArcSwap::from_pointee(Vec::new()),
+            slots_lost_at: Mutex::new(None),
         }
     }
 
-    /// Whether the store answered its last probe: what `/readyz` reports.
+    /// Whether the store answered its last probe, all of it or (a cluster missing a
+    /// primary) the rest of it.
     pub fn is_up(&self) -> bool {
         self.up.load(Ordering::Acquire)
+    }
+
+    /// Whether every part of the store answered its last probe: what `/readyz` reports.
+    pub fn is_whole(&self) -> bool {
+        self.is_up() && self.lost_slots.load().is_empty()
+    }
+
+    /// How many cluster hash slots the last probe found lost, the rest answering.
+    pub fn slots_lost(&self) -> u64 {
+        self.lost_slots.load().iter().map(|r| r.len() as u64).sum()
+    }
+
+    /// Whether the last probe found the primary of cluster hash slot `slot` lost.
+    pub(crate) fn slot_lost(&self, slot: u16) -> bool {
+        self.lost_slots
+            .load()
+            .iter()
+            .any(|range| range.contains(&slot))
     }
 
     /// How many times the store came up, the first connection included. A breaker
@@ -82,10 +115,12 @@ impl StoreHealth {
         self.wake.notify_one();
     }
 
-    /// Records a probe's outcome; logs when the store is lost or back.
-    pub(crate) fn record(&self, probe: &Result<(), StoreError>) {
+    /// Records a probe's outcome (the slots it found lost, if the rest answered); logs
+    /// when the store, or part of it, is lost or back.
+    pub(crate) fn record(&self, probe: &Result<Vec<RangeInclusive<u16>>, StoreError>) {
         match probe {
-            Ok(()) => {
+            Ok(lost) => {
+                self.record_slots(lost);
                 if !self.up.swap(true, Ordering::AcqRel) {
                     self.recoveries.fetch_add(1, Ordering::AcqRel);
                     match self.lost_at.lock().take() {
@@ -108,11 +143,39 @@ impl StoreHealth {
         }
     }
 
-    /// Waits until the next probe is due: for a lost store, 100-250 ms (`jitter` picks
-    /// where, so that instances do not probe in step); for a healthy one, until a check
-    /// fails or none was answered for [`IDLE_PROBE`].
+    /// Keeps the slots a probe found lost; logs when some are first lost (warn) and
+    /// when all are back (info).
+    fn record_slots(&self, lost: &[RangeInclusive<u16>]) {
+        if self.lost_slots.load().as_slice() == lost {
+            return;
+        }
+        self.lost_slots.store(std::sync::Arc::new(lost.to_vec()));
+        let mut lost_at = self.slots_lost_at.lock();
+        match (lost.is_empty(), lost_at.take()) {
+            (true, Some(since)) => tracing::info!(
+                outage = ?since.elapsed(),
+                "every Redis Cluster slot reachable again"
+            ),
+            (true, None) => {}
+            (false, since) => {
+                let count: usize = lost.iter().map(|r| r.len()).sum();
+                if since.is_none() {
+                    tracing::warn!(
+                        slots = count,
+                        ranges = ?lost,
+                        "part of the Redis Cluster unreachable: keys in these slots follow their rules' failure policy, the rest are shared as usual"
+                    );
+                }
+                *lost_at = Some(since.unwrap_or_else(Instant::now));
+            }
+        }
+    }
+
+    /// Waits until the next probe is due: for a store lost, whole or in part, 100-250
+    /// ms (`jitter` picks where, so that instances do not probe in step); for a healthy
+    /// one, until a check fails or none was answered for [`IDLE_PROBE`].
     pub(crate) async fn next_probe(&self, jitter: u64) {
-        if self.is_up() {
+        if self.is_whole() {
             loop {
                 tokio::select! {
                     () = self.wake.notified() => return,

@@ -33,6 +33,7 @@ pub use leasing::{
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
     RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, check_redis_policy,
+    hash_slot,
 };
 pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};
 pub use store::{Check, Key, Store, StoreFuture};

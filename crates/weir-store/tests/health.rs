@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use weir_core::{Algorithm, Policy};
 use weir_store::{
-    Breaker, BreakerConfig, Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store,
-    SystemClock,
+    Breaker, BreakerConfig, Check, Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget,
+    Store, StoreError, SystemClock,
 };
 use weir_testkit::{RedisCluster, RedisServer, redis_cli};
 
@@ -251,4 +251,98 @@ async fn a_redis_that_answers_but_cannot_serve_is_an_outage() {
         !breaker.is_closed(),
         "the breaker opens on a replica's refusals"
     );
+}
+
+/// One primary of three killed, the cluster left serving the slots it still covers
+/// (`cluster-require-full-coverage no`): the health loop finds that primary's slots
+/// lost; checks there fail at once as an outage (`SlotLost`, which the rules' failure
+/// policies act on) without opening the breaker, so keys on the other primaries go on
+/// being decided on Redis, exactly, between them. Readiness says degraded until the
+/// primary is back, and then its keys are decided on Redis again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_primary_sends_only_its_own_slots_to_the_failure_policy() {
+    let mut cluster = RedisCluster::start();
+    for node in cluster.nodes() {
+        node.cli(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
+    }
+    let lost = cluster.identity_on(0, "lost");
+    let kept = [
+        cluster.identity_on(1, "kept"),
+        cluster.identity_on(2, "kept"),
+    ];
+    let (store, breaker) = start(RedisTarget::Cluster(cluster.urls()));
+    assert!(store.wait_connected(Duration::from_secs(2)).await);
+    for identity in [&lost, &kept[0], &kept[1]] {
+        check_succeeds(&breaker, identity).await;
+    }
+    let policy = policy();
+    let health = store.health();
+
+    cluster.node_mut(0).kill();
+    until_ready(&breaker, false, "one primary killed").await;
+    let started = Instant::now();
+    while health.slots_lost() == 0 {
+        assert!(
+            started.elapsed() < WITHIN + MARGIN,
+            "its slots not found lost"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The testkit's cluster splits the slots in three: the lost third, about.
+    let slots = health.slots_lost();
+    assert!((5000..=5600).contains(&slots), "{slots} slots lost");
+    assert!(health.is_up() && !health.is_whole());
+
+    let lost_key = Key {
+        rule: "r",
+        identity: &lost,
+    };
+    for round in 0..20u64 {
+        let error = breaker.check(lost_key, &policy, 1).await.unwrap_err();
+        assert!(
+            matches!(error, StoreError::SlotLost(_)) && error.is_unavailable(),
+            "{error}"
+        );
+        for identity in &kept {
+            let key = Key {
+                rule: "r",
+                identity,
+            };
+            let decision = breaker.check(key, &policy, 1).await.unwrap();
+            // 100 a minute, one taken before the kill: counted on Redis, one by one.
+            assert!(decision.allowed);
+            assert_eq!(decision.remaining, 98 - round, "{identity}");
+        }
+        assert!(breaker.is_closed(), "round {round}: the breaker opened");
+    }
+    // A request with keys on both sides cannot be decided: all or nothing.
+    let both = [
+        Check {
+            key: Key {
+                rule: "r",
+                identity: &kept[0],
+            },
+            policy: &policy,
+            cost: 1,
+        },
+        Check {
+            key: lost_key,
+            policy: &policy,
+            cost: 1,
+        },
+    ];
+    let error = breaker.check_all(&both).await.unwrap_err();
+    assert!(error.is_unavailable(), "{error}");
+
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.node_mut(0).restart();
+        cluster.wait_ready(Duration::from_secs(20));
+        cluster
+    })
+    .await
+    .unwrap();
+    until_ready(&breaker, true, "the primary back").await;
+    assert_eq!(health.slots_lost(), 0);
+    check_succeeds(&breaker, &lost).await;
+    drop(cluster);
 }

@@ -41,6 +41,37 @@ async fn timed(addr: &str, path: &str) -> (u16, Duration) {
     (status, started.elapsed())
 }
 
+/// The value of `weir_store_slots_lost` on the admin listener's `/metrics`.
+async fn slots_lost(admin: &str) -> u64 {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
+    let request = axum::http::Request::get(format!("http://{admin}/metrics"))
+        .body(Body::empty())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("weir_store_slots_lost{"))
+        .and_then(|rest| rest.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no weir_store_slots_lost in\n{text}"))
+}
+
+/// Waits until `slots_lost` satisfies `wanted`, for at most 5 s; the last value.
+async fn until_slots_lost(admin: &str, wanted: impl Fn(u64) -> bool) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lost = slots_lost(admin).await;
+        if wanted(lost) || Instant::now() > deadline {
+            return lost;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Requests to `path` from 4 clients for `during`; every (status, latency).
 async fn load(addr: &str, path: &'static str, during: Duration) -> Vec<(u16, Duration)> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -299,15 +330,23 @@ async fn a_cluster_primary_killed_fails_as_configured_and_recovers_when_it_rejoi
     )
     .unwrap();
     let weir = Server::start(&path);
+    let admin = weir.admin.clone().unwrap();
     assert_eq!(timed(&weir.addr, "/closed").await.0, 200);
+    assert_eq!(slots_lost(&admin).await, 0);
 
     // Kill the primary that holds this client's keys (both rules share its hash tag).
     let owner = cluster.owner_of("weir:{client_ip=127.0.0.1}:closed");
     cluster.node_mut(owner).kill();
     under_fault(&weir.addr, "cluster primary killed").await;
+    // Its third of the slots, found lost while the other primaries answer; not ready.
+    let lost = until_slots_lost(&admin, |n| n > 0).await;
+    assert!((5000..=5600).contains(&lost), "{lost} slots lost");
+    assert_eq!(timed(&admin, "/readyz").await.0, 503);
 
     cluster.node_mut(owner).restart();
     cluster.wait_ready(Duration::from_secs(20));
     let recovered = wait_until_shared(&weir.addr, Duration::from_secs(20)).await;
     eprintln!("recovered after the primary rejoined in {recovered:?}");
+    assert_eq!(until_slots_lost(&admin, |n| n == 0).await, 0);
+    assert_eq!(timed(&admin, "/readyz").await.0, 200);
 }

@@ -249,6 +249,10 @@ impl<S: Store> Breaker<S> {
 
     fn record<T>(&self, result: &Result<T, StoreError>, admission: Admission) {
         match (result, admission) {
+            // Part of a cluster the health loop found lost: refused before it was
+            // tried, so nothing learned of the rest (a probe's release is left to
+            // `InFlight`).
+            (Err(StoreError::SlotLost(_)), _) => {}
             (Ok(_), _) => {
                 if !self.is_closed() {
                     self.close();

@@ -308,7 +308,7 @@ fn following_the_health_loop_opens_and_closes_with_it() {
 
     // The loop finds the store lost, with no traffic: not ready, and the next call is
     // refused without waiting for three failures.
-    health.record(&lost());
+    health.record(&lost().map(|()| Vec::new()));
     assert!(!breaker.is_ready());
     let mut call = breaker.reset(KEY, &POLICY);
     assert!(matches!(poll(&mut call), Poll::Ready(Err(_))));
@@ -317,7 +317,7 @@ fn following_the_health_loop_opens_and_closes_with_it() {
 
     // Back: ready at once, and the next call goes to the store, long before the pause
     // would have ended.
-    health.record(&Ok(()));
+    health.record(&Ok(Vec::new()));
     assert!(breaker.is_ready());
     let mut call = breaker.reset(KEY, &POLICY);
     assert!(poll(&mut call).is_pending());
@@ -339,7 +339,7 @@ fn a_store_that_answers_but_too_slowly_is_probed_without_growing_pauses() {
         );
     }
     // Lost for the health loop: the pauses grow again.
-    health.record(&lost());
+    health.record(&lost().map(|()| Vec::new()));
     assert!(breaker.pause(4).as_millis() >= 3200);
 }
 

@@ -40,6 +40,7 @@ impl RedisStore {
         policy: &ScriptPolicy,
         now_us: u64,
     ) -> Result<Decision, StoreError> {
+        self.refuse_lost(key)?;
         let until_next = policy.period_us - now_us % policy.period_us;
         let mut increment = redis::cmd("INCRBY");
         increment.arg(key).arg(1);

@@ -104,6 +104,9 @@ impl RedisStore {
         now_us: Option<u64>,
         call: &Call<'_>,
     ) -> Result<(Vec<i64>, bool), StoreError> {
+        if let Some(key) = keys.first() {
+            self.refuse_lost(key)?;
+        }
         let reply = if self.lua.functions() {
             self.by_function(keys, now_us, call).await?
         } else {

@@ -37,6 +37,23 @@ pub(crate) fn redis_key(prefix: &str, key: Key<'_>, window: Option<u64>) -> Stri
     out
 }
 
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (what lies
+/// between its first `{` and the next `}`, when that is not empty), else of the whole
+/// key, modulo 16384, as Redis computes it.
+pub fn hash_slot(key: &[u8]) -> u16 {
+    let tag = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .map(|close| &rest[..close])
+        })
+        .filter(|tag| !tag.is_empty());
+    crc16::State::<crc16::XMODEM>::calculate(tag.unwrap_or(key)) % 16384
+}
+
 fn is_plain(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'@' | b'+' | b'=' | b'/')
 }
@@ -65,6 +82,26 @@ fn encode_identity(identity: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hash_slots_are_redis_clusters() {
+        // CRC16/XMODEM's check value, and slots `CLUSTER KEYSLOT` gives.
+        assert_eq!(
+            crc16::State::<crc16::XMODEM>::calculate(b"123456789"),
+            0x31c3
+        );
+        // The examples of Redis's `CLUSTER KEYSLOT` page.
+        assert_eq!(hash_slot(b"somekey"), 11058);
+        assert_eq!(hash_slot(b"foo{hash_tag}"), 2515);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        // An empty tag, or a brace never closed: the whole key.
+        let whole = |key: &[u8]| crc16::State::<crc16::XMODEM>::calculate(key) % 16384;
+        assert_eq!(hash_slot(b"foo{}{bar}"), whole(b"foo{}{bar}"));
+        assert_eq!(hash_slot(b"foo{bar"), whole(b"foo{bar"));
+        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+        // weir's keys: the identity's slot, whatever the rule.
+        assert_eq!(hash_slot(key("alice").as_bytes()), hash_slot(b"alice"));
+    }
 
     fn key(identity: &str) -> String {
         redis_key(

@@ -29,6 +29,7 @@ mod probe;
 mod script;
 mod share;
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,7 @@ use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
 use self::args::Mode;
 use self::dispatch::Lua;
+pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::{ping, watch};
@@ -102,6 +104,8 @@ pub struct RedisStore {
     prefix: String,
     timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
+    /// A cluster's seed nodes by address, for the health loop's probe.
+    seeds: Vec<(String, u16)>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -173,6 +177,10 @@ impl RedisStore {
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
+            seeds: match &config.target {
+                RedisTarget::Cluster(urls) => probe::seed_addresses(urls),
+                RedisTarget::Single(_) => Vec::new(),
+            },
         }
     }
 
@@ -343,23 +351,50 @@ impl RedisStore {
     }
 
     /// One probe: `PING` (every primary of a cluster) on the current connection, else
-    /// on a fresh one, which replaces it when it answers.
-    async fn probe(&self) -> Result<(), StoreError> {
+    /// on a fresh one, which replaces it when it answers. Returns the cluster slots
+    /// whose primary did not answer. While some are lost, a fresh connection (which
+    /// reads the topology again, finding a replica promoted in a lost primary's place)
+    /// is tried too, and replaces the current one when it finds fewer lost.
+    async fn probe(&self) -> Result<Vec<RangeInclusive<u16>>, StoreError> {
         let current = self.connection.load_full();
-        let within = match &current {
-            Some(connection) => match ping(connection, self.timeout).await {
-                Ok(()) => return Ok(()),
+        let (within, partly) = match &current {
+            Some(connection) => match ping(connection, self.timeout, &self.seeds).await {
+                Ok(lost) if lost.is_empty() => return Ok(lost),
+                Ok(lost) => (self.timeout, Some(lost)),
                 Err(error) => {
                     tracing::debug!(%error, "Redis probe failed; reconnecting");
-                    self.timeout
+                    (self.timeout, None)
                 }
             },
-            None => first_connect_within(&self.config),
+            None => (first_connect_within(&self.config), None),
         };
-        let fresh = open(&self.config, within).await?;
-        ping(&fresh, self.timeout).await?;
-        self.connection.store(Some(Arc::new(fresh)));
-        self.prepare().await;
+        let fresh = async {
+            let fresh = open(&self.config, within).await?;
+            let lost = ping(&fresh, self.timeout, &self.seeds).await?;
+            Ok::<_, StoreError>((fresh, lost))
+        };
+        match (fresh.await, partly) {
+            (Ok((_, lost)), Some(partly)) if lost.len() >= partly.len() => Ok(partly),
+            (Ok((fresh, lost)), _) => {
+                self.connection.store(Some(Arc::new(fresh)));
+                self.prepare().await;
+                Ok(lost)
+            }
+            (Err(_), Some(partly)) => Ok(partly),
+            (Err(error), None) => Err(error),
+        }
+    }
+
+    /// Refuses at once a command on `key` whose cluster slot the health loop found
+    /// lost (the rest of the cluster answering), rather than wait for its timeout.
+    fn refuse_lost(&self, key: &str) -> Result<(), StoreError> {
+        if !matches!(self.config.target, RedisTarget::Cluster(_)) {
+            return Ok(());
+        }
+        let slot = keys::hash_slot(key.as_bytes());
+        if self.health.slot_lost(slot) {
+            return Err(StoreError::SlotLost(slot));
+        }
         Ok(())
     }
 
@@ -369,6 +404,7 @@ impl RedisStore {
         let policy = ScriptPolicy::new(policy)?.at(self.counter_time(self.now_us()));
         let mut command = redis::cmd("DEL");
         let state = keys::redis_key(&self.prefix, key, policy.window);
+        self.refuse_lost(&state)?;
         if matches!(policy.algorithm, Algorithm::TokenBucket | Algorithm::Gcra) {
             command.arg(lease::records_key(&state));
         }
@@ -554,9 +590,9 @@ impl Store for RedisStore {
         Box::pin(self.renew_share_call(key, policy, renewal))
     }
 
-    /// Whether the health loop finds Redis up (always, without one: see
+    /// Whether the health loop finds all of Redis up (always, without one: see
     /// [`RedisStore::connect`]).
     fn is_ready(&self) -> bool {
-        self.health.is_up()
+        self.health.is_whole()
     }
 }

@@ -3,15 +3,18 @@
 //! Lua scripts are tested against, and the share functions), a key on the shard its
 //! identity's hash slot falls in, every call counted per shard and per second of the
 //! virtual clock and per rule, a latency drawn per call from the region's model (told
-//! to the [`Recorder`]), and a failure window in which one shard answers nothing (each
-//! call fails with a timeout after the store's `timeout`).
+//! to the [`Recorder`]), and a failure window in which one shard answers nothing: each
+//! call fails with a timeout after the store's `timeout` until the gateways' health
+//! loops have found the shard's slots lost (two timeouts: a failed check wakes the
+//! loop, whose probe of that primary fails after one), then at once, without a call,
+//! as the Redis store refuses a lost slot (`StoreError::SlotLost`).
 //!
 //! Calls answer at once in real time: the latency is only added to the statistics of
 //! the request that waited for it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -36,7 +39,8 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Shard {
     keys: Mutex<HashMap<String, Entry, foldhash::fast::FixedState>>,
-    down: AtomicBool,
+    /// Since when (virtual ns) the shard answers nothing; 0 while it answers.
+    down_since: AtomicU64,
     /// Calls per second of the run.
     calls: Mutex<Vec<u32>>,
 }
@@ -78,13 +82,16 @@ impl Cluster {
     /// The shard an identity's keys live on: its hash slot (CRC16 mod 16384, as Redis
     /// Cluster hashes a key's `{hash tag}`), slots split evenly between the shards.
     pub(super) fn shard_of(&self, identity: &str) -> usize {
-        let slot = usize::from(crc16(identity.as_bytes()) % 16384);
+        let slot = usize::from(weir_store::hash_slot(identity.as_bytes()));
         slot * self.shards.len() / 16384
     }
 
     /// Stops (or restarts) shard `shard` answering.
     pub(super) fn set_down(&self, shard: usize, down: bool) {
-        self.shards[shard].down.store(down, Ordering::Relaxed);
+        let since = if down { self.clock.now().max(1) } else { 0 };
+        self.shards[shard]
+            .down_since
+            .store(since, Ordering::Relaxed);
     }
 
     /// Per shard, calls per second of the run.
@@ -144,6 +151,13 @@ impl Cluster {
             return Err(StoreError::Protocol("a call with no key".into()));
         };
         let shard = &self.shards[self.shard_of(first.identity)];
+        let down_since = shard.down_since.load(Ordering::Relaxed);
+        let now = self.clock.now();
+        if down_since != 0 && now.saturating_sub(down_since) >= 2 * duration_ns(self.timeout) {
+            return Err(StoreError::SlotLost(weir_store::hash_slot(
+                first.identity.as_bytes(),
+            )));
+        }
         {
             let mut by_rule = self.by_rule.lock();
             let mut rules: Vec<&str> = std::iter::once(first.rule)
@@ -160,7 +174,7 @@ impl Cluster {
                 }
             }
         }
-        let second = (self.clock.now().saturating_sub(self.start) / 1_000_000_000) as usize;
+        let second = (now.saturating_sub(self.start) / 1_000_000_000) as usize;
         {
             let mut calls = shard.calls.lock();
             if calls.len() <= second {
@@ -169,7 +183,7 @@ impl Cluster {
             calls[second] += 1;
         }
         let latency = self.recorder.call(&self.latency);
-        if shard.down.load(Ordering::Relaxed) {
+        if down_since != 0 {
             if latency.is_some() {
                 self.recorder.add(duration_ns(self.timeout));
             }
@@ -242,22 +256,6 @@ fn key_name(key: Key<'_>) -> String {
 
 fn duration_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// CRC16 (XMODEM), the hash Redis Cluster maps keys to slots with.
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
 }
 
 /// Every call does its work when polled, as a Redis call does: a call the breaker
@@ -396,16 +394,5 @@ impl Store for Cluster {
                 shard.keys.lock().remove(&key_name(key));
             })
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc16_is_redis_clusters() {
-        // The check value of CRC-16/XMODEM, which Redis Cluster's key slots use.
-        assert_eq!(crc16(b"123456789"), 0x31c3);
     }
 }

@@ -152,6 +152,7 @@ pub(super) struct Families {
     pub(super) store_errors: Family<StoreErrorLabels, Counter>,
     pub(super) store_up: Family<StoreLabels, Gauge>,
     pub(super) breaker_open: Family<StoreLabels, Gauge>,
+    pub(super) slots_lost: Family<StoreLabels, Gauge>,
     pub(super) fallback_activations: RareCounter,
     pub(super) reloads: Family<ResultLabels, RareCounter>,
     pub(super) config: Family<ConfigLabels, Gauge>,
@@ -184,6 +185,7 @@ impl Families {
             store_errors: Family::default(),
             store_up: Family::default(),
             breaker_open: Family::default(),
+            slots_lost: Family::default(),
             fallback_activations: RareCounter::default(),
             reloads: Family::default(),
             config: Family::default(),
@@ -245,6 +247,11 @@ impl Families {
             "store_breaker_open",
             "Whether the store's circuit breaker is open (1): checks go to each rule's failure policy without waiting",
             f.breaker_open.clone(),
+        );
+        registry.register(
+            "store_slots_lost",
+            "Redis Cluster hash slots whose primary the health loop finds unreachable while the rest answer: keys there follow their rules' failure policy, the rest are decided as usual",
+            f.slots_lost.clone(),
         );
         registry.register(
             "fallback_activations",

@@ -70,6 +70,9 @@ pub struct StoreWatch {
     pub up: Box<dyn Fn() -> bool + Send + Sync>,
     /// Whether the store's circuit breaker is open (none for the memory store).
     pub breaker_open: Option<Box<dyn Fn() -> bool + Send + Sync>>,
+    /// How many Redis Cluster hash slots the health loop found lost, the rest of the
+    /// cluster answering (none for a store without slots).
+    pub slots_lost: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 impl Metrics {
@@ -186,6 +189,12 @@ impl Metrics {
                 .breaker_open
                 .get_or_create(&labels)
                 .set(i64::from(open));
+            if let Some(lost) = &watch.slots_lost {
+                self.families
+                    .slots_lost
+                    .get_or_create(&labels)
+                    .set(i64::try_from(lost()).unwrap_or(i64::MAX));
+            }
         }
         let now = self.clock.now();
         for (name, live) in self.rules.lock().iter() {

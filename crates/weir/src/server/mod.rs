@@ -90,6 +90,7 @@ impl Service {
             kind: config.store.kind().label(),
             up: Box::new(move || ready.is_ready()),
             breaker_open: None,
+            slots_lost: None,
         });
         let engine = Arc::new(Engine::with_metrics(
             &config.engine,
@@ -171,10 +172,12 @@ pub(crate) async fn store(
             let breaker =
                 Arc::new(Breaker::new(store, BreakerConfig::default()).following(health.clone()));
             let closed = Arc::clone(&breaker);
+            let lost = Arc::clone(&health);
             let watch = StoreWatch {
                 kind: config.kind().label(),
-                up: Box::new(move || health.is_up()),
+                up: Box::new(move || health.is_whole()),
                 breaker_open: Some(Box::new(move || !closed.is_closed())),
+                slots_lost: Some(Box::new(move || lost.slots_lost())),
             };
             (breaker, watch)
         }
@@ -194,6 +197,7 @@ pub(crate) async fn store(
                 kind: config.kind().label(),
                 up: Box::new(|| true),
                 breaker_open: None,
+                slots_lost: None,
             };
             (store, watch)
         }
