@@ -8,8 +8,10 @@
 # with 1 and 3 descriptors, then POST /v1/check from wrk (2 threads, 64 connections)
 # on the same weir and the same kind of limit (a fixed window). Prints the rates and
 # latencies, weir's CPU per call (utime + stime from /proc, over the run) and, on
-# Redis, Redis's CPU per decision (per descriptor checked). Needs wrk, redis-server,
-# redis-cli. Everything listens on loopback only.
+# Redis, Redis's CPU per decision (per descriptor checked). Then both doors paced to one
+# rate, like against like: 64 connections each, each waiting $pace ms (5) between its
+# calls (rls_load's delay, wrk's WRK_DELAY_MS), one descriptor against one check. Needs
+# wrk, redis-server, redis-cli. Everything listens on loopback only.
 source "$(dirname "$0")/common.sh"
 cargo build --profile dist -q -p weir --example rls_load
 load=./target/dist/examples/rls_load
@@ -85,5 +87,19 @@ for variant in memory memory/pool redis redis_counters; do
     "p99 $(echo "$out" | awk '$1=="99%"{print $2}'), non-2xx: $(echo "$out" | grep -c Non-2xx)"
   echo "   weir CPU per request: $(per_call "$w0" "$w1" "$requests") us"
   [ "${store%/*}" = memory ] || echo "   Redis CPU per check: $(per_call "$r0" "$r1" "$requests") us"
+  pace=${PACE_MS:-5}
+  w0=$(cpu "$weir_pid")
+  line=$("$load" "$grpc" "$secs" 1 64 "$pace")
+  w1=$(cpu "$weir_pid")
+  calls=$(echo "$line" | sed -n 's/^calls \([0-9]*\) .*/\1/p')
+  echo "== $store, paced ($pace ms), ShouldRateLimit, 1 descriptor: $line"
+  echo "   weir CPU per call: $(per_call "$w0" "$w1" "$calls") us"
+  w0=$(cpu "$weir_pid")
+  out=$(WRK_DELAY_MS=$pace wrk -t2 -c64 -d"${secs}s" --latency -s bench/check.lua "$url")
+  w1=$(cpu "$weir_pid")
+  requests=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in.*/\1/p')
+  echo "== $store, paced ($pace ms), POST /v1/check (wrk): $(echo "$out" | grep -E 'Requests/sec' | tr -s ' ')," \
+    "p50 $(echo "$out" | awk '$1=="50%"{print $2}'), p99 $(echo "$out" | awk '$1=="99%"{print $2}')"
+  echo "   weir CPU per request: $(per_call "$w0" "$w1" "$requests") us"
   kill "$weir_pid"
 done

@@ -1,11 +1,14 @@
-//! A load generator for Envoy's rate limit service: `ShouldRateLimit` calls flat out
-//! from concurrent tasks over a few HTTP/2 connections, as Envoys would send them.
+//! A load generator for Envoy's rate limit service: `ShouldRateLimit` calls from
+//! concurrent tasks over a few HTTP/2 connections, as Envoys would send them: flat out,
+//! or paced (each task waiting `delay_ms` between its calls, as `bench/check.lua` paces
+//! wrk's connections with `WRK_DELAY_MS`, so that both doors can be compared at one
+//! rate).
 //!
 //! Run (from the repository's root, against a `weir serve` with an `envoy` section):
 //!
 //! ```sh
-//! cargo run --profile dist -p weir --example rls_load -- 127.0.0.1:8081 10 1 64
-//! #                                                      address  seconds descriptors tasks
+//! cargo run --profile dist -p weir --example rls_load -- 127.0.0.1:8081 10 1 64 0
+//! #                                                 address  seconds descriptors tasks delay_ms
 //! ```
 //!
 //! Each call asks in domain `bench` for `descriptors` descriptors `(d<i>, user-<n>)`,
@@ -36,15 +39,16 @@ fn main() {
     let secs: u64 = arg(1, "10").parse().expect("seconds");
     let descriptors: usize = arg(2, "1").parse().expect("descriptors");
     let tasks: usize = arg(3, "64").parse().expect("tasks");
+    let delay = Duration::from_millis(arg(4, "0").parse().expect("delay in milliseconds"));
     // The generator's own runtime: one thread, so that weir keeps the other core.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(run(addr, secs, descriptors, tasks));
+    runtime.block_on(run(addr, secs, descriptors, tasks, delay));
 }
 
-async fn run(addr: String, secs: u64, descriptors: usize, tasks: usize) {
+async fn run(addr: String, secs: u64, descriptors: usize, tasks: usize, delay: Duration) {
     let mut channels = Vec::new();
     for _ in 0..CONNECTIONS {
         let channel = Channel::from_shared(format!("http://{addr}"))
@@ -83,6 +87,9 @@ async fn run(addr: String, secs: u64, descriptors: usize, tasks: usize) {
                 let answer = client.should_rate_limit(request).await.expect("an answer");
                 latencies.push(sent.elapsed());
                 over += u64::from(answer.get_ref().overall_code == 2);
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
             }
             (latencies, over)
         }));
