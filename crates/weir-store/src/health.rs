@@ -120,7 +120,7 @@ impl StoreHealth {
     pub(crate) fn record(&self, probe: &Result<Vec<RangeInclusive<u16>>, StoreError>) {
         match probe {
             Ok(lost) => {
-                self.record_slots(lost);
+                let newly_lost = self.record_slots(lost);
                 if !self.up.swap(true, Ordering::AcqRel) {
                     self.recoveries.fetch_add(1, Ordering::AcqRel);
                     match self.lost_at.lock().take() {
@@ -130,9 +130,16 @@ impl StoreHealth {
                         ),
                         None => tracing::info!("connected to the store"),
                     }
+                } else if newly_lost {
+                    // Checks on those slots may have opened a breaker before the loop
+                    // found them; they are refused at once from now on, and the rest
+                    // answers: counted as a return, so such a breaker closes at once.
+                    self.recoveries.fetch_add(1, Ordering::AcqRel);
                 }
             }
             Err(error) => {
+                // Lost whole: no part of it is lost apart.
+                self.record_slots(&[]);
                 let was_up = self.up.swap(false, Ordering::AcqRel);
                 let mut lost_at = self.lost_at.lock();
                 if was_up || lost_at.is_none() {
@@ -143,32 +150,40 @@ impl StoreHealth {
         }
     }
 
-    /// Keeps the slots a probe found lost; logs when some are first lost (warn) and
-    /// when all are back (info).
-    fn record_slots(&self, lost: &[RangeInclusive<u16>]) {
-        if self.lost_slots.load().as_slice() == lost {
-            return;
+    /// Keeps the slots a probe found lost; logs when some are lost (warn, again when
+    /// more are) and when all are back (info). Returns whether slots not lost before
+    /// are now.
+    fn record_slots(&self, lost: &[RangeInclusive<u16>]) -> bool {
+        let before = self.lost_slots.load_full();
+        if before.as_slice() == lost {
+            return false;
         }
         self.lost_slots.store(std::sync::Arc::new(lost.to_vec()));
+        let more = lost.iter().any(|range| {
+            !before
+                .iter()
+                .any(|b| b.start() <= range.start() && range.end() <= b.end())
+        });
         let mut lost_at = self.slots_lost_at.lock();
-        match (lost.is_empty(), lost_at.take()) {
-            (true, Some(since)) => tracing::info!(
-                outage = ?since.elapsed(),
-                "every Redis Cluster slot reachable again"
-            ),
-            (true, None) => {}
-            (false, since) => {
-                let count: usize = lost.iter().map(|r| r.len()).sum();
-                if since.is_none() {
-                    tracing::warn!(
-                        slots = count,
-                        ranges = ?lost,
-                        "part of the Redis Cluster unreachable: keys in these slots follow their rules' failure policy, the rest are shared as usual"
-                    );
-                }
-                *lost_at = Some(since.unwrap_or_else(Instant::now));
+        if lost.is_empty() {
+            if let Some(since) = lost_at.take() {
+                tracing::info!(
+                    outage = ?since.elapsed(),
+                    "every Redis Cluster slot reachable again"
+                );
             }
+        } else {
+            if more {
+                let count: usize = lost.iter().map(|r| r.len()).sum();
+                tracing::warn!(
+                    slots = count,
+                    ranges = ?lost,
+                    "part of the Redis Cluster unreachable: keys in these slots follow their rules' failure policy, the rest are shared as usual"
+                );
+            }
+            lost_at.get_or_insert_with(Instant::now);
         }
+        more
     }
 
     /// Waits until the next probe is due: for a store lost, whole or in part, 100-250

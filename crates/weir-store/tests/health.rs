@@ -24,14 +24,19 @@ const WITHIN: Duration = Duration::from_secs(1);
 /// Beyond it, for a loaded shared machine; the figures printed say what it took.
 const MARGIN: Duration = Duration::from_millis(750);
 
-fn start(target: RedisTarget) -> (Arc<RedisStore>, Breaker<Arc<RedisStore>>) {
-    let config = RedisStoreConfig {
+/// The tests' store: keys under `health`, on Redis's clock.
+fn config(target: RedisTarget, timeout: Duration) -> RedisStoreConfig {
+    RedisStoreConfig {
         target,
         key_prefix: "health".into(),
-        timeout: Duration::from_millis(100),
+        timeout,
         clock: RedisClock::Server,
         window_counters: false,
-    };
+    }
+}
+
+fn start(target: RedisTarget) -> (Arc<RedisStore>, Breaker<Arc<RedisStore>>) {
+    let config = config(target, Duration::from_millis(100));
     let store = RedisStore::start(&config, Arc::new(SystemClock::new()));
     let breaker = Breaker::new(store.clone(), BreakerConfig::default()).following(store.health());
     (store, breaker)
@@ -131,6 +136,25 @@ async fn an_idle_store_finds_a_cluster_primary_lost_and_back() {
     let owner = cluster.owner_of("health:{c}:r");
     cluster.node_mut(owner).kill();
     until_ready(&breaker, false, "cluster primary killed").await;
+    // Full coverage is required (Redis's default): once the node timeout (2 s) has
+    // passed, the others serve no slot (CLUSTERDOWN), and the store is lost whole,
+    // not in part, though they answer PING.
+    let health = store.health();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while health.is_up() {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster's fail state not seen"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(health.slots_lost(), 0);
+    let key = Key {
+        rule: "r",
+        identity: "c",
+    };
+    let error = breaker.check(key, &policy(), 1).await.unwrap_err();
+    assert!(error.is_unavailable(), "{error}");
 
     let cluster = tokio::task::spawn_blocking(move || {
         cluster.node_mut(owner).restart();
@@ -226,13 +250,17 @@ async fn a_redis_that_answers_but_cannot_serve_is_an_outage() {
     let primary = RedisServer::start();
     let replica =
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-    let config = RedisStoreConfig {
-        target: RedisTarget::Single(replica.url()),
-        key_prefix: "health".into(),
-        timeout: Duration::from_secs(1),
-        clock: RedisClock::Server,
-        window_counters: false,
-    };
+    // Synced first: during the first sync a replica answers LOADING, an outage too,
+    // but this test is about READONLY.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(Instant::now() < deadline, "the replica did not sync");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let config = config(RedisTarget::Single(replica.url()), Duration::from_secs(1));
     let store = RedisStore::connect(&config, Arc::new(SystemClock::new()))
         .await
         .unwrap();

@@ -29,11 +29,22 @@ async fn on_redis(redis: &RedisServer) -> Harness {
 
 /// [`on_redis`] with more of the `envoy` and `store` sections.
 async fn on_redis_with(redis: &RedisServer, envoy: &str, store: &str) -> Harness {
+    serving_with(redis, &[fixture("basic_config.yaml")], envoy, store).await
+}
+
+/// A weir serving the ratelimit `files` on `redis` (100 ms timeout), with more of the
+/// `envoy` and `store` sections, in process.
+async fn serving_with(
+    redis: &RedisServer,
+    files: &[(&str, String)],
+    envoy: &str,
+    store: &str,
+) -> Harness {
     let store = format!(
         "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n{store}",
         redis.url()
     );
-    let dir = config_dir(&[fixture("basic_config.yaml")], envoy, &store);
+    let dir = config_dir(files, envoy, &store);
     let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
     let service = weir::service(&config).await.unwrap();
     // The service reads Redis' clock; the harness's manual clock goes unused.
@@ -257,18 +268,13 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
 ";
     let mut redis = RedisServer::start();
-    let store = format!(
-        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
-        redis.url()
-    );
-    let dir = config_dir(
+    let weir = serving_with(
+        &redis,
         &[("z.yaml", file.to_owned())],
         "  failure: open\n  all_or_nothing: true\n",
-        &store,
-    );
-    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
-    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+        "  fallback_instances: 1\n",
+    )
+    .await;
     redis.kill();
     let both: [&[(&str, &str)]; 2] = [&[("blocked", "x")], &[("counted", "x")]];
     for _ in 0..5 {
@@ -318,14 +324,13 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 2}
 ";
     let mut redis = RedisServer::start();
-    let store = format!(
-        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
-        redis.url()
-    );
-    let dir = config_dir(&[("f.yaml", file.to_owned())], "", &store);
-    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
-    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    let weir = serving_with(
+        &redis,
+        &[("f.yaml", file.to_owned())],
+        "",
+        "  fallback_instances: 1\n",
+    )
+    .await;
     redis.kill();
     let open: &[(&str, &str)] = &[("open", "x")];
     let strict: &[(&str, &str)] = &[("strict", "x")];
@@ -344,14 +349,7 @@ descriptors:
 
 /// A weir serving the ratelimit `files` on `redis` (100 ms timeout), in process.
 async fn serving(redis: &RedisServer, files: &[(&str, String)]) -> Harness {
-    let store = format!(
-        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n",
-        redis.url()
-    );
-    let dir = config_dir(files, "", &store);
-    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
-    Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await
+    serving_with(redis, files, "", "").await
 }
 
 /// Script calls Redis ran (each check, take or give-back is one).
@@ -492,14 +490,13 @@ descriptors:
         - {requests_per_unit: 2, unit: day, name: daily}
 ";
     let mut redis = RedisServer::start();
-    let store = format!(
-        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
-        redis.url()
-    );
-    let dir = config_dir(&[("f.yaml", file.to_owned())], "", &store);
-    let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
-    let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
+    let weir = serving_with(
+        &redis,
+        &[("f.yaml", file.to_owned())],
+        "",
+        "  fallback_instances: 1\n",
+    )
+    .await;
     redis.kill();
     let user: &[(&str, &str)] = &[("user", "x")];
     let mut seen = Vec::new();

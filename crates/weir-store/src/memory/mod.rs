@@ -118,13 +118,7 @@ impl MemoryStore {
                 .write()
                 .check(key, policy, cost, now, &self.budget, &self.hasher)
         };
-        attempt(now).or_else(|ShardFull| {
-            if self.sweep_if_due() {
-                attempt(self.clock.now()).map_err(|ShardFull| self.full())
-            } else {
-                Err(self.full())
-            }
-        })
+        self.with_room(attempt(now), || attempt(self.clock.now()))
     }
 
     /// Checks several keys now, all-or-nothing: what [`Store::check_all`] does.
@@ -136,20 +130,31 @@ impl MemoryStore {
                 .check_sync(only.key, only.policy, only.cost)
                 .map(|d| vec![d]);
         }
-        self.try_check_all(checks, true).or_else(|ShardFull| {
-            if self.sweep_if_due() {
-                self.try_check_all(checks, true)
-                    .map_err(|ShardFull| self.full())
-            } else {
-                Err(self.full())
-            }
-        })
+        let attempt = || self.try_check_all(checks, true);
+        self.with_room(attempt(), attempt)
     }
 
     /// What [`MemoryStore::check_all_sync`] would decide now, changing nothing.
     pub fn preview_all_sync(&self, checks: &[Check<'_>]) -> Vec<Decision> {
         // Without a commit no key is added, so there is always room.
         self.try_check_all(checks, false).unwrap_or_default()
+    }
+
+    /// `first`, an attempt's outcome; where a shard had no room for a new key, sweeps
+    /// expired entries (if due) and makes the attempt once more by `retry`. Still no
+    /// room: [`StoreError::Full`].
+    fn with_room<T>(
+        &self,
+        first: Result<T, ShardFull>,
+        retry: impl FnOnce() -> Result<T, ShardFull>,
+    ) -> Result<T, StoreError> {
+        first.or_else(|ShardFull| {
+            if self.sweep_if_due() {
+                retry().map_err(|ShardFull| self.full())
+            } else {
+                Err(self.full())
+            }
+        })
     }
 
     /// Sweeps expired entries, unless the store swept for lack of room less than
@@ -244,14 +249,8 @@ impl MemoryStore {
     /// whose reservation has expired since), and fails as a check does when there is
     /// no room for it.
     pub fn charge_all_sync(&self, checks: &[Check<'_>]) -> Result<(), StoreError> {
-        self.try_update_all(checks, charge).or_else(|ShardFull| {
-            if self.sweep_if_due() {
-                self.try_update_all(checks, charge)
-                    .map_err(|ShardFull| self.full())
-            } else {
-                Err(self.full())
-            }
-        })
+        let attempt = || self.try_update_all(checks, charge);
+        self.with_room(attempt(), attempt)
     }
 
     /// Runs `update` (`refund` or `charge`) on each check's state in order, under the

@@ -46,7 +46,7 @@ use self::dispatch::Lua;
 pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
-use self::probe::{ping, watch};
+use self::probe::watch;
 use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth};
 
 /// Where the Redis store's state lives.
@@ -104,8 +104,10 @@ pub struct RedisStore {
     prefix: String,
     timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
-    /// A cluster's seed nodes by address, for the health loop's probe.
-    seeds: Vec<(String, u16)>,
+    /// The health loop's own links to a cluster's nodes (none for a single server).
+    nodes: Option<probe::NodeLinks>,
+    /// A cluster's primaries as the current connection was made with them.
+    topology: parking_lot::Mutex<Vec<probe::Primary>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -177,10 +179,11 @@ impl RedisStore {
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
-            seeds: match &config.target {
-                RedisTarget::Cluster(urls) => probe::seed_addresses(urls),
-                RedisTarget::Single(_) => Vec::new(),
+            nodes: match &config.target {
+                RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls)),
+                RedisTarget::Single(_) => None,
             },
+            topology: parking_lot::Mutex::default(),
         }
     }
 
@@ -350,39 +353,54 @@ impl RedisStore {
         reply
     }
 
-    /// One probe: `PING` (every primary of a cluster) on the current connection, else
-    /// on a fresh one, which replaces it when it answers. Returns the cluster slots
-    /// whose primary did not answer. While some are lost, a fresh connection (which
-    /// reads the topology again, finding a replica promoted in a lost primary's place)
-    /// is tried too, and replaces the current one when it finds fewer lost.
+    /// One probe of the current connection (see `probe`), else of a fresh one, which
+    /// replaces it when it passes. Returns the cluster slots whose primary did not
+    /// answer, the rest of the cluster answering.
     async fn probe(&self) -> Result<Vec<RangeInclusive<u16>>, StoreError> {
         let current = self.connection.load_full();
-        let (within, partly) = match &current {
-            Some(connection) => match ping(connection, self.timeout, &self.seeds).await {
-                Ok(lost) if lost.is_empty() => return Ok(lost),
-                Ok(lost) => (self.timeout, Some(lost)),
+        let within = match &current {
+            Some(connection) => match self.probe_connection(connection, true).await {
+                Ok((lost, _)) => return Ok(lost),
                 Err(error) => {
                     tracing::debug!(%error, "Redis probe failed; reconnecting");
-                    (self.timeout, None)
+                    self.timeout
                 }
             },
-            None => (first_connect_within(&self.config), None),
+            None => first_connect_within(&self.config),
         };
-        let fresh = async {
-            let fresh = open(&self.config, within).await?;
-            let lost = ping(&fresh, self.timeout, &self.seeds).await?;
-            Ok::<_, StoreError>((fresh, lost))
+        let fresh = open(&self.config, within).await?;
+        let (lost, primaries) = self.probe_connection(&fresh, false).await?;
+        self.connection.store(Some(Arc::new(fresh)));
+        *self.topology.lock() = primaries;
+        self.prepare().await;
+        Ok(lost)
+    }
+
+    /// Probes `connection`: a single server by `PING` and `ROLE`; a cluster by what its
+    /// nodes say (`NodeLinks::view`), and then, when every primary answered, by a
+    /// `PING` on `connection` itself. The `current` connection fails too when the slot
+    /// map changed since it was made (a failover, a resharding), so that a fresh one
+    /// learns the new map. Returns the slots lost and the cluster's primaries.
+    async fn probe_connection(
+        &self,
+        connection: &Connection,
+        current: bool,
+    ) -> Result<(Vec<RangeInclusive<u16>>, Vec<probe::Primary>), StoreError> {
+        let Some(nodes) = &self.nodes else {
+            probe::ping_fan_out(connection, self.timeout).await?;
+            return Ok((Vec::new(), Vec::new()));
         };
-        match (fresh.await, partly) {
-            (Ok((_, lost)), Some(partly)) if lost.len() >= partly.len() => Ok(partly),
-            (Ok((fresh, lost)), _) => {
-                self.connection.store(Some(Arc::new(fresh)));
-                self.prepare().await;
-                Ok(lost)
-            }
-            (Err(_), Some(partly)) => Ok(partly),
-            (Err(error), None) => Err(error),
+        let known = self.topology.lock().clone();
+        let view = nodes.view(self.timeout, &known).await?;
+        if current && view.primaries != known {
+            return Err(StoreError::Unavailable(
+                "the cluster's slot map changed".into(),
+            ));
         }
+        if view.lost.is_empty() {
+            probe::ping_fan_out(connection, self.timeout).await?;
+        }
+        Ok((view.lost, view.primaries))
     }
 
     /// Refuses at once a command on `key` whose cluster slot the health loop found

@@ -1,16 +1,27 @@
-//! The health loop's probe: `PING`, and on a cluster each primary by address.
+//! The health loop's probe. On a single server: `PING`, then `ROLE` (a replica cannot
+//! take weir's writes). On a cluster: the slot map (`CLUSTER SLOTS`) and state (`CLUSTER
+//! INFO`) from the first node that answers, then a `PING` to each primary, all over
+//! connections of the probe's own ([`NodeLinks`]); and, when every primary answered, a
+//! `PING` over the connection checks use.
 
+use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisError, Value};
+use parking_lot::Mutex;
+use redis::aio::MultiplexedConnection;
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo,
+    RedisError, Value,
+};
 
 use super::{Connection, RedisStore};
 use crate::jitter::Jitter;
 use crate::{StoreError, StoreHealth};
+
+/// A primary of a cluster: its address, and the slot ranges it holds.
+pub(super) type Primary = (String, u16, Vec<RangeInclusive<u16>>);
 
 /// The health loop: probes when due (see [`StoreHealth`]) until the store is dropped.
 pub(super) async fn watch(store: Weak<RedisStore>, health: Arc<StoreHealth>) {
@@ -25,38 +36,38 @@ pub(super) async fn watch(store: Weak<RedisStore>, health: Arc<StoreHealth>) {
     }
 }
 
-/// `PING` within `timeout`; on a cluster, every primary that owns slots, each within
-/// `timeout`. Returns the slots whose primary did not answer while the rest of the
-/// cluster did (none on a single server); fails when nothing answered. A failed probe
-/// says the store is unreachable, whatever the client's error. `seeds` are the
-/// cluster's configured nodes, asked for its slots when the node the client picks does
-/// not answer.
-pub(super) async fn ping(
-    connection: &Connection,
+/// A single server's probe: `PING`, and `ROLE`, within `timeout` each. A replica
+/// answers, but refuses every write (`READONLY`): lost, as far as weir goes.
+pub(super) async fn ping_single(
+    connection: &redis::aio::ConnectionManager,
     timeout: Duration,
-    seeds: &[(String, u16)],
-) -> Result<Vec<RangeInclusive<u16>>, StoreError> {
-    match connection {
-        Connection::Single(c) => {
-            let mut c = c.clone();
-            within(timeout, redis::cmd("PING").query_async::<Value>(&mut c)).await?;
-            Ok(Vec::new())
-        }
-        Connection::Cluster(c) => ping_primaries(c.clone(), timeout, seeds).await,
+) -> Result<(), StoreError> {
+    let mut c = connection.clone();
+    within(timeout, redis::cmd("PING").query_async::<Value>(&mut c)).await?;
+    let role: Vec<Value> = within(timeout, redis::cmd("ROLE").query_async(&mut c)).await?;
+    match role.first() {
+        Some(Value::BulkString(role)) if role.as_slice() != b"master" => Err(
+            StoreError::Unavailable("the server is a replica: it cannot take weir's writes".into()),
+        ),
+        _ => Ok(()),
     }
 }
 
-/// The host and port of each seed URL that names them (a Unix socket does not).
-pub(super) fn seed_addresses(urls: &[String]) -> Vec<(String, u16)> {
-    urls.iter()
-        .filter_map(|url| url.as_str().into_connection_info().ok())
-        .filter_map(|info| match info.addr() {
-            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                Some((host.clone(), *port))
-            }
-            _ => None,
-        })
-        .collect()
+/// `PING` over a cluster connection checks use, within `timeout`: the client's fan-out
+/// to every primary it holds a connection to.
+pub(super) async fn ping_fan_out(
+    connection: &Connection,
+    timeout: Duration,
+) -> Result<(), StoreError> {
+    match connection {
+        Connection::Cluster(c) => {
+            let mut c = c.clone();
+            within(timeout, redis::cmd("PING").query_async::<Value>(&mut c))
+                .await
+                .map(|_| ())
+        }
+        Connection::Single(c) => ping_single(c, timeout).await,
+    }
 }
 
 /// `call` within `timeout`, its error as an outage.
@@ -70,70 +81,160 @@ async fn within<T>(
         .map_err(|e| StoreError::Unavailable(e.to_string()))
 }
 
-/// Pings each primary that `CLUSTER SLOTS` names, by address, and returns the slots
-/// of those that did not answer; fails when none answered. (The client's own fan-out of
-/// `PING` to every primary skips a primary it has no connection to, so a dead one would
-/// go unnoticed.) When every primary named answered, the fan-out too, for any primary
-/// with no address of its own in the reply (announced empty or as a wildcard, which
-/// the client resolves to the answering node).
-async fn ping_primaries(
-    mut c: ClusterConnection,
-    timeout: Duration,
-    seeds: &[(String, u16)],
-) -> Result<Vec<RangeInclusive<u16>>, StoreError> {
-    let mut slots = within(
-        timeout,
-        redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut c),
-    )
-    .await;
-    for (host, port) in seeds {
-        if slots.is_ok() {
-            break;
-        }
-        let at = SingleNodeRoutingInfo::ByAddress {
-            host: host.clone(),
-            port: *port,
-        };
-        let ask = c.route_command(
-            redis::cmd("CLUSTER").arg("SLOTS").clone(),
-            RoutingInfo::SingleNode(at),
-        );
-        slots = within(timeout, ask).await;
-    }
-    let slots: Value = slots?;
-    let primaries = primaries(&slots);
-    let mut lost = Vec::new();
-    let mut failed = None;
-    for (host, port, ranges) in &primaries {
-        let at = SingleNodeRoutingInfo::ByAddress {
-            host: host.clone(),
-            port: *port,
-        };
-        let ping = c.route_command(redis::cmd("PING"), RoutingInfo::SingleNode(at));
-        if let Err(error) = within(timeout, ping).await {
-            lost.extend(ranges.iter().cloned());
-            failed = Some(error);
+/// What a probe of a cluster found: its slot map, and the slots of the primaries that
+/// did not answer.
+pub(super) struct ClusterView {
+    /// The primaries, in the order `CLUSTER SLOTS` named them.
+    pub(super) primaries: Vec<Primary>,
+    /// The slots of those that did not answer, in order.
+    pub(super) lost: Vec<RangeInclusive<u16>>,
+}
+
+/// The probe's own connections to a cluster's nodes, one per address, apart from the
+/// connection checks go on: a command sent by address on that one, to a node it holds
+/// no connection to (a dead primary), makes the client reconnect to the whole cluster,
+/// holding up every check in flight.
+pub(super) struct NodeLinks {
+    /// The first seed's settings (credentials, TLS), which every node shares.
+    template: Option<ConnectionInfo>,
+    /// The seeds' addresses, asked in turn for the slot map.
+    seeds: Vec<(String, u16)>,
+    links: Mutex<HashMap<(String, u16), MultiplexedConnection>>,
+}
+
+impl NodeLinks {
+    /// Links to the nodes of the cluster whose seeds are `urls` (none made yet).
+    pub(super) fn new(urls: &[String]) -> Self {
+        let infos: Vec<ConnectionInfo> = urls
+            .iter()
+            .filter_map(|url| url.as_str().into_connection_info().ok())
+            .collect();
+        let seeds = infos
+            .iter()
+            .filter_map(|info| match info.addr() {
+                ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                    Some((host.clone(), *port))
+                }
+                _ => None,
+            })
+            .collect();
+        Self {
+            template: infos.into_iter().next(),
+            seeds,
+            links: Mutex::default(),
         }
     }
-    match failed {
-        Some(error) if lost.len() == primaries.iter().map(|p| p.2.len()).sum::<usize>() => {
-            Err(error)
+
+    /// `command` on the node at `host:port`, within `timeout`, over its link: made
+    /// (within `timeout`) when missing, dropped when a command on it fails.
+    async fn ask<T: FromRedisValue>(
+        &self,
+        host: &str,
+        port: u16,
+        command: &Cmd,
+        timeout: Duration,
+    ) -> Result<T, StoreError> {
+        let key = (host.to_owned(), port);
+        let cached = self.links.lock().get(&key).cloned();
+        let mut link = match cached {
+            Some(link) => link,
+            None => {
+                let template = self
+                    .template
+                    .clone()
+                    .ok_or_else(|| StoreError::Unavailable("no seed node to start from".into()))?;
+                let addr = match template.addr() {
+                    ConnectionAddr::TcpTls {
+                        insecure,
+                        tls_params,
+                        ..
+                    } => ConnectionAddr::TcpTls {
+                        host: host.to_owned(),
+                        port,
+                        insecure: *insecure,
+                        tls_params: tls_params.clone(),
+                    },
+                    _ => ConnectionAddr::Tcp(host.to_owned(), port),
+                };
+                let client = redis::Client::open(template.set_addr(addr))
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout));
+                let link = within(
+                    timeout,
+                    client.get_multiplexed_async_connection_with_config(&config),
+                )
+                .await?;
+                self.links.lock().insert(key.clone(), link.clone());
+                link
+            }
+        };
+        let reply = within(timeout, command.query_async::<T>(&mut link)).await;
+        if reply.is_err() {
+            self.links.lock().remove(&key);
         }
-        Some(_) => {
-            lost.sort_by_key(|range| *range.start());
-            Ok(lost)
+        reply
+    }
+
+    /// The cluster as its nodes tell it, each step within `timeout`: the slot map and
+    /// state from the first seed (then `known` primary) that answers, and a `PING` to
+    /// each primary. Fails when no node answers, when the cluster says it serves no
+    /// slot (`cluster_state:fail`: a primary gone past `cluster-node-timeout` while full
+    /// coverage is required, every slot answering `CLUSTERDOWN`), or when no primary
+    /// answers.
+    pub(super) async fn view(
+        &self,
+        timeout: Duration,
+        known: &[Primary],
+    ) -> Result<ClusterView, StoreError> {
+        let mut slots_of = redis::cmd("CLUSTER");
+        slots_of.arg("SLOTS");
+        let mut failed = StoreError::Unavailable("no cluster node to ask".into());
+        let mut found = None;
+        let known = known.iter().map(|(host, port, _)| (host, port));
+        for (host, port) in self.seeds.iter().map(|(h, p)| (h, p)).chain(known) {
+            match self.ask::<Value>(host, *port, &slots_of, timeout).await {
+                Ok(slots) => {
+                    found = Some((host.clone(), *port, slots));
+                    break;
+                }
+                Err(error) => failed = error,
+            }
         }
-        None => {
-            within(timeout, redis::cmd("PING").query_async::<Value>(&mut c)).await?;
-            Ok(lost)
+        let (host, port, slots) = found.ok_or(failed)?;
+        let mut info_of = redis::cmd("CLUSTER");
+        info_of.arg("INFO");
+        let info: String = self.ask(&host, port, &info_of, timeout).await?;
+        if info.lines().any(|line| line.trim() == "cluster_state:fail") {
+            return Err(StoreError::Unavailable(
+                "the cluster is down (cluster_state:fail): no slot is served".into(),
+            ));
         }
+        let primaries = primaries(&slots);
+        let ping = redis::cmd("PING");
+        let mut lost = Vec::new();
+        let mut answered = false;
+        for (host, port, ranges) in &primaries {
+            match self.ask::<Value>(host, *port, &ping, timeout).await {
+                Ok(_) => answered = true,
+                Err(_) => lost.extend(ranges.iter().cloned()),
+            }
+        }
+        if !answered && !primaries.is_empty() {
+            return Err(StoreError::Unavailable(
+                "no primary of the cluster answered".into(),
+            ));
+        }
+        lost.sort_by_key(|range| *range.start());
+        Ok(ClusterView { primaries, lost })
     }
 }
 
 /// The primaries in a `CLUSTER SLOTS` reply, each once, with the slot ranges each
 /// holds, addressed as the client names its connections.
-fn primaries(slots: &Value) -> Vec<(String, u16, Vec<RangeInclusive<u16>>)> {
-    let mut found: Vec<(String, u16, Vec<RangeInclusive<u16>>)> = Vec::new();
+fn primaries(slots: &Value) -> Vec<Primary> {
+    let mut found: Vec<Primary> = Vec::new();
     let Value::Array(ranges) = slots else {
         return found;
     };

@@ -7,7 +7,8 @@
 //! call fails with a timeout after the store's `timeout` until the gateways' health
 //! loops have found the shard's slots lost (two timeouts: a failed check wakes the
 //! loop, whose probe of that primary fails after one), then at once, without a call,
-//! as the Redis store refuses a lost slot (`StoreError::SlotLost`).
+//! as the Redis store refuses a lost slot (`StoreError::SlotLost`), until the loops
+//! find it back ([`FOUND_BACK`] after it is).
 //!
 //! Calls answer at once in real time: the latency is only added to the statistics of
 //! the request that waited for it.
@@ -27,6 +28,11 @@ use weir_store::{Check, Key, Store, StoreError, StoreFuture};
 use super::recorder::Recorder;
 use super::scenario::Latency;
 
+/// How long after a failed shard answers again the gateways' health loops still
+/// refuse its slots: a lost part is probed every 100-250 ms, so up to 250 ms and the
+/// probe itself.
+const FOUND_BACK: Duration = Duration::from_millis(300);
+
 /// A key's state on a shard, and its leases.
 #[derive(Debug)]
 struct Entry {
@@ -41,6 +47,8 @@ struct Shard {
     keys: Mutex<HashMap<String, Entry, foldhash::fast::FixedState>>,
     /// Since when (virtual ns) the shard answers nothing; 0 while it answers.
     down_since: AtomicU64,
+    /// Until when (virtual ns) its slots are still refused after it came back.
+    refused_until: AtomicU64,
     /// Calls per second of the run.
     calls: Mutex<Vec<u32>>,
 }
@@ -88,10 +96,15 @@ impl Cluster {
 
     /// Stops (or restarts) shard `shard` answering.
     pub(super) fn set_down(&self, shard: usize, down: bool) {
-        let since = if down { self.clock.now().max(1) } else { 0 };
-        self.shards[shard]
-            .down_since
-            .store(since, Ordering::Relaxed);
+        let shard = &self.shards[shard];
+        let now = self.clock.now().max(1);
+        if !down && shard.down_since.load(Ordering::Relaxed) != 0 {
+            shard
+                .refused_until
+                .store(now + duration_ns(FOUND_BACK), Ordering::Relaxed);
+        }
+        let since = if down { now } else { 0 };
+        shard.down_since.store(since, Ordering::Relaxed);
     }
 
     /// Per shard, calls per second of the run.
@@ -153,7 +166,9 @@ impl Cluster {
         let shard = &self.shards[self.shard_of(first.identity)];
         let down_since = shard.down_since.load(Ordering::Relaxed);
         let now = self.clock.now();
-        if down_since != 0 && now.saturating_sub(down_since) >= 2 * duration_ns(self.timeout) {
+        let found_lost =
+            down_since != 0 && now.saturating_sub(down_since) >= 2 * duration_ns(self.timeout);
+        if found_lost || now < shard.refused_until.load(Ordering::Relaxed) {
             return Err(StoreError::SlotLost(weir_store::hash_slot(
                 first.identity.as_bytes(),
             )));
