@@ -351,7 +351,7 @@ impl FleetReport {
         let _ = writeln!(out, "## The shard failure\n");
         let _ = writeln!(
             out,
-            "Shard {} of {} answered nothing from {} s to {} s (each call failing after {} ms until the gateways' health loops found its slots lost, two timeouts in; from then on refused at once). The region's requests meanwhile, those whose keys live on that shard (decided on the failure policy) and the others (still on Redis, but for those a gateway's breaker refused in the first moments, opened by failures in a row until a probe succeeded), and after the shard came back, the requests still decided on the failure policy (a breaker waiting for its next probe):\n",
+            "Shard {} of {} answered nothing from {} s to {} s (each call failing after {} ms until the gateways' health loops found its slots lost, two timeouts in; from then on refused at once). The region's requests meanwhile, those whose keys live on that shard (decided on the failure policy) and the others (still on Redis, but for those a gateway's breaker refused in the first moments, opened by failures in a row until a probe succeeded), and after the shard came back, the requests still decided on the failure policy (until the health loops found it back, 300 ms, or a breaker's next probe):\n",
             f.shard,
             region.name,
             f.start.as_secs(),
