@@ -374,3 +374,38 @@ async fn a_lost_primary_sends_only_its_own_slots_to_the_failure_policy() {
     check_succeeds(&breaker, &lost).await;
     drop(cluster);
 }
+
+/// The probe asks `ROLE` of a single server: a replica (it answers `PING`, but takes no
+/// write) is never found up, so never ready; a user whose ACL denies `ROLE` still finds
+/// its Redis up, ready, and deciding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_finds_a_replica_lost_and_a_role_it_may_not_ask_no_matter() {
+    let primary = RedisServer::start();
+    primary.cli(&["ACL", "SETUSER", "default", "-role"]);
+    assert!(primary.cli(&["ROLE"]).contains("NOPERM"));
+    let (store, breaker) = start(RedisTarget::Single(primary.url()));
+    assert!(store.wait_connected(Duration::from_secs(2)).await);
+    until_ready(&breaker, true, "ROLE refused by the ACL").await;
+    check_succeeds(&breaker, "acl").await;
+
+    let replica =
+        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    let (replica_store, replica_breaker) = start(RedisTarget::Single(replica.url()));
+    assert!(!replica_store.wait_connected(Duration::from_secs(1)).await);
+    assert!(!replica_breaker.is_ready());
+}
+
+/// A cluster whose ACL refuses `CLUSTER INFO` to weir's user: the probe learns nothing
+/// of the cluster's state there, and the store is still up, ready and deciding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_state_the_acl_hides_does_not_lose_the_store() {
+    let cluster = RedisCluster::start();
+    for node in cluster.nodes() {
+        node.cli(&["ACL", "SETUSER", "default", "-cluster|info"]);
+        assert!(node.cli(&["CLUSTER", "INFO"]).contains("NOPERM"));
+    }
+    let (store, breaker) = start(RedisTarget::Cluster(cluster.urls()));
+    assert!(store.wait_connected(Duration::from_secs(2)).await);
+    until_ready(&breaker, true, "CLUSTER INFO refused by the ACL").await;
+    check_succeeds(&breaker, "acl").await;
+}

@@ -37,19 +37,31 @@ pub(super) async fn watch(store: Weak<RedisStore>, health: Arc<StoreHealth>) {
 }
 
 /// A single server's probe: `PING`, and `ROLE`, within `timeout` each. A replica
-/// answers, but refuses every write (`READONLY`): lost, as far as weir goes.
+/// answers, but refuses every write (`READONLY`): lost, as far as weir goes. A `ROLE`
+/// refused (an ACL user without it) tells nothing: the `PING` decides.
 pub(super) async fn ping_single(
     connection: &redis::aio::ConnectionManager,
     timeout: Duration,
 ) -> Result<(), StoreError> {
     let mut c = connection.clone();
     within(timeout, redis::cmd("PING").query_async::<Value>(&mut c)).await?;
-    let role: Vec<Value> = within(timeout, redis::cmd("ROLE").query_async(&mut c)).await?;
-    match role.first() {
-        Some(Value::BulkString(role)) if role.as_slice() != b"master" => Err(
-            StoreError::Unavailable("the server is a replica: it cannot take weir's writes".into()),
-        ),
-        _ => Ok(()),
+    let role = tokio::time::timeout(
+        timeout,
+        redis::cmd("ROLE").query_async::<Vec<Value>>(&mut c),
+    )
+    .await
+    .map_err(|_| StoreError::Timeout(timeout))?;
+    match role {
+        Ok(role) => match role.first() {
+            Some(Value::BulkString(role)) if role.as_slice() != b"master" => {
+                Err(StoreError::Unavailable(
+                    "the server is a replica: it cannot take weir's writes".into(),
+                ))
+            }
+            _ => Ok(()),
+        },
+        Err(error) if super::unreachable(&error) => Err(StoreError::Unavailable(error.to_string())),
+        Err(_) => Ok(()),
     }
 }
 
@@ -126,7 +138,7 @@ impl NodeLinks {
     }
 
     /// `command` on the node at `host:port`, within `timeout`, over its link: made
-    /// (within `timeout`) when missing, dropped when a command on it fails.
+    /// (within `timeout`) when missing, dropped when the node is not reached on it.
     async fn ask<T: FromRedisValue>(
         &self,
         host: &str,
@@ -134,6 +146,20 @@ impl NodeLinks {
         command: &Cmd,
         timeout: Duration,
     ) -> Result<T, StoreError> {
+        self.ask_node(host, port, command, timeout)
+            .await?
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    /// [`NodeLinks::ask`], with the node's own answer apart: the outer error is the
+    /// node not reached in time, the inner one what it answered.
+    async fn ask_node<T: FromRedisValue>(
+        &self,
+        host: &str,
+        port: u16,
+        command: &Cmd,
+        timeout: Duration,
+    ) -> Result<Result<T, RedisError>, StoreError> {
         let key = (host.to_owned(), port);
         let cached = self.links.lock().get(&key).cloned();
         let mut link = match cached {
@@ -170,8 +196,12 @@ impl NodeLinks {
                 link
             }
         };
-        let reply = within(timeout, command.query_async::<T>(&mut link)).await;
-        if reply.is_err() {
+        let reply = tokio::time::timeout(timeout, command.query_async::<T>(&mut link))
+            .await
+            .map_err(|_| StoreError::Timeout(timeout));
+        // A link that failed is made again next time; one the node answered on (an
+        // ACL refusal included) is kept.
+        if !matches!(&reply, Ok(Ok(_))) && !matches!(&reply, Ok(Err(e)) if !super::unreachable(e)) {
             self.links.lock().remove(&key);
         }
         reply
@@ -205,7 +235,18 @@ impl NodeLinks {
         let (host, port, slots) = found.ok_or(failed)?;
         let mut info_of = redis::cmd("CLUSTER");
         info_of.arg("INFO");
-        let info: String = self.ask(&host, port, &info_of, timeout).await?;
+        // An ACL user refused `CLUSTER INFO` learns nothing of the state here (each
+        // slot then answers `CLUSTERDOWN`, an outage, as checks find).
+        let info = match self
+            .ask_node::<String>(&host, port, &info_of, timeout)
+            .await?
+        {
+            Ok(info) => info,
+            Err(error) if super::unreachable(&error) => {
+                return Err(StoreError::Unavailable(error.to_string()));
+            }
+            Err(_) => String::new(),
+        };
         if info.lines().any(|line| line.trim() == "cluster_state:fail") {
             return Err(StoreError::Unavailable(
                 "the cluster is down (cluster_state:fail): no slot is served".into(),
