@@ -733,3 +733,100 @@ async fn a_commit_that_fails_on_one_slot_gives_back_the_others() {
         "the first slot's units were given back"
     );
 }
+
+/// The README's list of the commands weir sends is enough: a Redis ACL user allowed
+/// those alone, on `weir:*` keys, checks every algorithm (by function and by script,
+/// on Redis's clock and with window counters), refunds, charges, leases and resets,
+/// and its store's health loop finds Redis up though `ROLE` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_user_allowed_only_the_readme_commands_does_everything() {
+    let server = RedisServer::start();
+    let acl = server.cli(&[
+        "ACL",
+        "SETUSER",
+        "weir",
+        "on",
+        ">secret",
+        "resetkeys",
+        "~weir:*",
+        "-@all",
+        "+fcall",
+        "+function|load",
+        "+evalsha",
+        "+eval",
+        "+incrby",
+        "+pexpire",
+        "+del",
+        "+ping",
+        "+get",
+        "+set",
+        "+getrange",
+        "+setrange",
+        "+hgetall",
+        "+hset",
+        "+hdel",
+        "+time",
+        "+info",
+        "+cluster|slots",
+    ]);
+    assert_eq!(acl.trim(), "OK");
+    let url = format!("redis://weir:secret@127.0.0.1:{}", server.port());
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    for (round, (scripts, which, counters)) in [
+        (false, RedisClock::Server, false),
+        (true, RedisClock::Server, false),
+        (false, RedisClock::Local, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut cfg = config(RedisTarget::Single(url.clone()), "weir", which);
+        cfg.window_counters = counters;
+        let store = RedisStore::connect(&cfg, clock.clone()).await.unwrap();
+        if scripts {
+            store.use_scripts();
+        }
+        for algorithm in Algorithm::ALL {
+            let policy = Policy::new(algorithm, 10, Duration::from_secs(60), None).unwrap();
+            // A key of each round's own: the rounds' clocks differ.
+            let name = format!("{}-{round}", algorithm.name());
+            let k = key(&name);
+            let decision = store.check(k, &policy, 1).await;
+            assert!(
+                decision.as_ref().is_ok_and(|d| d.allowed),
+                "{algorithm:?}: {decision:?}"
+            );
+            let checks = [Check {
+                key: k,
+                policy: &policy,
+                cost: 1,
+            }];
+            store.refund_all(&checks).await.unwrap();
+            if algorithm.carries_debt() {
+                store.charge_all(&checks).await.unwrap();
+            }
+            store.reset(k, &policy).await.unwrap();
+        }
+        let gcra = Policy::new(Algorithm::Gcra, 10, Duration::from_secs(60), None).unwrap();
+        let take = weir_core::Take {
+            min: 1,
+            max: 5,
+            hold: Duration::from_secs(10),
+            closing: None,
+        };
+        let leased = format!("leased-{round}");
+        let grant = store.take(key(&leased), &gcra, take).await.unwrap();
+        let lease = grant
+            .lease
+            .unwrap_or_else(|| panic!("round {round}: no lease: {grant:?}"));
+        assert!(
+            store
+                .give_back(key(&leased), &gcra, lease, 1)
+                .await
+                .unwrap()
+        );
+    }
+    let cfg = config(RedisTarget::Single(url), "weir", RedisClock::Server);
+    let watched = RedisStore::start(&cfg, clock);
+    assert!(watched.wait_connected(Duration::from_secs(2)).await);
+}
