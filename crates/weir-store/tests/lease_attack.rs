@@ -466,7 +466,17 @@ async fn a_starving_key_with_a_capacity_batch_is_locked_for_a_whole_period() {
 async fn giving_back_many_leases_returns_every_unit() {
     let server = RedisServer::start();
     let clock = Arc::new(ManualClock::new(START));
-    let policy = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(60), None).unwrap();
+    // 100 an hour: a key given back to 99 lives in Redis 37 s of real time (its refill
+    // to full, plus a second), past the slowest release seen. (At 100 a minute it was
+    // 1.6 s, and a CI run took 1.7 s to give all back: the first key had expired,
+    // full again, when read.)
+    let policy = Policy::new(
+        Algorithm::TokenBucket,
+        100,
+        Duration::from_secs(3_600),
+        None,
+    )
+    .unwrap();
     let plan = LeasePlan {
         batch: Batch::Fixed(20),
         hold: Duration::from_secs(10),

@@ -387,7 +387,7 @@ impl RedisStore {
         current: bool,
     ) -> Result<(Vec<RangeInclusive<u16>>, Vec<probe::Primary>), StoreError> {
         let Some(nodes) = &self.nodes else {
-            probe::ping_fan_out(connection, self.timeout).await?;
+            probe::ping_checks_connection(connection, self.timeout).await?;
             return Ok((Vec::new(), Vec::new()));
         };
         let known = self.topology.lock().clone();
@@ -398,7 +398,7 @@ impl RedisStore {
             ));
         }
         if view.lost.is_empty() {
-            probe::ping_fan_out(connection, self.timeout).await?;
+            probe::ping_checks_connection(connection, self.timeout).await?;
         }
         Ok((view.lost, view.primaries))
     }

@@ -65,9 +65,10 @@ pub(super) async fn ping_single(
     }
 }
 
-/// `PING` over a cluster connection checks use, within `timeout`: the client's fan-out
-/// to every primary it holds a connection to.
-pub(super) async fn ping_fan_out(
+/// A probe of the connection checks use, within `timeout`: on a cluster a `PING`, which
+/// the client fans out to every primary it holds a connection to; on a single server
+/// [`ping_single`].
+pub(super) async fn ping_checks_connection(
     connection: &Connection,
     timeout: Duration,
 ) -> Result<(), StoreError> {
