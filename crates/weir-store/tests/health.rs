@@ -120,6 +120,18 @@ async fn an_idle_store_finds_redis_killed_frozen_and_back_within_a_second() {
     }
 }
 
+/// Waits until `replica` has synced with its primary, for at most 20 s.
+async fn until_synced(replica: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(Instant::now() < deadline, "the replica did not sync");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn policy() -> Policy {
     Policy::new(Algorithm::Gcra, 100, Duration::from_secs(60), None).unwrap()
 }
@@ -195,14 +207,7 @@ async fn an_idle_store_finds_a_promoted_replica() {
         owner_id.trim(),
     ]);
     assert!(joined.status.success(), "{joined:?}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !replica
-        .cli(&["INFO", "replication"])
-        .contains("master_link_status:up")
-    {
-        assert!(Instant::now() < deadline, "the replica did not sync");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_synced(&replica).await;
 
     let (store, breaker) = start(RedisTarget::Cluster(cluster.urls()));
     assert!(store.wait_connected(Duration::from_secs(2)).await);
@@ -252,14 +257,7 @@ async fn a_redis_that_answers_but_cannot_serve_is_an_outage() {
         RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
     // Synced first: during the first sync a replica answers LOADING, an outage too,
     // but this test is about READONLY.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !replica
-        .cli(&["INFO", "replication"])
-        .contains("master_link_status:up")
-    {
-        assert!(Instant::now() < deadline, "the replica did not sync");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_synced(&replica).await;
     let config = config(RedisTarget::Single(replica.url()), Duration::from_secs(1));
     let store = RedisStore::connect(&config, Arc::new(SystemClock::new()))
         .await
