@@ -138,8 +138,9 @@ impl StoreHealth {
                 }
             }
             Err(error) => {
-                // Lost whole: no part of it is lost apart.
-                self.record_slots(&[]);
+                // Lost whole: no part of it is lost apart (and none is back: no log).
+                self.lost_slots.store(std::sync::Arc::new(Vec::new()));
+                self.slots_lost_at.lock().take();
                 let was_up = self.up.swap(false, Ordering::AcqRel);
                 let mut lost_at = self.lost_at.lock();
                 if was_up || lost_at.is_none() {
@@ -220,6 +221,28 @@ mod tests {
         let start = Instant::now();
         health.next_probe(0).await;
         start.elapsed()
+    }
+
+    #[test]
+    fn slots_found_lost_are_kept_until_a_probe_finds_them_back_or_the_store_lost_whole() {
+        let health = StoreHealth::new(true);
+        let recoveries = health.recoveries();
+        health.record(&Ok(vec![0..=99, 200..=299]));
+        assert!(health.is_up() && !health.is_whole());
+        assert_eq!(health.slots_lost(), 200);
+        assert!(health.slot_lost(0) && health.slot_lost(250) && !health.slot_lost(150));
+        // Newly lost slots count as a return: a breaker their timeouts opened closes.
+        assert_eq!(health.recoveries(), recoveries + 1);
+        // The same finding again changes nothing; fewer lost is no return.
+        health.record(&Ok(vec![0..=99, 200..=299]));
+        health.record(&Ok(vec![0..=99]));
+        assert_eq!(health.recoveries(), recoveries + 1);
+        assert!(!health.slot_lost(250));
+        // Lost whole: no slot is lost apart.
+        health.record(&Err(StoreError::Unavailable("gone".into())));
+        assert!(!health.is_up() && health.slots_lost() == 0 && !health.slot_lost(0));
+        health.record(&Ok(Vec::new()));
+        assert!(health.is_whole());
     }
 
     #[tokio::test(start_paused = true)]
