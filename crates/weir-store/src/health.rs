@@ -87,12 +87,17 @@ impl StoreHealth {
         self.lost_slots.load().iter().map(|r| r.len() as u64).sum()
     }
 
-    /// Whether the last probe found the primary of cluster hash slot `slot` lost.
-    pub(crate) fn slot_lost(&self, slot: u16) -> bool {
-        self.lost_slots
-            .load()
-            .iter()
+    /// The hash slot `slot()` names, if the last probe found its primary lost;
+    /// `slot` is not called while no slot is lost.
+    pub(crate) fn slot_lost(&self, slot: impl FnOnce() -> u16) -> Option<u16> {
+        let lost = self.lost_slots.load();
+        if lost.is_empty() {
+            return None;
+        }
+        let slot = slot();
+        lost.iter()
             .any(|range| range.contains(&slot))
+            .then_some(slot)
     }
 
     /// How many times the store came up, the first connection included. A breaker
@@ -230,17 +235,18 @@ mod tests {
         health.record(&Ok(vec![0..=99, 200..=299]));
         assert!(health.is_up() && !health.is_whole());
         assert_eq!(health.slots_lost(), 200);
-        assert!(health.slot_lost(0) && health.slot_lost(250) && !health.slot_lost(150));
+        let lost = |slot: u16| health.slot_lost(|| slot).is_some();
+        assert!(lost(0) && lost(250) && !lost(150));
         // Newly lost slots count as a return: a breaker their timeouts opened closes.
         assert_eq!(health.recoveries(), recoveries + 1);
         // The same finding again changes nothing; fewer lost is no return.
         health.record(&Ok(vec![0..=99, 200..=299]));
         health.record(&Ok(vec![0..=99]));
         assert_eq!(health.recoveries(), recoveries + 1);
-        assert!(!health.slot_lost(250));
+        assert!(!lost(250));
         // Lost whole: no slot is lost apart.
         health.record(&Err(StoreError::Unavailable("gone".into())));
-        assert!(!health.is_up() && health.slots_lost() == 0 && !health.slot_lost(0));
+        assert!(!health.is_up() && health.slots_lost() == 0 && !lost(0));
         health.record(&Ok(Vec::new()));
         assert!(health.is_whole());
     }

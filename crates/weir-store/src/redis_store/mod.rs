@@ -404,16 +404,14 @@ impl RedisStore {
     }
 
     /// Refuses at once a command on `key` whose cluster slot the health loop found
-    /// lost (the rest of the cluster answering), rather than wait for its timeout.
+    /// lost (the rest of the cluster answering), rather than wait for its timeout. On
+    /// every check's path: while no slot is lost (always on a single server), one
+    /// shared read, and the key is not hashed.
     fn refuse_lost(&self, key: &str) -> Result<(), StoreError> {
-        if !matches!(self.config.target, RedisTarget::Cluster(_)) {
-            return Ok(());
+        match self.health.slot_lost(|| keys::hash_slot(key.as_bytes())) {
+            Some(slot) => Err(StoreError::SlotLost(slot)),
+            None => Ok(()),
         }
-        let slot = keys::hash_slot(key.as_bytes());
-        if self.health.slot_lost(slot) {
-            return Err(StoreError::SlotLost(slot));
-        }
-        Ok(())
     }
 
     /// Deletes a key's state, and its lease records for the algorithms that lease
