@@ -200,9 +200,14 @@ impl NodeLinks {
         let reply = tokio::time::timeout(timeout, command.query_async::<T>(&mut link))
             .await
             .map_err(|_| StoreError::Timeout(timeout));
-        // A link that failed is made again next time; one the node answered on (an
-        // ACL refusal included) is kept.
-        if !matches!(&reply, Ok(Ok(_))) && !matches!(&reply, Ok(Err(e)) if !super::unreachable(e)) {
+        // A link the node was not reached on is made again next time; one it answered
+        // on (an ACL refusal included) is kept.
+        let unreached = match &reply {
+            Err(_) => true,
+            Ok(Err(error)) => super::unreachable(error),
+            Ok(Ok(_)) => false,
+        };
+        if unreached {
             self.links.lock().remove(&key);
         }
         reply
