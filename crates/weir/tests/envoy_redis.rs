@@ -267,15 +267,11 @@ descriptors:
   - key: counted
     rate_limit: {unit: minute, requests_per_unit: 10}
 ";
-    let mut redis = RedisServer::start();
-    let weir = serving_with(
-        &redis,
-        &[("z.yaml", file.to_owned())],
+    let weir = serving_redis_killed(
+        ("z.yaml", file),
         "  failure: open\n  all_or_nothing: true\n",
-        "  fallback_instances: 1\n",
     )
     .await;
-    redis.kill();
     let both: [&[(&str, &str)]; 2] = [&[("blocked", "x")], &[("counted", "x")]];
     for _ in 0..5 {
         let denied = weir.ask("z", &both).await;
@@ -323,15 +319,7 @@ descriptors:
   - key: strict
     rate_limit: {unit: minute, requests_per_unit: 2}
 ";
-    let mut redis = RedisServer::start();
-    let weir = serving_with(
-        &redis,
-        &[("f.yaml", file.to_owned())],
-        "",
-        "  fallback_instances: 1\n",
-    )
-    .await;
-    redis.kill();
+    let weir = serving_redis_killed(("f.yaml", file), "").await;
     let open: &[(&str, &str)] = &[("open", "x")];
     let strict: &[(&str, &str)] = &[("strict", "x")];
     // The fallback enforces the limit (2 a minute, one instance).
@@ -345,6 +333,22 @@ descriptors:
         let status = weir.send(request("f", asked)).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
     }
+}
+
+/// A weir serving one ratelimit `file` (its name and text), with more of the `envoy`
+/// section, on a Redis killed once it serves: one instance, deciding on its local
+/// fallback from then on.
+async fn serving_redis_killed((name, file): (&str, &str), envoy: &str) -> Harness {
+    let mut redis = RedisServer::start();
+    let weir = serving_with(
+        &redis,
+        &[(name, file.to_owned())],
+        envoy,
+        "  fallback_instances: 1\n",
+    )
+    .await;
+    redis.kill();
+    weir
 }
 
 /// A weir serving the ratelimit `files` on `redis` (100 ms timeout), in process.
@@ -489,15 +493,7 @@ descriptors:
       also:
         - {requests_per_unit: 2, unit: day, name: daily}
 ";
-    let mut redis = RedisServer::start();
-    let weir = serving_with(
-        &redis,
-        &[("f.yaml", file.to_owned())],
-        "",
-        "  fallback_instances: 1\n",
-    )
-    .await;
-    redis.kill();
+    let weir = serving_redis_killed(("f.yaml", file), "").await;
     let user: &[(&str, &str)] = &[("user", "x")];
     let mut seen = Vec::new();
     for _ in 0..3 {
