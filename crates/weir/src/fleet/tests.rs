@@ -159,6 +159,19 @@ fn a_failed_shard_fails_login_closed_and_the_plans_open_to_the_local_fallback() 
     }
 }
 
+/// One shard down costs only its own keys: the other shards' requests stay on Redis
+/// (all but those a breaker refused before the health loops found the shard's slots
+/// lost); with the per-cluster health of before, most went to the fallback.
+#[test]
+fn a_failed_shard_leaves_the_other_shards_keys_on_redis() {
+    for (run, stats) in SMALL.runs() {
+        let (_, others, _) = &stats.failure;
+        assert!(others.requests > 0, "{run}");
+        let failed = others.fallback_allowed + others.fallback_denied + others.unavailable;
+        assert!(failed * 20 < others.requests, "{run}: {others:?}");
+    }
+}
+
 #[test]
 fn the_report_names_every_plan_and_phase() {
     let text = SMALL.markdown();
