@@ -200,7 +200,7 @@ fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
 /// How the gRPC door runs.
 enum Grpc {
     /// On the main runtime's pool.
-    Pool(tokio::task::JoinHandle<Result<(), tonic::transport::Error>>),
+    Pool(tokio::task::JoinHandle<std::io::Result<()>>),
     /// A thread per core, each with its own runtime and listening socket.
     Threads(Vec<std::thread::JoinHandle<std::io::Result<()>>>),
 }

@@ -6,10 +6,11 @@
 //! [`EnvoyAsk`](crate::engine::EnvoyAsk) (`translate`), the engine's answer back, and
 //! a store that cannot decide into `UNAVAILABLE`, so that Envoy's own failure mode
 //! (`failure_mode_deny`) decides, at once rather than after Envoy's timeout. `serve`
-//! runs the gRPC server on a listener.
+//! runs the HTTP/2 server on a listener, `streams` a connection's calls in its task.
 
 mod json;
 mod serve;
+mod streams;
 mod translate;
 
 use std::sync::Arc;

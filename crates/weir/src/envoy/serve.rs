@@ -5,27 +5,35 @@
 //! at every [`HEALTH_EVERY`]), so that a health-checking Envoy or Kubernetes sees a
 //! weir whose Redis is lost.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use socket2::{SockRef, TcpKeepalive};
 use tokio::net::TcpListener;
+use tonic::Status;
 use tonic::server::NamedService;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
+use tower::Service;
 
 use super::RateLimitDoor;
+use super::streams::ConnectionStreams;
 
 /// How often the rate limit service's health follows the store's readiness.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
 
-/// Calls answered at once on one connection; more wait (HTTP/2 flow control slows the
-/// client) rather than pile up as tasks.
-const CALLS_PER_CONNECTION: usize = 1_024;
-/// The longest a call may take, for clients that send no deadline (Envoy sends its
-/// own, and the shorter wins): past the longest store timeout (60 s), so that a call
-/// always gets its fallback or `UNAVAILABLE` first, and is never held for ever.
+/// Calls answered at once on one connection (HTTP/2 concurrent streams); more wait,
+/// HTTP/2 flow control slowing the client, rather than pile up.
+const CALLS_PER_CONNECTION: u32 = 1_024;
+/// The longest a call may take: past the longest store timeout (60 s), so that a call
+/// always gets its fallback or `UNAVAILABLE` first. A client's own deadline (Envoy's
+/// `timeout`) ends a call sooner: the client resets its stream, which drops the call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(65);
 /// HTTP/2 pings to find connections whose peer vanished without closing them, and
 /// TCP keepalive below them.
@@ -37,14 +45,22 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 const PENDING_RESETS: usize = 100;
 /// The largest header block a call may send.
 const MAX_HEADER_BYTES: u32 = 16 * 1024;
+/// The path prefix of the health service's calls; every other call goes to the rate
+/// limit service (which answers `UNIMPLEMENTED` to a method it does not have).
+const HEALTH_PATH: &str = "/grpc.health.v1.Health/";
 
 /// Serves `door` and the health service on `listener` until `shutdown` completes, then
 /// finishes the calls in flight.
+///
+/// HTTP/2 straight from hyper, each connection's calls run in its own task
+/// ([`ConnectionStreams`]), and tonic's generated services called directly, rather than
+/// through tonic's server (a task per call, a router and layers a call here does not
+/// need): the same calls cost less CPU (BENCHMARKS.md).
 pub async fn serve_grpc(
     listener: TcpListener,
     door: RateLimitDoor,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), tonic::transport::Error> {
+) -> std::io::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
     let name = <RateLimitServiceServer<RateLimitDoor> as NamedService>::NAME;
     let engine = door.engine.clone();
@@ -65,23 +81,55 @@ pub async fn serve_grpc(
             }
         }
     });
-    // Bounds on what one client can make the server hold: calls in flight per
-    // connection, a call's time, dead connections (keepalive), reset floods, headers.
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(KEEPALIVE));
-    let served = Server::builder()
-        .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
-        .max_concurrent_streams(Some(CALLS_PER_CONNECTION as u32))
-        .timeout(CALL_TIMEOUT)
-        .http2_keepalive_interval(Some(KEEPALIVE))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-        .http2_max_pending_accept_reset_streams(Some(PENDING_RESETS))
-        .http2_max_header_list_size(MAX_HEADER_BYTES)
-        .add_service(health)
-        .add_service(RateLimitServiceServer::new(door))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
+    let rate_limit = RateLimitServiceServer::new(door);
+    let graceful = GracefulShutdown::new();
+    let keepalive = TcpKeepalive::new().with_time(KEEPALIVE);
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors, say: wait a little rather than spin.
+                    tracing::warn!(%error, "cannot accept a gRPC connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Answers go out as soon as they are written; a peer gone silent is found.
+        let _ = stream.set_nodelay(true);
+        let _ = SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+        let (rate_limit, health) = (rate_limit.clone(), health.clone());
+        let calls = service_fn(move |call: hyper::Request<Incoming>| {
+            let answer = if call.uri().path().starts_with(HEALTH_PATH) {
+                health.clone().call(call)
+            } else {
+                rate_limit.clone().call(call)
+            };
+            async move {
+                match tokio::time::timeout(CALL_TIMEOUT, answer).await {
+                    Ok(answer) => answer,
+                    Err(_) => Ok::<_, Infallible>(
+                        Status::deadline_exceeded("the call took too long").into_http(),
+                    ),
+                }
+            }
+        });
+        let streams = ConnectionStreams::default();
+        let connection = http2::Builder::new(streams.clone())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(KEEPALIVE)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .max_concurrent_streams(CALLS_PER_CONNECTION)
+            .max_pending_accept_reset_streams(PENDING_RESETS)
+            .max_header_list_size(MAX_HEADER_BYTES)
+            .serve_connection(TokioIo::new(stream), calls);
+        tokio::spawn(streams.drive(graceful.watch(connection)));
+    }
+    drop(listener);
+    graceful.shutdown().await;
     watcher.abort();
-    served
+    Ok(())
 }

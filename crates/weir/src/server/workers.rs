@@ -43,11 +43,7 @@ pub fn serve_grpc_on_threads(
         stopped,
         move |listener, shutdown| {
             let door = door.clone();
-            async move {
-                crate::envoy::serve_grpc(listener, door, shutdown)
-                    .await
-                    .map_err(std::io::Error::other)
-            }
+            crate::envoy::serve_grpc(listener, door, shutdown)
         },
     )
 }

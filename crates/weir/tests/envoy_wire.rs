@@ -1,0 +1,213 @@
+//! `ShouldRateLimit` on the wire: raw HTTP/2 requests over one connection to the
+//! door's own HTTP/2 server (hyper's, calling tonic's generated service): a call that
+//! is not an uncompressed message within 4 MiB gets a gRPC status (tonic's codes) and
+//! counts nothing, an unknown method is `UNIMPLEMENTED`, a message split into many DATA
+//! frames is read whole, and the connection serves on after each refusal.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+#[path = "envoy/harness.rs"]
+mod harness;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitResponse, rate_limit_response};
+use harness::{Harness, config_dir, fixture, request};
+use http_body_util::{BodyExt, Full, StreamBody};
+use prost::Message;
+use tonic::Code;
+use tower::ServiceExt;
+
+/// A malformed call: what it is, its path, its extra headers, its body, its status.
+type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, Bytes, Code);
+
+const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// `message` with gRPC's prefix: the compression flag and the length.
+fn framed(flag: u8, message: &[u8]) -> Bytes {
+    let mut body = BytesMut::new();
+    body.put_u8(flag);
+    body.put_u32(u32::try_from(message.len()).unwrap());
+    body.put_slice(message);
+    body.freeze()
+}
+
+/// A request for `key2` in `test-domain`, encoded.
+fn encoded_request() -> Vec<u8> {
+    request("test-domain", &[&[("key2", "x")]]).encode_to_vec()
+}
+
+/// Sends `body` to `path` with `headers` on the harness's connection; the call's
+/// status (from the trailers, or the headers of a trailers-only answer) and message.
+async fn raw_call(
+    weir: &Harness,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: tonic::body::Body,
+) -> (Code, Option<RateLimitResponse>) {
+    let mut call = axum::http::Request::post(format!("http://weir{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (name, value) in headers {
+        call = call.header(*name, *value);
+    }
+    let response = weir
+        .channel
+        .clone()
+        .oneshot(call.body(body).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "gRPC answers in HTTP 200");
+    let head = response.headers().clone();
+    let collected = response.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    let status = tonic::Status::from_header_map(&trailers)
+        .or_else(|| tonic::Status::from_header_map(&head))
+        .expect("a grpc-status");
+    let data = collected.to_bytes();
+    let message = (data.len() >= 5).then(|| RateLimitResponse::decode(&data[5..]).unwrap());
+    (status.code(), message)
+}
+
+fn whole(body: Bytes) -> tonic::body::Body {
+    tonic::body::Body::new(Full::new(body))
+}
+
+async fn basic() -> Harness {
+    Harness::memory(config_dir(&[fixture("basic_config.yaml")], "", "")).await
+}
+
+#[tokio::test]
+async fn a_call_that_is_not_one_plain_message_gets_a_grpc_status_and_the_connection_serves_on() {
+    let weir = basic().await;
+    let message = encoded_request();
+    let mut two = framed(0, &message).to_vec();
+    two.extend_from_slice(&framed(0, &message));
+    // Protobuf merges concatenated messages: bytes past the prefix's length must not
+    // be read as more of the message.
+    let mut longer = framed(0, &message).to_vec();
+    longer.extend_from_slice(&message);
+    let mut short = framed(0, &message).to_vec();
+    short.truncate(short.len() - 3);
+    let cases: Vec<Case> = vec![
+        (
+            "the compressed flag",
+            PATH,
+            vec![],
+            framed(1, &message),
+            Code::Internal,
+        ),
+        (
+            "a grpc-encoding",
+            PATH,
+            vec![("grpc-encoding", "gzip")],
+            framed(0, &message),
+            Code::Unimplemented,
+        ),
+        (
+            "bytes past the prefix's length",
+            PATH,
+            vec![],
+            Bytes::from(longer),
+            Code::Internal,
+        ),
+        (
+            "a message cut short",
+            PATH,
+            vec![],
+            Bytes::from(short),
+            Code::Internal,
+        ),
+        (
+            "three bytes",
+            PATH,
+            vec![],
+            Bytes::from_static(&[0, 0, 0]),
+            Code::Internal,
+        ),
+        ("no body", PATH, vec![], Bytes::new(), Code::Internal),
+        (
+            "not protobuf",
+            PATH,
+            vec![],
+            framed(0, &[0xff; 16]),
+            Code::Internal,
+        ),
+        (
+            "another method",
+            "/envoy.service.ratelimit.v3.RateLimitService/Other",
+            vec![],
+            framed(0, &message),
+            Code::Unimplemented,
+        ),
+        (
+            "another service",
+            "/x.Y/Z",
+            vec![],
+            framed(0, &message),
+            Code::Unimplemented,
+        ),
+    ];
+    for (case, path, headers, body, expected) in cases {
+        let (code, answer) = raw_call(&weir, path, &headers, whole(body)).await;
+        assert_eq!(code, expected, "{case}");
+        assert!(answer.is_none(), "{case}: no message with a refusal");
+        // The same connection still answers, and the refused call counted nothing.
+        let ok = weir.ask("test-domain", &[&[("key2", "y")]]).await;
+        assert_eq!(ok.statuses.len(), 1, "after {case}");
+    }
+    // Two whole messages on one unary call: the first is answered (tonic reads one),
+    // and counted once.
+    let (code, answer) = raw_call(&weir, PATH, &[], whole(Bytes::from(two))).await;
+    assert_eq!(code, Code::Ok);
+    assert_eq!(answer.expect("a message").statuses[0].limit_remaining, 19);
+    let counted = weir.ask("test-domain", &[&[("key2", "x")]]).await;
+    assert_eq!(
+        counted.statuses[0].limit_remaining, 18,
+        "no refused call was counted (20 a minute)"
+    );
+}
+
+#[tokio::test]
+async fn a_message_over_four_mebibytes_is_refused_as_out_of_range() {
+    let weir = basic().await;
+    let big = vec![0u8; 4 * 1024 * 1024 + 1];
+    let (code, _) = raw_call(&weir, PATH, &[], whole(framed(0, &big))).await;
+    assert_eq!(code, Code::OutOfRange);
+    let ok = weir.ask("test-domain", &[&[("key2", "y")]]).await;
+    assert_eq!(ok.statuses.len(), 1);
+}
+
+#[tokio::test]
+async fn a_message_sent_a_byte_a_frame_is_read_whole() {
+    let weir = basic().await;
+    let body = framed(0, &encoded_request());
+    let bytes: Vec<Result<http_body::Frame<Bytes>, std::convert::Infallible>> = body
+        .iter()
+        .map(|byte| Ok(http_body::Frame::data(Bytes::copy_from_slice(&[*byte]))))
+        .collect();
+    let stream = StreamBody::new(futures_util::stream::iter(bytes));
+    let (code, answer) = raw_call(&weir, PATH, &[], tonic::body::Body::new(stream)).await;
+    assert_eq!(code, Code::Ok);
+    let answer = answer.expect("a message");
+    assert_eq!(answer.statuses.len(), 1);
+    assert_eq!(answer.statuses[0].limit_remaining, 19);
+}
+
+#[tokio::test]
+async fn calls_at_once_on_one_connection_are_counted_exactly() {
+    let weir = basic().await;
+    // 64 calls in flight together on the harness's one connection, for a key of 20 a
+    // minute: the connection's task runs them all, and exactly 20 pass.
+    let calls = (0..64).map(|_| weir.ask("test-domain", &[&[("key2", "together")]]));
+    let answers = futures_util::future::join_all(calls).await;
+    let ok = answers
+        .iter()
+        .filter(|answer| answer.overall_code == rate_limit_response::Code::Ok as i32)
+        .count();
+    assert_eq!(ok, 20, "20 of 64 within the limit");
+    assert_eq!(answers.len(), 64);
+}
