@@ -9,9 +9,11 @@
 # on the same weir and the same kind of limit (a fixed window). Prints the rates and
 # latencies, weir's CPU per call (utime + stime from /proc, over the run) and, on
 # Redis, Redis's CPU per decision (per descriptor checked). Then both doors paced to one
-# rate, like against like: 64 connections each, each waiting $pace ms (5) between its
-# calls (rls_load's delay, wrk's WRK_DELAY_MS), one descriptor against one check. Needs
-# wrk, redis-server, redis-cli. Everything listens on loopback only.
+# rate: 64 callers each, each waiting $pace ms (5) between its calls (rls_load's delay,
+# wrk's WRK_DELAY_MS), one descriptor against one check; the gRPC callers over 4
+# HTTP/2 connections (16 calls in flight on each, as a busy Envoy multiplexes them) and
+# over 64 (one each: connection for connection against wrk's 64). Needs wrk,
+# redis-server, redis-cli. Everything listens on loopback only.
 source "$(dirname "$0")/common.sh"
 cargo build --profile dist -q -p weir --example rls_load
 load=./target/dist/examples/rls_load
@@ -88,12 +90,14 @@ for variant in memory memory/pool redis redis_counters; do
   echo "   weir CPU per request: $(per_call "$w0" "$w1" "$requests") us"
   [ "${store%/*}" = memory ] || echo "   Redis CPU per check: $(per_call "$r0" "$r1" "$requests") us"
   pace=${PACE_MS:-5}
-  w0=$(cpu "$weir_pid")
-  line=$("$load" "$grpc" "$secs" 1 64 "$pace")
-  w1=$(cpu "$weir_pid")
-  calls=$(echo "$line" | sed -n 's/^calls \([0-9]*\) .*/\1/p')
-  echo "== $store, paced ($pace ms), ShouldRateLimit, 1 descriptor: $line"
-  echo "   weir CPU per call: $(per_call "$w0" "$w1" "$calls") us"
+  for connections in 4 64; do
+    w0=$(cpu "$weir_pid")
+    line=$("$load" "$grpc" "$secs" 1 64 "$pace" "$connections")
+    w1=$(cpu "$weir_pid")
+    calls=$(echo "$line" | sed -n 's/^calls \([0-9]*\) .*/\1/p')
+    echo "== $store, paced ($pace ms), ShouldRateLimit, 1 descriptor, $connections connections: $line"
+    echo "   weir CPU per call: $(per_call "$w0" "$w1" "$calls") us"
+  done
   w0=$(cpu "$weir_pid")
   out=$(WRK_DELAY_MS=$pace wrk -t2 -c64 -d"${secs}s" --latency -s bench/check.lua "$url")
   w1=$(cpu "$weir_pid")

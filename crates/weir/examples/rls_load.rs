@@ -1,14 +1,14 @@
 //! A load generator for Envoy's rate limit service: `ShouldRateLimit` calls from
-//! concurrent tasks over a few HTTP/2 connections, as Envoys would send them: flat out,
-//! or paced (each task waiting `delay_ms` between its calls, as `bench/check.lua` paces
-//! wrk's connections with `WRK_DELAY_MS`, so that both doors can be compared at one
-//! rate).
+//! concurrent tasks over a few HTTP/2 connections (4, or as many as asked), as Envoys
+//! would send them: flat out, or paced (each task waiting `delay_ms` between its calls,
+//! as `bench/check.lua` paces wrk's connections with `WRK_DELAY_MS`, so that both doors
+//! can be compared at one rate).
 //!
 //! Run (from the repository's root, against a `weir serve` with an `envoy` section):
 //!
 //! ```sh
-//! cargo run --profile dist -p weir --example rls_load -- 127.0.0.1:8081 10 1 64 0
-//! #                                                 address  seconds descriptors tasks delay_ms
+//! cargo run --profile dist -p weir --example rls_load -- 127.0.0.1:8081 10 1 64 0 4
+//! #                                  address  seconds descriptors tasks delay_ms connections
 //! ```
 //!
 //! Each call asks in domain `bench` for `descriptors` descriptors `(d<i>, user-<n>)`,
@@ -29,8 +29,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tonic::transport::Channel;
 
-/// HTTP/2 connections the tasks share, as a few Envoys would open.
-const CONNECTIONS: usize = 4;
+/// HTTP/2 connections the tasks share by default, as a few Envoys would open.
+const CONNECTIONS: &str = "4";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,17 +40,32 @@ fn main() {
     let descriptors: usize = arg(2, "1").parse().expect("descriptors");
     let tasks: usize = arg(3, "64").parse().expect("tasks");
     let delay = Duration::from_millis(arg(4, "0").parse().expect("delay in milliseconds"));
+    let connections: usize = arg(5, CONNECTIONS).parse().expect("connections");
     // The generator's own runtime: one thread, so that weir keeps the other core.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(run(addr, secs, descriptors, tasks, delay));
+    runtime.block_on(run(
+        addr,
+        secs,
+        descriptors,
+        tasks,
+        delay,
+        connections.max(1),
+    ));
 }
 
-async fn run(addr: String, secs: u64, descriptors: usize, tasks: usize, delay: Duration) {
+async fn run(
+    addr: String,
+    secs: u64,
+    descriptors: usize,
+    tasks: usize,
+    delay: Duration,
+    connections: usize,
+) {
     let mut channels = Vec::new();
-    for _ in 0..CONNECTIONS {
+    for _ in 0..connections {
         let channel = Channel::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect()
@@ -62,7 +77,7 @@ async fn run(addr: String, secs: u64, descriptors: usize, tasks: usize, delay: D
     let started = Instant::now();
     let mut handles = Vec::new();
     for task in 0..tasks {
-        let mut client = RateLimitServiceClient::new(channels[task % CONNECTIONS].clone());
+        let mut client = RateLimitServiceClient::new(channels[task % connections].clone());
         handles.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut over = 0u64;

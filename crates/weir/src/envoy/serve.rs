@@ -125,6 +125,9 @@ pub async fn serve_grpc(
             .max_concurrent_streams(CALLS_PER_CONNECTION)
             .max_pending_accept_reset_streams(PENDING_RESETS)
             .max_header_list_size(MAX_HEADER_BYTES)
+            // gRPC answers carry no `Date` (tonic's server sent one, a changing header
+            // to encode in every answer).
+            .auto_date_header(false)
             .serve_connection(TokioIo::new(stream), calls);
         tokio::spawn(streams.drive(graceful.watch(connection)));
     }
