@@ -24,6 +24,7 @@ use tower::Service;
 
 use super::RateLimitDoor;
 use super::streams::ConnectionStreams;
+use crate::server::accept_or_stop;
 
 /// How often the rate limit service's health follows the store's readiness.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
@@ -85,19 +86,7 @@ pub async fn serve_grpc(
     let graceful = GracefulShutdown::new();
     let keepalive = TcpKeepalive::new().with_time(KEEPALIVE);
     tokio::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of file descriptors, say: wait a little rather than spin.
-                    tracing::warn!(%error, "cannot accept a gRPC connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
+    while let Some((stream, _)) = accept_or_stop(&listener, shutdown.as_mut()).await {
         // Answers go out as soon as they are written; a peer gone silent is found.
         let _ = stream.set_nodelay(true);
         let _ = SockRef::from(&stream).set_tcp_keepalive(&keepalive);
