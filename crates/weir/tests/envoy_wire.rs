@@ -13,6 +13,8 @@
 #[path = "envoy/harness.rs"]
 mod harness;
 
+use std::time::Duration;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitResponse, rate_limit_response};
 use harness::{Harness, config_dir, fixture, request};
@@ -177,7 +179,12 @@ async fn a_message_over_four_mebibytes_is_refused_as_out_of_range() {
     let big = vec![0u8; 4 * 1024 * 1024 + 1];
     let (code, _) = raw_call(&weir, PATH, &[], whole(framed(0, &big))).await;
     assert_eq!(code, Code::OutOfRange);
-    let ok = weir.ask("test-domain", &[&[("key2", "y")]]).await;
+    let ok = tokio::time::timeout(
+        Duration::from_secs(10),
+        weir.ask("test-domain", &[&[("key2", "y")]]),
+    )
+    .await
+    .expect("the door still answers");
     assert_eq!(ok.statuses.len(), 1);
 }
 
@@ -210,4 +217,41 @@ async fn calls_at_once_on_one_connection_are_counted_exactly() {
         .count();
     assert_eq!(ok, 20, "20 of 64 within the limit");
     assert_eq!(answers.len(), 64);
+}
+
+/// On two threads, with a timeout: a door that hung on the CONNECT fails the test
+/// rather than hanging it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_other_than_post_is_refused_and_a_connect_opens_no_tunnel() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let weir = basic().await;
+    let tcp = tokio::net::TcpStream::connect(weir.addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let empty = || http_body_util::Empty::<Bytes>::new();
+    // A CONNECT answered 2xx would become a tunnel (and a task of hyper's); refused,
+    // it stays a request, and the same connection serves on.
+    let connect = axum::http::Request::connect("weir.test:443")
+        .body(empty())
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), sender.send_request(connect))
+        .await
+        .expect("an answer to the CONNECT")
+        .unwrap();
+    assert_eq!(answer.status(), 405);
+    let get = axum::http::Request::get(format!("http://{}{PATH}", weir.addr))
+        .body(empty())
+        .unwrap();
+    assert_eq!(sender.send_request(get).await.unwrap().status(), 405);
+    let ok = tokio::time::timeout(
+        Duration::from_secs(10),
+        weir.ask("test-domain", &[&[("key2", "y")]]),
+    )
+    .await
+    .expect("the door still answers");
+    assert_eq!(ok.statuses.len(), 1);
 }

@@ -13,6 +13,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
+use hyper::{Method, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use socket2::{SockRef, TcpKeepalive};
@@ -24,7 +25,6 @@ use tower::Service;
 
 use super::RateLimitDoor;
 use super::streams::ConnectionStreams;
-use crate::server::accept_or_stop;
 
 /// How often the rate limit service's health follows the store's readiness.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
@@ -86,13 +86,31 @@ pub async fn serve_grpc(
     let graceful = GracefulShutdown::new();
     let keepalive = TcpKeepalive::new().with_time(KEEPALIVE);
     tokio::pin!(shutdown);
-    while let Some((stream, _)) = accept_or_stop(&listener, shutdown.as_mut()).await {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors, say: wait a little rather than spin.
+                    tracing::warn!(%error, "cannot accept a gRPC connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
         // Answers go out as soon as they are written; a peer gone silent is found.
         let _ = stream.set_nodelay(true);
         let _ = SockRef::from(&stream).set_tcp_keepalive(&keepalive);
         let (rate_limit, health) = (rate_limit.clone(), health.clone());
         let calls = service_fn(move |call: hyper::Request<Incoming>| {
-            let answer = if call.uri().path().starts_with(HEALTH_PATH) {
+            let answer = if call.method() != Method::POST {
+                // gRPC calls are POSTs. Anything else (a CONNECT, which a 2xx would
+                // turn into a tunnel) is refused in HTTP, as gRPC servers do.
+                let mut refused = hyper::Response::new(tonic::body::Body::empty());
+                *refused.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                Box::pin(std::future::ready(Ok(refused)))
+            } else if call.uri().path().starts_with(HEALTH_PATH) {
                 health.clone().call(call)
             } else {
                 rate_limit.clone().call(call)

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::time::Duration;
 
 use axum::Router;
@@ -18,7 +17,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use socket2::{Domain, Socket, Type};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use super::Shared;
@@ -115,27 +114,6 @@ impl Handler for Shared<Gateway> {
     }
 }
 
-/// The next connection on `listener`, or `None` once `shutdown` has completed. A failed
-/// accept (out of file descriptors, say) is logged and waited out for 50 ms rather than
-/// spun on.
-pub(crate) async fn accept_or_stop<F: Future<Output = ()>>(
-    listener: &TcpListener,
-    mut shutdown: Pin<&mut F>,
-) -> Option<(TcpStream, SocketAddr)> {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => return Some(accepted),
-                Err(error) => {
-                    tracing::warn!(%error, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            () = &mut shutdown => return None,
-        }
-    }
-}
-
 /// Serves `handler` on `listener` until `shutdown` completes: then stops accepting,
 /// finishes the requests in flight, and returns.
 pub async fn serve(
@@ -146,7 +124,19 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
-    while let Some((stream, peer)) = accept_or_stop(&listener, shutdown.as_mut()).await {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, say: wait a little rather than spin.
+                    tracing::warn!(%error, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
         // Answers go out as soon as they are written (no Nagle delay on small ones).
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();

@@ -13,7 +13,6 @@ use arc_swap::ArcSwap;
 use weir_core::Clock;
 use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreError, SystemClock};
 
-pub(crate) use self::listen::accept_or_stop;
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
 pub use self::workers::{serve_grpc_on_threads, serve_on_threads};

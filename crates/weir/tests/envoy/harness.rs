@@ -122,6 +122,8 @@ impl Drop for WeirProcess {
 
 /// A running door and a client for it.
 pub struct Harness {
+    /// The door's address.
+    pub addr: std::net::SocketAddr,
     pub client: RateLimitServiceClient<Channel>,
     pub channel: Channel,
     pub clock: Arc<ManualClock>,
@@ -154,6 +156,7 @@ impl Harness {
             .await
             .unwrap();
         Self {
+            addr,
             client: RateLimitServiceClient::new(channel.clone()),
             channel,
             clock,
