@@ -54,7 +54,7 @@ where
         // the connection and the other calls on it.
         let stream = AssertUnwindSafe(stream).catch_unwind().map(|ended| {
             if ended.is_err() {
-                tracing::error!("a gRPC call panicked; its stream is reset");
+                tracing::error!("a stream (a gRPC call) panicked; it is reset");
             }
         });
         let waker = {
@@ -184,50 +184,61 @@ mod tests {
 
     /// A stream that hands the executor another while it runs (hyper does so for an
     /// upgrade) does not deadlock, and the new one runs; so does one pushed from
-    /// outside the drive's poll, which wakes it. On two threads, so that a deadlock
-    /// fails the test by its timeout rather than hanging it.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_stream_may_push_another_and_a_late_push_wakes_the_drive() {
+    /// outside the drive's poll, which wakes it. The drive runs on a thread of its own,
+    /// so that a deadlock fails this test by its timeouts (the thread left stuck)
+    /// rather than hanging it.
+    #[test]
+    fn a_stream_may_push_another_and_a_late_push_wakes_the_drive() {
         let streams = ConnectionStreams::default();
-        let ran = Arc::new(AtomicUsize::new(0));
-        let (spawner, count) = (streams.clone(), Arc::clone(&ran));
+        let (ran_tx, ran) = std::sync::mpsc::channel::<&str>();
         let (end_tx, end_rx) = oneshot::channel::<()>();
+        let (spawner, inner_ran) = (streams.clone(), ran_tx.clone());
         let connection = async move {
             let inner = spawner.clone();
             spawner.execute(async move {
-                let count = Arc::clone(&count);
                 inner.execute(async move {
-                    count.fetch_add(1, Ordering::SeqCst);
+                    let _ = inner_ran.send("pushed by a stream");
                 });
             });
             let _ = end_rx.await;
         };
-        let driven = tokio::spawn(streams.clone().drive(connection));
-        let until = |n: usize| {
-            let ran = Arc::clone(&ran);
-            tokio::time::timeout(Duration::from_secs(10), async move {
-                while ran.load(Ordering::SeqCst) < n {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            })
-        };
-        until(1).await.expect("the stream pushed by a stream ran");
-        let count = Arc::clone(&ran);
-        streams.execute(async move {
-            count.fetch_add(1, Ordering::SeqCst);
+        let drive = streams.clone().drive(connection);
+        let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(drive);
+            let _ = ended_tx.send(());
         });
-        until(2).await.expect("a stream pushed from outside ran");
+        let within = Duration::from_secs(10);
+        assert_eq!(ran.recv_timeout(within), Ok("pushed by a stream"));
+        streams.execute(async move {
+            let _ = ran_tx.send("pushed from outside");
+        });
+        assert_eq!(ran.recv_timeout(within), Ok("pushed from outside"));
         end_tx.send(()).unwrap();
-        driven.await.unwrap();
+        assert_eq!(ended.recv_timeout(within), Ok(()), "the drive ended");
     }
 
-    /// Streams still running when the connection ends are dropped with the drive,
-    /// though each holds the executor (as hyper's do), and so are those of a drive
-    /// that is itself dropped (its task aborted).
+    /// How a connection ends, for the test below.
+    #[derive(Clone, Copy, Debug)]
+    enum End {
+        /// Later: its streams are running.
+        Later,
+        /// In the poll that pushed its streams: they are still in the queue.
+        AtOnce,
+        /// Its task is aborted.
+        Aborted,
+    }
+
+    /// Streams left when the connection ends are dropped, though each holds the
+    /// executor (as hyper's do): those running with the drive, those still queued by
+    /// `EmptyOnDrop`, and those of a drive that is itself dropped (its task aborted).
     #[tokio::test]
     async fn streams_left_when_the_connection_ends_are_dropped() {
-        let dropped = Arc::new(AtomicUsize::new(0));
-        for abort in [false, true] {
+        for end in [End::Later, End::AtOnce, End::Aborted] {
+            let dropped = Arc::new(AtomicUsize::new(0));
             let streams = ConnectionStreams::default();
             let (spawner, dropped_now) = (streams.clone(), Arc::clone(&dropped));
             let (end_tx, end_rx) = oneshot::channel::<()>();
@@ -239,19 +250,28 @@ mod tests {
                         std::future::pending::<()>().await;
                     });
                 }
-                let _ = end_rx.await;
+                if !matches!(end, End::AtOnce) {
+                    let _ = end_rx.await;
+                }
             };
             let driven = tokio::spawn(streams.drive(connection));
             tokio::task::yield_now().await;
-            if abort {
-                driven.abort();
-                assert!(driven.await.unwrap_err().is_cancelled());
-            } else {
-                end_tx.send(()).unwrap();
-                driven.await.unwrap();
+            match end {
+                End::Aborted => {
+                    driven.abort();
+                    assert!(driven.await.unwrap_err().is_cancelled());
+                }
+                End::Later | End::AtOnce => {
+                    let _ = end_tx.send(());
+                    driven.await.unwrap();
+                }
             }
+            assert_eq!(
+                dropped.load(Ordering::SeqCst),
+                3,
+                "{end:?}: every stream dropped"
+            );
         }
-        assert_eq!(dropped.load(Ordering::SeqCst), 6, "every stream dropped");
     }
 
     /// A call that panics ends alone: the connection and its other calls go on.
