@@ -78,6 +78,18 @@ fn whole(body: Bytes) -> tonic::body::Body {
     tonic::body::Body::new(Full::new(body))
 }
 
+/// Whether the door still answers a call on the harness's connection (within 10 s:
+/// a door that hung fails the test rather than hanging it), after `what`.
+async fn still_answers(weir: &Harness, what: &str) {
+    let ok = tokio::time::timeout(
+        Duration::from_secs(10),
+        weir.ask("test-domain", &[&[("key2", "y")]]),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the door still answers after {what}"));
+    assert_eq!(ok.statuses.len(), 1, "after {what}");
+}
+
 async fn basic() -> Harness {
     Harness::memory(config_dir(&[fixture("basic_config.yaml")], "", "")).await
 }
@@ -158,8 +170,7 @@ async fn a_call_that_is_not_one_plain_message_gets_a_grpc_status_and_the_connect
         assert_eq!(code, expected, "{case}");
         assert!(answer.is_none(), "{case}: no message with a refusal");
         // The same connection still answers, and the refused call counted nothing.
-        let ok = weir.ask("test-domain", &[&[("key2", "y")]]).await;
-        assert_eq!(ok.statuses.len(), 1, "after {case}");
+        still_answers(&weir, case).await;
     }
     // Two whole messages on one unary call: the first is answered (tonic reads one),
     // and counted once.
@@ -179,13 +190,7 @@ async fn a_message_over_four_mebibytes_is_refused_as_out_of_range() {
     let big = vec![0u8; 4 * 1024 * 1024 + 1];
     let (code, _) = raw_call(&weir, PATH, &[], whole(framed(0, &big))).await;
     assert_eq!(code, Code::OutOfRange);
-    let ok = tokio::time::timeout(
-        Duration::from_secs(10),
-        weir.ask("test-domain", &[&[("key2", "y")]]),
-    )
-    .await
-    .expect("the door still answers");
-    assert_eq!(ok.statuses.len(), 1);
+    still_answers(&weir, "a message over 4 MiB").await;
 }
 
 #[tokio::test]
@@ -247,11 +252,5 @@ async fn a_method_other_than_post_is_refused_and_a_connect_opens_no_tunnel() {
         .body(empty())
         .unwrap();
     assert_eq!(sender.send_request(get).await.unwrap().status(), 405);
-    let ok = tokio::time::timeout(
-        Duration::from_secs(10),
-        weir.ask("test-domain", &[&[("key2", "y")]]),
-    )
-    .await
-    .expect("the door still answers");
-    assert_eq!(ok.statuses.len(), 1);
+    still_answers(&weir, "a CONNECT and a GET").await;
 }
