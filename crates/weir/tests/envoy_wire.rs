@@ -2,7 +2,8 @@
 //! door's own HTTP/2 server (hyper's, calling tonic's generated service): a call that
 //! is not an uncompressed message within 4 MiB gets a gRPC status (tonic's codes) and
 //! counts nothing, an unknown method is `UNIMPLEMENTED`, a message split into many DATA
-//! frames is read whole, and the connection serves on after each refusal.
+//! frames is read whole, the connection serves on after each refusal, answers carry
+//! no `Date`, and a stop finishes the call in flight.
 
 #![allow(
     clippy::unwrap_used,
@@ -63,6 +64,10 @@ async fn raw_call(
         .await
         .unwrap();
     assert_eq!(response.status(), 200, "gRPC answers in HTTP 200");
+    assert!(
+        response.headers().get("date").is_none(),
+        "gRPC answers carry no Date"
+    );
     let head = response.headers().clone();
     let collected = response.into_body().collect().await.unwrap();
     let trailers = collected.trailers().cloned().unwrap_or_default();
@@ -253,4 +258,69 @@ async fn a_method_other_than_post_is_refused_and_a_connect_opens_no_tunnel() {
         .unwrap();
     assert_eq!(sender.send_request(get).await.unwrap().status(), 405);
     still_answers(&weir, "a CONNECT and a GET").await;
+}
+
+/// On a stop, the door takes no new connection but finishes a call in flight (its
+/// body still arriving), then ends.
+#[tokio::test]
+async fn a_stop_finishes_the_call_in_flight_then_ends() {
+    use http_body_util::channel::Channel;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let weir = basic().await;
+    let door = weir::envoy_door(&weir.service).expect("an envoy section");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(weir::serve_grpc(listener, door, async {
+        let _ = stopped.await;
+    }));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let (mut body, channel) = Channel::<Bytes, std::convert::Infallible>::new(2);
+    let call = axum::http::Request::post(format!("http://{addr}{PATH}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(channel)
+        .unwrap();
+    let message = framed(0, &encoded_request());
+    body.send_data(message.slice(..4)).await.unwrap();
+    let answer = tokio::spawn(sender.send_request(call));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    stop.send(()).unwrap();
+    // The listener closes: a new connection is refused.
+    let mut refused = false;
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the stopped door still takes connections");
+    body.send_data(message.slice(4..)).await.unwrap();
+    drop(body);
+    let answer = tokio::time::timeout(Duration::from_secs(10), answer)
+        .await
+        .expect("the call in flight is answered")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let collected = answer.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
+    let data = collected.to_bytes();
+    let response = RateLimitResponse::decode(&data[5..]).unwrap();
+    assert_eq!(response.statuses[0].limit_remaining, 19);
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("the door ends once its calls are answered")
+        .unwrap()
+        .unwrap();
 }
