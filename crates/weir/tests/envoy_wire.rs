@@ -324,3 +324,63 @@ async fn a_stop_finishes_the_call_in_flight_then_ends() {
         .unwrap()
         .unwrap();
 }
+
+/// A health `Watch` never ends by itself: on a stop its watcher is told NOT_SERVING,
+/// the stream ends with `UNAVAILABLE`, and the door ends rather than waiting for it.
+#[tokio::test]
+async fn a_stop_ends_health_watches_with_not_serving() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let weir = basic().await;
+    let door = weir::envoy_door(&weir.service).expect("an envoy section");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(weir::serve_grpc(listener, door, async {
+        let _ = stopped.await;
+    }));
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    let service = "envoy.service.ratelimit.v3.RateLimitService";
+    let mut watches = Vec::new();
+    for name in ["", service] {
+        let mut watch = health
+            .watch(HealthCheckRequest {
+                service: name.to_owned(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let first = tokio::time::timeout(Duration::from_secs(10), watch.message())
+            .await
+            .expect("a first status")
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.status(), ServingStatus::Serving, "{name:?}");
+        watches.push((name, watch));
+    }
+    stop.send(()).unwrap();
+    for (name, mut watch) in watches {
+        let next = tokio::time::timeout(Duration::from_secs(10), watch.message())
+            .await
+            .expect("a status at the stop")
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.status(), ServingStatus::NotServing, "{name:?}");
+        let end = tokio::time::timeout(Duration::from_secs(10), watch.message())
+            .await
+            .expect("the watch ends");
+        assert_eq!(end.unwrap_err().code(), Code::Unavailable, "{name:?}");
+    }
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("the door ends with watchers connected")
+        .unwrap()
+        .unwrap();
+}

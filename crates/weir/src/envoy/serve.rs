@@ -3,7 +3,8 @@
 //! Health: the server (`""`) is SERVING while it runs; the rate limit service is
 //! SERVING while the engine's store is ready and NOT_SERVING while it is not (looked
 //! at every [`HEALTH_EVERY`]), so that a health-checking Envoy or Kubernetes sees a
-//! weir whose Redis is lost.
+//! weir whose Redis is lost. On a stop both turn NOT_SERVING, and `Watch` streams end
+//! with `UNAVAILABLE` once they have said so.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,12 +19,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use socket2::{SockRef, TcpKeepalive};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tonic::Status;
 use tonic::server::NamedService;
 use tonic_health::ServingStatus;
 use tower::Service;
 
 use super::RateLimitDoor;
+use super::preface::PrefaceDeadline;
+use super::stopping::EndsAtStop;
 use super::streams::ConnectionStreams;
 
 /// How often the rate limit service's health follows the store's readiness.
@@ -65,7 +69,9 @@ pub async fn serve_grpc(
     let (reporter, health) = tonic_health::server::health_reporter();
     let name = <RateLimitServiceServer<RateLimitDoor> as NamedService>::NAME;
     let engine = door.engine.clone();
+    let watched = reporter.clone();
     let watcher = tokio::spawn(async move {
+        let reporter = watched;
         let mut every = tokio::time::interval(HEALTH_EVERY);
         let mut last = None;
         loop {
@@ -84,6 +90,7 @@ pub async fn serve_grpc(
     });
     let rate_limit = RateLimitServiceServer::new(door);
     let graceful = GracefulShutdown::new();
+    let (stopping, watching_stop) = watch::channel(false);
     let keepalive = TcpKeepalive::new().with_time(KEEPALIVE);
     tokio::pin!(shutdown);
     loop {
@@ -103,6 +110,7 @@ pub async fn serve_grpc(
         let _ = stream.set_nodelay(true);
         let _ = SockRef::from(&stream).set_tcp_keepalive(&keepalive);
         let (rate_limit, health) = (rate_limit.clone(), health.clone());
+        let watching_stop = watching_stop.clone();
         let calls = service_fn(move |call: hyper::Request<Incoming>| {
             let answer = if call.method() != Method::POST {
                 // gRPC calls are POSTs. Anything else (a CONNECT, which a 2xx would
@@ -111,7 +119,12 @@ pub async fn serve_grpc(
                 *refused.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
                 Box::pin(std::future::ready(Ok(refused)))
             } else if call.uri().path().starts_with(HEALTH_PATH) {
-                health.clone().call(call)
+                // A `Watch` never ends by itself: it ends at the stop.
+                let (answer, stop) = (health.clone().call(call), watching_stop.clone());
+                Box::pin(async move {
+                    let answer = answer.await?;
+                    Ok(answer.map(|body| tonic::body::Body::new(EndsAtStop::new(body, stop))))
+                })
             } else {
                 rate_limit.clone().call(call)
             };
@@ -135,11 +148,21 @@ pub async fn serve_grpc(
             // gRPC answers carry no `Date` (tonic's server sent one, a changing header
             // to encode in every answer).
             .auto_date_header(false)
-            .serve_connection(TokioIo::new(stream), calls);
+            .serve_connection(TokioIo::new(PrefaceDeadline::new(stream)), calls);
         tokio::spawn(streams.drive(graceful.watch(connection)));
     }
     drop(listener);
-    graceful.shutdown().await;
+    // Health watchers are told NOT_SERVING, then their streams end (a graceful stop
+    // waits for every call): no status after this one.
     watcher.abort();
+    let _ = watcher.await;
+    reporter
+        .set_service_status("", ServingStatus::NotServing)
+        .await;
+    reporter
+        .set_service_status(name, ServingStatus::NotServing)
+        .await;
+    let _ = stopping.send(true);
+    graceful.shutdown().await;
     Ok(())
 }
