@@ -59,3 +59,41 @@ rules:
     period: 1s
 YAML
 }
+
+# Starts redis-server on a free port, in memory only; sets redis_port and redis_pid.
+start_redis() {
+  redis_port=$(free_port)
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >/dev/null &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.05; done
+}
+
+# For the Envoy benchmarks: $dir/rl/bench.yaml (domain `bench`, descriptors d0-d2,
+# each a fixed window of 10^9 a second, so that nothing is denied), and weir's
+# configurations on it, each with a rule `api` of the same kind for `/v1/check`:
+# $dir/memory.yaml, $dir/redis.yaml (Lua) and $dir/redis_counters.yaml
+# (`window_counters`), the last two on the Redis of start_redis.
+write_envoy_bench_configs() {
+  mkdir -p "$dir/rl"
+  cat > "$dir/rl/bench.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: d0
+    rate_limit: { unit: second, requests_per_unit: 1000000000 }
+  - key: d1
+    rate_limit: { unit: second, requests_per_unit: 1000000000 }
+  - key: d2
+    rate_limit: { unit: second, requests_per_unit: 1000000000 }
+YAML
+  local body='envoy:
+  config_dir: rl
+rules:
+  - name: api
+    algorithm: fixed_window
+    limit: 1000000000
+    period: 1s'
+  printf 'store:\n  type: memory\n%s\n' "$body" > "$dir/memory.yaml"
+  printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n%s\n' "$redis_port" "$body" > "$dir/redis.yaml"
+  printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n  clock: local\n  window_counters: true\n%s\n' "$redis_port" "$body" > "$dir/redis_counters.yaml"
+}

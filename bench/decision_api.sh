@@ -5,10 +5,7 @@
 # redis-server redis-tools). Everything listens on loopback only.
 source "$(dirname "$0")/common.sh"
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >/dev/null &
-pids+=($!)
-until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.05; done
+start_redis
 
 rules='rules:
   - name: api

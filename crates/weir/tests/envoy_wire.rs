@@ -260,6 +260,25 @@ async fn a_method_other_than_post_is_refused_and_a_connect_opens_no_tunnel() {
     still_answers(&weir, "a CONNECT and a GET").await;
 }
 
+/// A door of its own for `weir`, on a free port, served until the sender is used: its
+/// address, the stop, and the server's task.
+async fn stoppable(
+    weir: &Harness,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let door = weir::envoy_door(&weir.service).expect("an envoy section");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(weir::serve_grpc(listener, door, async {
+        let _ = stopped.await;
+    }));
+    (addr, stop, served)
+}
+
 /// On a stop, the door takes no new connection but finishes a call in flight (its
 /// body still arriving), then ends.
 #[tokio::test]
@@ -268,13 +287,7 @@ async fn a_stop_finishes_the_call_in_flight_then_ends() {
     use hyper_util::rt::{TokioExecutor, TokioIo};
 
     let weir = basic().await;
-    let door = weir::envoy_door(&weir.service).expect("an envoy section");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(weir::serve_grpc(listener, door, async {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, served) = stoppable(&weir).await;
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut sender, connection) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
@@ -334,13 +347,7 @@ async fn a_stop_ends_health_watches_with_not_serving() {
     use tonic_health::pb::health_client::HealthClient;
 
     let weir = basic().await;
-    let door = weir::envoy_door(&weir.service).expect("an envoy section");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(weir::serve_grpc(listener, door, async {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, served) = stoppable(&weir).await;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
