@@ -3,7 +3,7 @@
 # the same binary and load give the same count whatever else the machine runs, so a
 # change of a few percent shows where wrk's timings (±10% between rounds on two shared
 # cores) cannot.
-#   [AB_DOOR=gateway|api|api429] bench/instructions.sh A B [requests]
+#   [AB_DOOR=gateway|api|api429|grpc] bench/instructions.sh A B [requests]
 # A and B are weir binaries, or `nginx` for the peer the door is measured against:
 # - gateway: GET / through to nginx answering "ok"; the peer is nginx with
 #   `limit_req` (a rate nothing reaches) and `proxy_pass` with keep-alive.
@@ -11,16 +11,20 @@
 # - api429: POST /v1/check of one key over its limit, every check denied (429, JSON,
 #   RateLimit fields); the peer is nginx's `limit_req` answering its 429, keyed by
 #   the client's address (one key), as bench/decision_vs_nginx.sh runs it.
+# - grpc: Envoy's `ShouldRateLimit` with one descriptor (one key, every call
+#   admitted), from h2load (nghttp2-client) over one HTTP/2 connection, one call in
+#   flight: a lightly loaded Envoy worker's shape (weir only; `api` is its peer).
 # Each server runs under callgrind (every thread; nginx as one process, no master); a
 # client sends `requests` then `2 × requests` keep-alive requests in two runs. The
 # difference between the two runs' totals, divided by `requests`, is the cost of a
 # request without start-up and shutdown. Background timers make the totals of two runs
 # differ by a few million instructions: use 8,000 requests or more (the default) so
-# that this stays under 1%. Needs valgrind (and nginx for the gateway or the peer).
+# that this stays under 1%. Needs valgrind (and nginx for the gateway or the peer, h2load
+# for grpc).
 side_path() { [[ $1 == nginx ]] && echo nginx || realpath "$1" 2>/dev/null || true; }
 a=$(side_path "${1:-}"); b=$(side_path "${2:-}")
 runnable() { [[ $1 == nginx || -x $1 ]]; }
-runnable "$a" && runnable "$b" || { echo "usage: [AB_DOOR=gateway|api|api429] bench/instructions.sh A B [requests]  (A, B: weir binaries or nginx)" >&2; exit 2; }
+runnable "$a" && runnable "$b" || { echo "usage: [AB_DOOR=gateway|api|api429|grpc] bench/instructions.sh A B [requests]  (A, B: weir binaries or nginx)" >&2; exit 2; }
 no_build=1
 source "$(dirname "$0")/common.sh"
 n=${3:-8000}
@@ -30,7 +34,19 @@ case $door in
   api) printf 'rules:\n  - {name: api, algorithm: gcra, limit: 1000000000, period: 1s}\n' > "$dir/weir.yaml" ;;
   api429) printf 'rules:\n  - {name: api, algorithm: gcra, limit: 1, period: 1d}\n' > "$dir/weir.yaml" ;;
   gateway) start_upstream 1; write_gateway_config ;;
-  *) echo "AB_DOOR: gateway, api or api429" >&2; exit 2 ;;
+  grpc)
+    mkdir -p "$dir/rl"
+    printf 'domain: bench\ndescriptors:\n  - key: d0\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n' > "$dir/rl/bench.yaml"
+    printf 'store:\n  type: memory\nenvoy:\n  config_dir: rl\n' > "$dir/weir.yaml"
+    # One call's message, framed for gRPC: domain `bench`, descriptor (d0, user-1).
+    python3 - "$dir/call" <<'PY'
+import sys
+def field(number, value): return bytes([number << 3 | 2, len(value)]) + value
+message = field(1, b"bench") + field(2, field(1, field(1, b"d0") + field(2, b"user-1")))
+open(sys.argv[1], "wb").write(b"\0" + len(message).to_bytes(4, "big") + message)
+PY
+    ;;
+  *) echo "AB_DOOR: gateway, api, api429 or grpc" >&2; exit 2 ;;
 esac
 
 # The peer's configuration for the door, on port $1: one process serving.
@@ -62,6 +78,18 @@ NGINX
 
 # Sends $2 requests to $1 over one keep-alive connection.
 client() {
+  if [[ $door == grpc ]]; then
+    local path=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit out
+    # The message must be answered OK (h2load sees HTTP statuses only, and a refused
+    # call is a 200 with a grpc-status trailer).
+    curl -sv --http2-prior-knowledge -H 'content-type: application/grpc' -H 'te: trailers' \
+      --data-binary @"$dir/call" "http://$1$path" -o /dev/null 2>&1 | grep -q '^< grpc-status: 0' \
+      || { echo "the gRPC call was not answered OK" >&2; exit 1; }
+    out=$(h2load -n "$(($2 - 1))" -c 1 -m 1 -d "$dir/call" -H 'content-type: application/grpc' \
+      -H 'te: trailers' "http://$1$path")
+    grep -q "$(($2 - 1)) succeeded" <<< "$out" || { echo "$out" >&2; exit 1; }
+    return
+  fi
   python3 - "$1" "$2" "$door" <<'PY'
 import http.client, sys, urllib.parse
 url, n, door = urllib.parse.urlparse(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -94,11 +122,17 @@ count() {
     until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.1; done
     address="http://127.0.0.1:$port"
   else
+    local grpc=()
+    [[ $door == grpc ]] && grpc=(--grpc-listen 127.0.0.1:0)
     valgrind --tool=callgrind --callgrind-out-file="$out" "$1" serve --listen 127.0.0.1:0 \
-      --admin-listen 127.0.0.1:0 --config "$dir/weir.yaml" > "$dir/out" 2>/dev/null &
+      --admin-listen 127.0.0.1:0 "${grpc[@]}" --config "$dir/weir.yaml" > "$dir/out" 2>/dev/null &
     pid=$!
     until grep -q "weir listening" "$dir/out" 2>/dev/null; do sleep 0.1; done
     address=$(sed -n 's/^weir listening on //p' "$dir/out")
+    if [[ $door == grpc ]]; then
+      until grep -q "weir grpc listening" "$dir/out" 2>/dev/null; do sleep 0.1; done
+      address=$(sed -n 's/^weir grpc listening on //p' "$dir/out")
+    fi
   fi
   client "$address" "$2"
   kill -TERM "$pid"; wait "$pid" || true
