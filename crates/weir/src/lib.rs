@@ -70,7 +70,7 @@ pub use self::config::{
     GatewayConfig, MAX_RULE_NAME, Period, PeriodError, RuleBuilder, SheddingConfig, StoreConfig,
     Upstream,
 };
-pub use self::edge::SHADOW_HEADER;
+pub use self::edge::{ConnectionSlots, SHADOW_HEADER};
 pub use self::engine::{
     AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
     EngineHandle, EngineSpec, EnvoyAnswer, EnvoyAsk, NamedPolicy, NodeId, Quota, StoreKind,

@@ -73,6 +73,13 @@ enum Command {
         /// slower clients (and idle keep-alive connections) are closed.
         #[arg(long, default_value_t = 10_000)]
         header_timeout_ms: u64,
+        /// The most connections each listener (the main one, the admin one, the gRPC
+        /// one) holds at once; past it, new connections wait in the kernel's listen
+        /// queue until one closes. Default: a quarter of the file descriptors weir may
+        /// open (its soft limit is raised to the hard one at start), less 256 kept for
+        /// the store, the upstream and files; 10000 where that limit cannot be read.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        max_connections: Option<u64>,
     },
     /// Check a configuration file: exit 0 if it is valid, else print the error (file,
     /// line and field) and exit 1.
@@ -147,6 +154,7 @@ fn main() -> ExitCode {
             admin_listen,
             grpc_listen,
             header_timeout_ms,
+            max_connections,
             log_format,
         } => {
             let limits = ConnectionLimits {
@@ -157,6 +165,7 @@ fn main() -> ExitCode {
                 listen,
                 admin: admin_listen,
                 grpc: grpc_listen,
+                max_connections,
             };
             serve(&config, listeners, limits, log_format)
         }
@@ -205,11 +214,36 @@ enum Grpc {
     Threads(Vec<std::thread::JoinHandle<std::io::Result<()>>>),
 }
 
-/// Where `weir serve` listens.
+/// Where `weir serve` listens, and how many connections each listener holds at once
+/// (`None`: from the file descriptor limit).
 struct Listeners {
     listen: SocketAddr,
     admin: SocketAddr,
     grpc: SocketAddr,
+    max_connections: Option<u64>,
+}
+
+/// File descriptors kept for what is not a client's connection: the store's and the
+/// upstream's connections beyond one a client, configuration files, the runtime.
+const RESERVED_FDS: u64 = 256;
+
+/// Connections each listener holds at once where the file descriptor limit cannot be
+/// read.
+const FALLBACK_MAX_CONNECTIONS: u64 = 10_000;
+
+/// How many connections each listener holds at once: `requested`, or a quarter of the
+/// file descriptors left once [`RESERVED_FDS`] are kept (the main listener's clients,
+/// as many upstream connections in gateway mode, the admin and gRPC listeners'). The
+/// soft limit on file descriptors is raised to the hard one first, as servers do (a
+/// soft limit of 1,024 is common, and would cap a gateway at 192).
+fn max_connections(requested: Option<u64>) -> usize {
+    let limit = rlimit::increase_nofile_limit(u64::MAX).ok();
+    let max = requested.unwrap_or_else(|| {
+        limit.map_or(FALLBACK_MAX_CONNECTIONS, |limit| {
+            (limit.saturating_sub(RESERVED_FDS) / 4).max(1)
+        })
+    });
+    usize::try_from(max).unwrap_or(usize::MAX)
 }
 
 fn serve(
@@ -218,6 +252,7 @@ fn serve(
         listen,
         admin: admin_listen,
         grpc: grpc_listen,
+        max_connections: requested_connections,
     }: Listeners,
     limits: ConnectionLimits,
     log_format: LogFormat,
@@ -236,6 +271,8 @@ fn serve(
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
+    let max_connections = max_connections(requested_connections);
+    let slots = |name| weir::ConnectionSlots::new(name, max_connections);
     runtime.block_on(async {
         // Listened for before weir says that it listens: a SIGTERM sent once it has said
         // so stops it gracefully, never by the signal's default action (the process
@@ -289,6 +326,7 @@ fn serve(
                     listener,
                     admin_router,
                     limits,
+                    slots("admin"),
                     until_stopped(),
                 )))
             }
@@ -305,6 +343,7 @@ fn serve(
                 Some(Grpc::Pool(tokio::spawn(weir::serve_grpc(
                     listener,
                     door,
+                    slots("grpc"),
                     until_stopped(),
                 ))))
             }
@@ -318,6 +357,7 @@ fn serve(
                 Some(Grpc::Threads(weir::serve_grpc_on_threads(
                     listeners,
                     door,
+                    slots("grpc"),
                     stopped_rx.clone(),
                 )?))
             }
@@ -328,13 +368,15 @@ fn serve(
             envoy = grpc.is_some(),
             gateway = config.gateway.is_some(),
             threads,
+            max_connections,
             "serving"
         );
+        let main = slots("main");
         let workers = match gateway {
             Some(gateway) => {
-                weir::serve_on_threads(listeners, gateway, limits, stopped_rx.clone())?
+                weir::serve_on_threads(listeners, gateway, limits, main, stopped_rx.clone())?
             }
-            None => weir::serve_on_threads(listeners, api, limits, stopped_rx.clone())?,
+            None => weir::serve_on_threads(listeners, api, limits, main, stopped_rx.clone())?,
         };
         stop_signal.await;
         let _ = stop.send(());

@@ -131,3 +131,167 @@ fn a_login_body_that_never_arrives_gets_a_408() {
     assert!(reply.contains("/problems/body-timeout"), "{reply}");
     assert!(after < Duration::from_secs(3), "{after:?}");
 }
+
+/// Sends an HTTP/1.1 `/v1/check` for `key` on `stream` (kept alive).
+fn send_check(stream: &mut TcpStream, key: &str) {
+    let body = format!(r#"{{"rule": "api", "key": "{key}"}}"#);
+    write!(
+        stream,
+        "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+}
+
+/// The first bytes `stream` receives within `wait`, or `None`.
+fn first_bytes(stream: &mut TcpStream, wait: Duration) -> Option<Vec<u8>> {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buffer = [0; 512];
+    match stream.read(&mut buffer) {
+        Ok(n) if n > 0 => Some(buffer[..n].to_vec()),
+        Ok(_) => panic!("the connection was closed"),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Opens an HTTP/2 connection to the gRPC door (the client's preface and SETTINGS).
+fn h2_connect(addr: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    stream
+}
+
+/// Whether `bytes` begin with an HTTP/2 SETTINGS frame: the server's preface, its
+/// first answer to a connection it serves.
+fn is_settings(bytes: &[u8]) -> bool {
+    bytes.len() >= 9 && bytes[3] == 4
+}
+
+/// A client that holds every connection slot (`--max-connections`) delays only new
+/// connections: those held are served as before, the next is served as soon as one
+/// closes, and each listener has slots of its own.
+#[test]
+fn connections_past_the_cap_wait_for_a_free_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("rl")).unwrap();
+    std::fs::write(
+        dir.path().join("rl/api.yaml"),
+        "domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 100 }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("weir.yaml"),
+        "envoy:\n  config_dir: rl\nrules:\n  - { name: api, algorithm: gcra, limit: 100, period: 1m }\n",
+    )
+    .unwrap();
+    let mut child = weir()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "2",
+            "--config",
+        ])
+        .arg(dir.path().join("weir.yaml"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (mut http, mut grpc) = (None, None);
+    while grpc.is_none() {
+        let mut line = String::new();
+        assert!(std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0);
+        if let Some(addr) = line.trim().strip_prefix("weir listening on http://") {
+            http = Some(addr.to_owned());
+        }
+        if let Some(addr) = line.trim().strip_prefix("weir grpc listening on ") {
+            grpc = Some(addr.to_owned());
+        }
+    }
+    let (http, grpc) = (http.unwrap(), grpc.unwrap());
+    let answered = Duration::from_secs(10);
+    let unanswered = Duration::from_millis(500);
+
+    // Two keep-alive connections take the main listener's two slots.
+    let mut held: Vec<TcpStream> = (0..2)
+        .map(|i| {
+            let mut stream = TcpStream::connect(&http).unwrap();
+            send_check(&mut stream, &format!("held-{i}"));
+            let reply = first_bytes(&mut stream, answered).expect("served");
+            assert!(
+                reply.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&reply)
+            );
+            stream
+        })
+        .collect();
+    let mut waiting = TcpStream::connect(&http).unwrap();
+    send_check(&mut waiting, "waiting");
+    assert_eq!(
+        first_bytes(&mut waiting, unanswered),
+        None,
+        "a third connection is not served"
+    );
+    // Those held are served as before.
+    send_check(&mut held[1], "held-1");
+    assert!(
+        first_bytes(&mut held[1], answered)
+            .unwrap()
+            .starts_with(b"HTTP/1.1 200")
+    );
+    // The gRPC door's slots are its own: it serves while the main listener is full.
+    let (mut first, mut second) = (h2_connect(&grpc), h2_connect(&grpc));
+    assert!(is_settings(&first_bytes(&mut first, answered).unwrap()));
+    assert!(is_settings(&first_bytes(&mut second, answered).unwrap()));
+
+    // A connection closed gives its slot to the one waiting.
+    drop(held.remove(0));
+    let reply = first_bytes(&mut waiting, answered).expect("served once a slot is free");
+    assert!(
+        reply.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    // The same on the gRPC door.
+    let mut third = h2_connect(&grpc);
+    assert_eq!(
+        first_bytes(&mut third, unanswered),
+        None,
+        "a third connection is not served"
+    );
+    drop(first);
+    assert!(is_settings(
+        &first_bytes(&mut third, answered).expect("served once a slot is free")
+    ));
+
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn max_connections_must_be_at_least_one() {
+    let out = weir()
+        .args(["serve", "--max-connections", "0", "--config"])
+        .arg(example("basic.yaml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains("--max-connections"), "{error}");
+}

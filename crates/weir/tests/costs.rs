@@ -254,8 +254,13 @@ impl Weir {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let gateway = self.gateway.clone();
-        let limits = ConnectionLimits::default();
-        tokio::spawn(async move { serve(listener, gateway, limits, std::future::pending()).await });
+        let (limits, slots) = (
+            ConnectionLimits::default(),
+            weir::ConnectionSlots::new("main", 1_024),
+        );
+        tokio::spawn(async move {
+            serve(listener, gateway, limits, slots, std::future::pending()).await
+        });
         addr
     }
 

@@ -273,9 +273,14 @@ async fn stoppable(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(weir::serve_grpc(listener, door, async {
-        let _ = stopped.await;
-    }));
+    let served = tokio::spawn(weir::serve_grpc(
+        listener,
+        door,
+        weir::ConnectionSlots::new("grpc", 64),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     (addr, stop, served)
 }
 

@@ -63,6 +63,7 @@ async fn start_gateway_with(upstream: SocketAddr, sections: &str) -> (SocketAddr
         listener,
         gateway,
         weir::ConnectionLimits::default(),
+        weir::ConnectionSlots::new("main", 1_024),
         std::future::pending(),
     ));
     (addr, service)

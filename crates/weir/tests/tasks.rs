@@ -88,6 +88,7 @@ async fn store_faults_leak_no_tasks() {
         listener,
         gateway,
         ConnectionLimits::default(),
+        weir::ConnectionSlots::new("main", 1_024),
         std::future::pending(),
     ));
 

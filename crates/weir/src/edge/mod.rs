@@ -8,6 +8,7 @@ mod cost;
 mod forwarding;
 mod problem;
 mod ratelimit;
+mod slots;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +19,7 @@ pub use self::forwarding::{host_of_target, write_forwarding};
 pub use self::problem::Problem;
 use self::ratelimit::insert_legacy;
 pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
+pub use self::slots::ConnectionSlots;
 use crate::engine::{Allowed, Denied, RuleDecision, Verdict};
 use crate::request::Refused;
 

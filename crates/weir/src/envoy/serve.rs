@@ -11,6 +11,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use futures_util::FutureExt;
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
@@ -29,6 +30,7 @@ use super::RateLimitDoor;
 use super::preface::PrefaceDeadline;
 use super::stopping::EndsAtStop;
 use super::streams::ConnectionStreams;
+use crate::edge::ConnectionSlots;
 
 /// How often the rate limit service's health follows the store's readiness.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
@@ -54,8 +56,9 @@ const MAX_HEADER_BYTES: u32 = 16 * 1024;
 /// limit service (which answers `UNIMPLEMENTED` to a method it does not have).
 const HEALTH_PATH: &str = "/grpc.health.v1.Health/";
 
-/// Serves `door` and the health service on `listener` until `shutdown` completes, then
-/// finishes the calls in flight.
+/// Serves `door` and the health service on `listener`, holding at most as many
+/// connections at once as `slots` has, until `shutdown` completes, then finishes the
+/// calls in flight.
 ///
 /// HTTP/2 straight from hyper, each connection's calls run in its own task
 /// ([`ConnectionStreams`]), and tonic's generated services called directly, rather than
@@ -64,6 +67,7 @@ const HEALTH_PATH: &str = "/grpc.health.v1.Health/";
 pub async fn serve_grpc(
     listener: TcpListener,
     door: RateLimitDoor,
+    slots: ConnectionSlots,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -104,6 +108,13 @@ pub async fn serve_grpc(
                     continue;
                 }
             },
+            () = &mut shutdown => break,
+        };
+        // Served once a slot is free (every thread shares the slots, and each holds
+        // the one connection it accepted: a slot freed on another thread is not kept
+        // waiting for a connection queued on this thread's socket).
+        let slot = tokio::select! {
+            slot = slots.take() => slot,
             () = &mut shutdown => break,
         };
         // Answers go out as soon as they are written; a peer gone silent is found.
@@ -149,7 +160,12 @@ pub async fn serve_grpc(
             // to encode in every answer).
             .auto_date_header(false)
             .serve_connection(TokioIo::new(PrefaceDeadline::new(stream)), calls);
-        tokio::spawn(streams.drive(graceful.watch(connection)));
+        // The slot is given back when the connection ends.
+        tokio::spawn(
+            streams
+                .drive(graceful.watch(connection))
+                .map(|_| drop(slot)),
+        );
     }
     drop(listener);
     // Health watchers are told NOT_SERVING, then their streams end (a graceful stop

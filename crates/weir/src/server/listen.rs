@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use super::Shared;
+use crate::edge::ConnectionSlots;
 use crate::gateway::Gateway;
 
 /// Limits on what a client may do with a connection.
@@ -114,12 +115,14 @@ impl Handler for Shared<Gateway> {
     }
 }
 
-/// Serves `handler` on `listener` until `shutdown` completes: then stops accepting,
-/// finishes the requests in flight, and returns.
+/// Serves `handler` on `listener`, holding at most as many connections at once as
+/// `slots` has, until `shutdown` completes: then stops accepting, finishes the
+/// requests in flight, and returns.
 pub async fn serve(
     listener: TcpListener,
     handler: impl Handler,
     limits: ConnectionLimits,
+    slots: ConnectionSlots,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
@@ -137,6 +140,13 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Served once a slot is free (every thread shares the slots, and each holds
+        // the one connection it accepted: a slot freed on another thread is not kept
+        // waiting for a connection queued on this thread's socket).
+        let slot = tokio::select! {
+            slot = slots.take() => slot,
+            () = &mut shutdown => break,
+        };
         // Answers go out as soon as they are written (no Nagle delay on small ones).
         let _ = stream.set_nodelay(true);
         let handler = handler.clone();
@@ -152,6 +162,7 @@ pub async fn serve(
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             let _ = connection.await;
+            drop(slot);
         });
     }
     drop(listener);

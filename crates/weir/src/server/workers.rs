@@ -6,35 +6,38 @@ use std::future::Future;
 use tokio::net::TcpListener;
 
 use super::listen::{ConnectionLimits, Handler, serve};
+use crate::edge::ConnectionSlots;
 
 /// A server thread's handle: its result once it has finished its work in flight.
 type Worker = std::thread::JoinHandle<std::io::Result<()>>;
 
 /// Serves `handler` on each listener from its own thread, each with a single-threaded
 /// runtime: a request, its checks and its upstream connection stay on one thread
-/// (no hand-offs between threads), as nginx's workers do. Returns when `stopped`
-/// fires and every thread has finished its requests in flight.
+/// (no hand-offs between threads), as nginx's workers do. The threads share `slots`.
+/// Returns when `stopped` fires and every thread has finished its requests in flight.
 pub fn serve_on_threads(
     listeners: Vec<std::net::TcpListener>,
     handler: impl Handler,
     limits: ConnectionLimits,
+    slots: ConnectionSlots,
     stopped: tokio::sync::watch::Receiver<()>,
 ) -> std::io::Result<Vec<Worker>> {
     on_threads(
         "weir-http",
         listeners,
         stopped,
-        move |listener, shutdown| serve(listener, handler.clone(), limits, shutdown),
+        move |listener, shutdown| serve(listener, handler.clone(), limits, slots.clone(), shutdown),
     )
 }
 
 /// Serves the Envoy door on each listener from its own thread, each with a
 /// single-threaded runtime, as [`serve_on_threads`] serves HTTP: a gRPC connection's
-/// calls and their store checks stay on one thread. Returns when `stopped` fires and
-/// every thread has finished its calls in flight.
+/// calls and their store checks stay on one thread. The threads share `slots`.
+/// Returns when `stopped` fires and every thread has finished its calls in flight.
 pub fn serve_grpc_on_threads(
     listeners: Vec<std::net::TcpListener>,
     door: crate::envoy::RateLimitDoor,
+    slots: ConnectionSlots,
     stopped: tokio::sync::watch::Receiver<()>,
 ) -> std::io::Result<Vec<Worker>> {
     on_threads(
@@ -43,7 +46,7 @@ pub fn serve_grpc_on_threads(
         stopped,
         move |listener, shutdown| {
             let door = door.clone();
-            crate::envoy::serve_grpc(listener, door, shutdown)
+            crate::envoy::serve_grpc(listener, door, slots.clone(), shutdown)
         },
     )
 }

@@ -149,7 +149,12 @@ impl Harness {
         let door = weir::envoy_door(&service).expect("an envoy section");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(weir::serve_grpc(listener, door, std::future::pending()));
+        tokio::spawn(weir::serve_grpc(
+            listener,
+            door,
+            weir::ConnectionSlots::new("grpc", 1_024),
+            std::future::pending(),
+        ));
         let channel = Channel::from_shared(format!("http://{addr}"))
             .unwrap()
             .connect()
