@@ -61,6 +61,7 @@ pub async fn start_gateway(limit: &Limit, redis: Option<&str>) -> Gateway {
         listener,
         gateway,
         weir::ConnectionLimits::default(),
+        weir::ConnectionSlots::new("main", 1_024),
         std::future::pending(),
     ));
     Gateway {
