@@ -180,6 +180,48 @@ async fn an_idle_store_finds_a_cluster_primary_lost_and_back() {
     drop(cluster);
 }
 
+/// Two primaries of five frozen at once (a zone cut off): the probe pings every primary
+/// at once, so their slots are found lost within one store timeout of the freeze (the
+/// probe waiting for each in turn would take two), and the other primaries' slots are
+/// kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn primaries_lost_together_cost_the_probe_one_timeout() {
+    // Long enough that one timeout and two are far apart on a loaded machine.
+    const TIMEOUT: Duration = Duration::from_secs(3);
+    let cluster = RedisCluster::with_primaries(5);
+    for node in cluster.nodes() {
+        node.cli(&["CONFIG", "SET", "cluster-require-full-coverage", "no"]);
+    }
+    let target = RedisTarget::Cluster(cluster.urls());
+    let store = RedisStore::start(&config(target, TIMEOUT), Arc::new(SystemClock::new()));
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    let health = store.health();
+    while !health.is_whole() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    cluster.nodes()[3].pause();
+    cluster.nodes()[4].pause();
+    let frozen = Instant::now();
+    // Each of the five holds a fifth of the 16,384 slots.
+    while health.slots_lost() < 2 * 3_200 {
+        assert!(
+            frozen.elapsed() < TIMEOUT + WITHIN + MARGIN,
+            "two frozen primaries' slots not all found lost after {:?} ({} lost)",
+            frozen.elapsed(),
+            health.slots_lost()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!(
+        "two frozen primaries found lost after {:?}",
+        frozen.elapsed()
+    );
+    let lost = health.slots_lost();
+    assert!((6_500..=6_600).contains(&lost), "{lost} slots lost");
+    assert!(health.is_up(), "the other three primaries' slots are kept");
+}
+
 /// The cluster's failover, built by hand (the testkit's cluster has no replicas): a
 /// replica joins the primary that owns the key; that primary is killed; once the replica
 /// is promoted, the idle store finds it without traffic (the seeds still name the dead

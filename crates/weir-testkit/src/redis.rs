@@ -256,7 +256,7 @@ impl Drop for RedisServer {
     }
 }
 
-/// A local Redis Cluster of three masters and no replicas.
+/// A local Redis Cluster of masters and no replicas (three, unless asked).
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
 }
@@ -265,7 +265,13 @@ impl RedisCluster {
     /// Starts three nodes, creates the cluster, and waits until every node reports it
     /// ready.
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
+        Self::with_primaries(3)
+    }
+
+    /// [`RedisCluster::start`] with `count` nodes (at least 3), each a primary
+    /// holding an equal share of the slots.
+    pub fn with_primaries(count: usize) -> Self {
+        let nodes: Vec<RedisServer> = (0..count.max(3))
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",

@@ -9,6 +9,7 @@ use std::ops::RangeInclusive;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use parking_lot::Mutex;
 use redis::aio::MultiplexedConnection;
 use redis::{
@@ -215,7 +216,7 @@ impl NodeLinks {
 
     /// The cluster as its nodes tell it, each step within `timeout`: the slot map and
     /// state from the first seed (then `known` primary) that answers, and a `PING` to
-    /// each primary. Fails when no node answers, when the cluster says it serves no
+    /// every primary at once. Fails when no node answers, when the cluster says it serves no
     /// slot (`cluster_state:fail`: a primary gone past `cluster-node-timeout` while full
     /// coverage is required, every slot answering `CLUSTERDOWN`), or when no primary
     /// answers.
@@ -260,10 +261,18 @@ impl NodeLinks {
         }
         let primaries = primaries(&slots);
         let ping = redis::cmd("PING");
+        // Every primary at once: primaries lost together (a zone cut off) cost the
+        // probe one timeout, not one each, before their slots are refused.
+        let pings = join_all(
+            primaries
+                .iter()
+                .map(|(host, port, _)| self.ask::<Value>(host, *port, &ping, timeout)),
+        )
+        .await;
         let mut lost = Vec::new();
         let mut answered = false;
-        for (host, port, ranges) in &primaries {
-            match self.ask::<Value>(host, *port, &ping, timeout).await {
+        for ((_, _, ranges), reply) in primaries.iter().zip(pings) {
+            match reply {
                 Ok(_) => answered = true,
                 Err(_) => lost.extend(ranges.iter().cloned()),
             }
