@@ -272,7 +272,6 @@ fn serve(
         .build()
         .context("cannot start the runtime")?;
     let max_connections = max_connections(requested_connections);
-    let slots = |name| weir::ConnectionSlots::new(name, max_connections);
     runtime.block_on(async {
         // Listened for before weir says that it listens: a SIGTERM sent once it has said
         // so stops it gracefully, never by the signal's default action (the process
@@ -296,6 +295,14 @@ fn serve(
         let has_admin = service.admin.is_some();
         let gateway = service.gateway.clone();
         let metrics = Arc::clone(&service.metrics);
+        // Each listener's connection slots, reported in the metrics.
+        let listener_metrics = Arc::clone(&service.metrics);
+        let slots = move |name: &'static str| {
+            let slots = weir::ConnectionSlots::new(name, max_connections);
+            let open = slots.clone();
+            listener_metrics.watch_listener(name, slots.max(), Box::new(move || open.open()));
+            slots
+        };
         // Decision rates (admin API) are taken between samples of the rules' totals.
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(5));

@@ -179,7 +179,7 @@ fn is_settings(bytes: &[u8]) -> bool {
 
 /// A client that holds every connection slot (`--max-connections`) delays only new
 /// connections: those held are served as before, the next is served as soon as one
-/// closes, and each listener has slots of its own.
+/// closes, each listener has slots of its own, and the metrics show them.
 #[test]
 fn connections_past_the_cap_wait_for_a_free_slot() {
     let dir = tempfile::tempdir().unwrap();
@@ -279,6 +279,25 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
     assert!(is_settings(
         &first_bytes(&mut third, answered).expect("served once a slot is free")
     ));
+
+    // The metrics show each listener's connections: a scrape's own connection takes
+    // the slot `waiting` gives back, beside the one still held.
+    drop(waiting);
+    let mut scrape = TcpStream::connect(&http).unwrap();
+    write!(
+        scrape,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let (metrics, _) = read_until_closed(scrape, Instant::now());
+    for series in [
+        r#"weir_connections{listener="main"} 2"#,
+        r#"weir_connections{listener="grpc"} 2"#,
+        r#"weir_connections_max{listener="main"} 2"#,
+        r#"weir_connections_max{listener="grpc"} 2"#,
+    ] {
+        assert!(metrics.contains(series), "{series} in\n{metrics}");
+    }
 
     let _ = child.kill();
     let _ = child.wait();

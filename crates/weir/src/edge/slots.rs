@@ -57,6 +57,11 @@ impl ConnectionSlots {
         self.inner.max
     }
 
+    /// How many connections hold a slot now.
+    pub fn open(&self) -> usize {
+        self.inner.max - self.inner.free.available_permits()
+    }
+
     /// A free slot, waiting for one if every slot is taken.
     pub async fn take(&self) -> Slot {
         let inner = &self.inner;

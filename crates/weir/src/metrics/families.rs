@@ -35,6 +35,12 @@ pub(super) struct StoreLabels {
     pub(super) store: &'static str,
 }
 
+/// One listener: `main`, `admin` or `grpc`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ListenerLabels {
+    pub(super) listener: &'static str,
+}
+
 /// One operation on one store.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct StoreOpLabels {
@@ -164,6 +170,8 @@ pub(super) struct Families {
     pub(super) lease_denials: Family<RuleLabels, Counter>,
     pub(super) shed: Family<ShedLabels, Counter>,
     pub(super) shed_limit: Gauge,
+    pub(super) connections: Family<ListenerLabels, Gauge>,
+    pub(super) connections_max: Family<ListenerLabels, Gauge>,
     pub(super) cost_units: Family<CostLabels, Counter>,
     pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
     pub(super) region_units: Family<ShareUseLabels, Counter>,
@@ -197,6 +205,8 @@ impl Families {
             lease_denials: Family::default(),
             shed: Family::default(),
             shed_limit: Gauge::default(),
+            connections: Family::default(),
+            connections_max: Family::default(),
             cost_units: Family::default(),
             envoy_descriptors: Family::default(),
             region_units: Family::default(),
@@ -313,6 +323,16 @@ impl Families {
             "gateway_concurrency_limit",
             "The shedder's current limit on requests in flight to the upstream (0 without a shedding section)",
             f.shed_limit.clone(),
+        );
+        registry.register(
+            "connections",
+            "Connections a listener (main, admin, grpc) serves now",
+            f.connections.clone(),
+        );
+        registry.register(
+            "connections_max",
+            "The most connections a listener serves at once (--max-connections): past it, new ones wait in the listen queue",
+            f.connections_max.clone(),
         );
         registry.register(
             "envoy_descriptors",

@@ -27,7 +27,7 @@ use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
 pub use self::engine::{EngineMetrics, EnvoyOutcome, NONE, Outcome, RuleShape, StoreOp};
-use self::families::{ConfigLabels, Families, StoreLabels};
+use self::families::{ConfigLabels, Families, ListenerLabels, StoreLabels};
 pub use self::leases::LeaseMetrics;
 pub use self::live::{RuleLive, RuleTotals};
 pub use self::rates::Rates;
@@ -50,6 +50,8 @@ pub struct Metrics {
     config: Mutex<Option<String>>,
     /// How the store is doing, read at each scrape.
     store: Mutex<Option<StoreWatch>>,
+    /// Each listener's connections served now, read at each scrape.
+    listeners: Mutex<Vec<(&'static str, OpenConnections)>>,
     /// Time for the windows of the live state.
     clock: Arc<dyn Clock>,
     /// The rules' totals over the last minute, for rates.
@@ -61,6 +63,9 @@ impl std::fmt::Debug for Metrics {
         f.debug_struct("Metrics").finish_non_exhaustive()
     }
 }
+
+/// How many connections a listener serves now, read at each scrape.
+pub type OpenConnections = Box<dyn Fn() -> usize + Send + Sync>;
 
 /// What the metrics read of the store at each scrape.
 pub struct StoreWatch {
@@ -94,9 +99,21 @@ impl Metrics {
             on_fallback: AtomicBool::new(false),
             config: Mutex::new(None),
             store: Mutex::new(None),
+            listeners: Mutex::new(Vec::new()),
             clock,
             samples: Mutex::new(Samples::default()),
         }
+    }
+
+    /// Reports the listener named `listener` (`main`, `admin`, `grpc`): at most `max`
+    /// connections at once, `open` of them now.
+    pub fn watch_listener(&self, listener: &'static str, max: usize, open: OpenConnections) {
+        let labels = ListenerLabels { listener };
+        self.families
+            .connections_max
+            .get_or_create(&labels)
+            .set(i64::try_from(max).unwrap_or(i64::MAX));
+        self.listeners.lock().push((listener, open));
     }
 
     /// The live state of the rule named `rule` (made on first use, kept across reloads).
@@ -178,6 +195,12 @@ impl Metrics {
 
     /// Every metric in the OpenMetrics text format.
     pub fn encode(&self) -> String {
+        for (listener, open) in &*self.listeners.lock() {
+            self.families
+                .connections
+                .get_or_create(&ListenerLabels { listener })
+                .set(i64::try_from(open()).unwrap_or(i64::MAX));
+        }
         if let Some(watch) = &*self.store.lock() {
             let labels = StoreLabels { store: watch.kind };
             self.families
