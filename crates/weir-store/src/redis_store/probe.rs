@@ -9,7 +9,7 @@ use std::ops::RangeInclusive;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{join_all, select_ok};
 use parking_lot::Mutex;
 use redis::aio::MultiplexedConnection;
 use redis::{
@@ -215,8 +215,8 @@ impl NodeLinks {
     }
 
     /// The cluster as its nodes tell it, each step within `timeout`: the slot map and
-    /// state from the first seed (then `known` primary) that answers, and a `PING` to
-    /// every primary at once. Fails when no node answers, when the cluster says it serves no
+    /// state from the first of the seeds and `known` primaries to answer (all asked at
+    /// once), and a `PING` to every primary at once. Fails when no node answers, when the cluster says it serves no
     /// slot (`cluster_state:fail`: a primary gone past `cluster-node-timeout` while full
     /// coverage is required, every slot answering `CLUSTERDOWN`), or when no primary
     /// answers.
@@ -227,25 +227,32 @@ impl NodeLinks {
     ) -> Result<ClusterView, StoreError> {
         let mut slots_of = redis::cmd("CLUSTER");
         slots_of.arg("SLOTS");
-        let mut failed = StoreError::Unavailable("no cluster node to ask".into());
-        let mut found = None;
+        // Every seed and known primary at once, the first answer taken: nodes lost
+        // together (the first seeds among them) cost one timeout, not one each.
+        let mut nodes: Vec<(&str, u16)> = Vec::new();
         let known = known.iter().map(|(host, port, _)| (host, port));
         for (host, port) in self.seeds.iter().map(|(h, p)| (h, p)).chain(known) {
-            match self.ask::<Value>(host, *port, &slots_of, timeout).await {
-                Ok(slots) => {
-                    found = Some((host.clone(), *port, slots));
-                    break;
-                }
-                Err(error) => failed = error,
+            if !nodes.contains(&(host.as_str(), *port)) {
+                nodes.push((host.as_str(), *port));
             }
         }
-        let (host, port, slots) = found.ok_or(failed)?;
+        if nodes.is_empty() {
+            return Err(StoreError::Unavailable("no cluster node to ask".into()));
+        }
+        let asks = nodes.into_iter().map(|(host, port)| {
+            let slots_of = &slots_of;
+            Box::pin(async move {
+                let slots = self.ask::<Value>(host, port, slots_of, timeout).await?;
+                Ok::<_, StoreError>((host, port, slots))
+            })
+        });
+        let ((host, port, slots), _) = select_ok(asks).await?;
         let mut info_of = redis::cmd("CLUSTER");
         info_of.arg("INFO");
         // An ACL user refused `CLUSTER INFO` learns nothing of the state here (each
         // slot then answers `CLUSTERDOWN`, an outage, as checks find).
         let info = match self
-            .ask_node::<String>(&host, port, &info_of, timeout)
+            .ask_node::<String>(host, port, &info_of, timeout)
             .await?
         {
             Ok(info) => info,
