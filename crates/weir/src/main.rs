@@ -237,7 +237,11 @@ const FALLBACK_MAX_CONNECTIONS: u64 = 10_000;
 /// soft limit on file descriptors is raised to the hard one first, as servers do (a
 /// soft limit of 1,024 is common, and would cap a gateway at 192).
 fn max_connections(requested: Option<u64>) -> usize {
-    let limit = rlimit::increase_nofile_limit(u64::MAX).ok();
+    // Where the soft limit cannot be raised, it is still the limit.
+    let limit = rlimit::increase_nofile_limit(u64::MAX)
+        .or_else(|_| rlimit::getrlimit(rlimit::Resource::NOFILE).map(|(soft, _)| soft))
+        .ok()
+        .filter(|_| rlimit::Resource::NOFILE.is_supported());
     let max = requested.unwrap_or_else(|| {
         limit.map_or(FALLBACK_MAX_CONNECTIONS, |limit| {
             (limit.saturating_sub(RESERVED_FDS) / 4).max(1)

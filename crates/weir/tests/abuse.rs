@@ -194,23 +194,25 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
         "envoy:\n  config_dir: rl\nrules:\n  - { name: api, algorithm: gcra, limit: 100, period: 1m }\n",
     )
     .unwrap();
-    let mut child = weir()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--grpc-listen",
-            "127.0.0.1:0",
-            "--max-connections",
-            "2",
-            "--config",
-        ])
-        .arg(dir.path().join("weir.yaml"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut child = KilledOnDrop(
+        weir()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--grpc-listen",
+                "127.0.0.1:0",
+                "--max-connections",
+                "2",
+                "--config",
+            ])
+            .arg(dir.path().join("weir.yaml"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
     let (mut http, mut grpc) = (None, None);
     while grpc.is_none() {
         let mut line = String::new();
@@ -298,9 +300,16 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
     ] {
         assert!(metrics.contains(series), "{series} in\n{metrics}");
     }
+}
 
-    let _ = child.kill();
-    let _ = child.wait();
+/// A child process killed when the test ends, failed or not.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
