@@ -73,6 +73,11 @@ enum Command {
         /// slower clients (and idle keep-alive connections) are closed.
         #[arg(long, default_value_t = 10_000)]
         header_timeout_ms: u64,
+        /// The longest a connection's writes may wait without any byte going out, in
+        /// milliseconds: a client that stops reading its answers is closed after it (a
+        /// slow reader is not). The gRPC listener's is 60 s.
+        #[arg(long, default_value_t = 60_000)]
+        send_timeout_ms: u64,
         /// The most connections each listener (the main one, the admin one, the gRPC
         /// one) holds at once; past it, new connections wait in the kernel's listen
         /// queue until one closes. Default: a quarter of the file descriptors weir may
@@ -154,11 +159,13 @@ fn main() -> ExitCode {
             admin_listen,
             grpc_listen,
             header_timeout_ms,
+            send_timeout_ms,
             max_connections,
             log_format,
         } => {
             let limits = ConnectionLimits {
                 header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
+                send_timeout: Duration::from_millis(send_timeout_ms.max(1)),
                 ..ConnectionLimits::default()
             };
             let listeners = Listeners {

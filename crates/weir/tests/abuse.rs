@@ -323,3 +323,82 @@ fn max_connections_must_be_at_least_one() {
     let error = String::from_utf8_lossy(&out.stderr);
     assert!(error.contains("--max-connections"), "{error}");
 }
+
+/// A client that pipelines requests and never reads the answers cannot hold its
+/// connection (and its slot) forever: once weir's writes have waited
+/// `--send-timeout-ms` without progress, the connection is closed, and the next client
+/// takes the slot.
+#[test]
+fn a_client_that_never_reads_is_closed_after_the_send_timeout() {
+    let mut child = KilledOnDrop(
+        weir()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--max-connections",
+                "1",
+                "--send-timeout-ms",
+                "300",
+                // Far past the wait below: a request cut short by the deaf client's
+                // last write must not be what closes its connection.
+                "--header-timeout-ms",
+                "600000",
+                "--config",
+            ])
+            .arg(example("basic.yaml"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.0.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("weir listening on http://")
+        .unwrap()
+        .to_owned();
+
+    // The answers (a few hundred bytes each) fill the socket buffers long before the
+    // requests run out; the writer stops when its connection is closed.
+    // A small receive buffer, so that they fill it soon.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4 * 1024).unwrap();
+    socket
+        .connect(&addr.parse::<std::net::SocketAddr>().unwrap().into())
+        .unwrap();
+    let mut deaf: TcpStream = socket.into();
+    deaf.set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let writer = std::thread::spawn(move || {
+        let body = r#"{"rule": "api", "key": "deaf"}"#;
+        let request = format!(
+            "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut sent = 0;
+        while sent < 100_000 && deaf.write_all(request.as_bytes()).is_ok() {
+            sent += 1;
+        }
+        deaf
+    });
+
+    // The one slot is the deaf client's until its connection is closed: about 1.5 s
+    // here, up to 15 s when the kernel lets the answers trickle into the deaf
+    // client's full buffer (each trickle is progress, and starts the wait again).
+    let mut next = TcpStream::connect(&addr).unwrap();
+    send_check(&mut next, "next");
+    let reply = first_bytes(&mut next, Duration::from_secs(60))
+        .expect("served once the deaf client's connection is closed");
+    assert!(
+        reply.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    drop(writer.join().unwrap());
+}

@@ -9,6 +9,7 @@ mod forwarding;
 mod problem;
 mod ratelimit;
 mod slots;
+mod stall;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +21,7 @@ pub use self::problem::Problem;
 use self::ratelimit::insert_legacy;
 pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
 pub use self::slots::ConnectionSlots;
+pub use self::stall::{SEND_TIMEOUT, WriteStall};
 use crate::engine::{Allowed, Denied, RuleDecision, Verdict};
 use crate::request::Refused;
 

@@ -30,7 +30,7 @@ use super::RateLimitDoor;
 use super::preface::PrefaceDeadline;
 use super::stopping::EndsAtStop;
 use super::streams::ConnectionStreams;
-use crate::edge::ConnectionSlots;
+use crate::edge::{ConnectionSlots, SEND_TIMEOUT, WriteStall};
 
 /// How often the rate limit service's health follows the store's readiness.
 pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
@@ -159,7 +159,11 @@ pub async fn serve_grpc(
             // gRPC answers carry no `Date` (tonic's server sent one, a changing header
             // to encode in every answer).
             .auto_date_header(false)
-            .serve_connection(TokioIo::new(PrefaceDeadline::new(stream)), calls);
+            // A client that stops reading its answers is closed after SEND_TIMEOUT.
+            .serve_connection(
+                TokioIo::new(PrefaceDeadline::new(WriteStall::new(stream, SEND_TIMEOUT))),
+                calls,
+            );
         // The slot is given back when the connection ends.
         tokio::spawn(
             streams

@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use super::Shared;
-use crate::edge::ConnectionSlots;
+use crate::edge::{ConnectionSlots, SEND_TIMEOUT, WriteStall};
 use crate::gateway::Gateway;
 
 /// Limits on what a client may do with a connection.
@@ -32,6 +32,9 @@ pub struct ConnectionLimits {
     pub header_timeout: Duration,
     /// The most bytes of request headers read (more is answered `431`).
     pub max_header_bytes: usize,
+    /// The longest a connection's writes may make no progress (a client that stops
+    /// reading its answers is closed after it).
+    pub send_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -39,6 +42,7 @@ impl Default for ConnectionLimits {
         Self {
             header_timeout: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
+            send_timeout: SEND_TIMEOUT,
         }
     }
 }
@@ -158,7 +162,10 @@ pub async fn serve(
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
             .max_buf_size(limits.max_header_bytes.max(8192))
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection(
+                TokioIo::new(WriteStall::new(stream, limits.send_timeout)),
+                service,
+            );
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             let _ = connection.await;
