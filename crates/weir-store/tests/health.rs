@@ -236,6 +236,49 @@ async fn primaries_lost_together_cost_the_probe_one_timeout() {
     assert!(health.is_up(), "the other three primaries' slots are kept");
 }
 
+/// A seed that knows no slot (a cluster node reset, or not joined yet: it answers
+/// `CLUSTER SLOTS` with nothing) is not where the probe takes the cluster's map from.
+/// Believed whenever it answered first, it would make the map seem to change from one
+/// probe to the next, and every change makes the store connect again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_that_knows_no_slot_is_not_believed() {
+    let cluster = RedisCluster::start();
+    let lone = RedisServer::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ]);
+    let mut seeds = vec![lone.url()];
+    seeds.extend(cluster.urls());
+    let (store, breaker) = start(RedisTarget::Cluster(seeds));
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    check_succeeds(&breaker, "seed").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let connections = || -> u64 {
+        cluster
+            .nodes()
+            .iter()
+            .map(|node| {
+                let stats = node.cli(&["INFO", "stats"]);
+                stats
+                    .lines()
+                    .find_map(|line| line.strip_prefix("total_connections_received:"))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+                    .expect("total_connections_received")
+            })
+            .sum()
+    };
+    let before = connections();
+    // Idle: the health loop probes every 200-400 ms, about ten times here.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The two `INFO` calls' own connections (redis-cli) are the only new ones.
+    let opened = connections() - before;
+    assert!(opened <= 3, "{opened} connections opened while idle");
+    assert!(store.health().is_whole());
+    check_succeeds(&breaker, "seed").await;
+}
+
 /// The cluster's failover, built by hand (the testkit's cluster has no replicas): a
 /// replica joins the primary that owns the key; that primary is killed; once the replica
 /// is promoted, the idle store finds it without traffic (the seeds still name the dead

@@ -34,25 +34,23 @@ fn read_until_closed(mut stream: TcpStream, started: Instant) -> (String, Durati
     )
 }
 
-#[test]
-fn a_client_that_never_finishes_its_headers_is_cut_off() {
-    let mut child = weir()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--header-timeout-ms",
-            "300",
-            "--config",
-        ])
-        .arg(example("basic.yaml"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+/// `weir serve` of examples/basic.yaml on a free port, with `arguments`; the child
+/// (killed when dropped) and where it listens.
+fn serve_basic(arguments: &[&str]) -> (KilledOnDrop, String) {
+    let mut child = KilledOnDrop(
+        weir()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(arguments)
+            .arg("--config")
+            .arg(example("basic.yaml"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut std::io::BufReader::new(child.0.stdout.as_mut().unwrap()),
         &mut line,
     )
     .unwrap();
@@ -61,6 +59,12 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
         .strip_prefix("weir listening on http://")
         .unwrap()
         .to_owned();
+    (child, addr)
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    let (_weir, addr) = serve_basic(&["--header-timeout-ms", "300"]);
 
     let mut slow = TcpStream::connect(&addr).unwrap();
     let started = Instant::now();
@@ -78,8 +82,6 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
     write!(ok, "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
     let (reply, _) = read_until_closed(ok, Instant::now());
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
@@ -330,39 +332,16 @@ fn max_connections_must_be_at_least_one() {
 /// takes the slot.
 #[test]
 fn a_client_that_never_reads_is_closed_after_the_send_timeout() {
-    let mut child = KilledOnDrop(
-        weir()
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--max-connections",
-                "1",
-                "--send-timeout-ms",
-                "300",
-                // Far past the wait below: a request cut short by the deaf client's
-                // last write must not be what closes its connection.
-                "--header-timeout-ms",
-                "600000",
-                "--config",
-            ])
-            .arg(example("basic.yaml"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.0.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("weir listening on http://")
-        .unwrap()
-        .to_owned();
+    let (_weir, addr) = serve_basic(&[
+        "--max-connections",
+        "1",
+        "--send-timeout-ms",
+        "300",
+        // Far past the wait below: a request cut short by the deaf client's last
+        // write must not be what closes its connection.
+        "--header-timeout-ms",
+        "600000",
+    ]);
 
     // The answers (a few hundred bytes each) fill the socket buffers long before the
     // requests run out; the writer stops when its connection is closed.

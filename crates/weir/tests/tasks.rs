@@ -92,12 +92,15 @@ async fn store_faults_leak_no_tasks() {
         std::future::pending(),
     ));
 
-    // Warm up until the idle upstream pools are as full as they get (at most 64 idle
-    // connections per thread), so that what follows counts tasks, not pooling.
+    // Warm up the idle upstream pools (at most 64 idle connections, a task each, per
+    // thread): what follows counts tasks, not pooling. How full a burst leaves them
+    // varies (the settled count moved between 196 and 262 from one run to the next),
+    // so the most seen is the baseline.
+    let mut before = 0;
     for _ in 0..3 {
         burst(addr, 200).await;
+        before = before.max(settled_tasks().await);
     }
-    let before = settled_tasks().await;
 
     redis.kill();
     for _ in 0..5 {
@@ -114,6 +117,7 @@ async fn store_faults_leak_no_tasks() {
     }
     let after = settled_tasks().await;
     eprintln!("alive tasks: {before} before the fault, {after} after");
-    // 1,400 requests went through the fault: a leak per request would show in hundreds.
-    assert!(after <= before + 32, "tasks grew from {before} to {after}");
+    // 1,400 requests went through the fault: a leak per request would show in hundreds,
+    // a pool filled further by the fault's bursts in at most one thread's 64.
+    assert!(after <= before + 64, "tasks grew from {before} to {after}");
 }

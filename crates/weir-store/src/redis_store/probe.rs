@@ -216,8 +216,9 @@ impl NodeLinks {
 
     /// The cluster as its nodes tell it, each step within `timeout`: the slot map and
     /// state from the first of the seeds and `known` primaries to answer (all asked at
-    /// once), and a `PING` to every primary at once. Fails when no node answers, when the cluster says it serves no
-    /// slot (`cluster_state:fail`: a primary gone past `cluster-node-timeout` while full
+    /// once; a node that knows no slot is not believed), and a `PING` to every primary
+    /// at once. Fails when no node answers with a slot map, when the cluster says it
+    /// serves no slot (`cluster_state:fail`: a primary gone past `cluster-node-timeout` while full
     /// coverage is required, every slot answering `CLUSTERDOWN`), or when no primary
     /// answers.
     pub(super) async fn view(
@@ -243,10 +244,18 @@ impl NodeLinks {
             let slots_of = &slots_of;
             Box::pin(async move {
                 let slots = self.ask::<Value>(host, port, slots_of, timeout).await?;
-                Ok::<_, StoreError>((host, port, slots))
+                // A node that knows no slot (reset, or not joined yet) is no one to
+                // take the map from.
+                let found = primaries(&slots);
+                if found.is_empty() {
+                    return Err(StoreError::Unavailable(format!(
+                        "{host}:{port} knows no slot of the cluster"
+                    )));
+                }
+                Ok::<_, StoreError>((host, port, found))
             })
         });
-        let ((host, port, slots), _) = select_ok(asks).await?;
+        let ((host, port, primaries), _) = select_ok(asks).await?;
         let mut info_of = redis::cmd("CLUSTER");
         info_of.arg("INFO");
         // An ACL user refused `CLUSTER INFO` learns nothing of the state here (each
@@ -266,7 +275,6 @@ impl NodeLinks {
                 "the cluster is down (cluster_state:fail): no slot is served".into(),
             ));
         }
-        let primaries = primaries(&slots);
         let ping = redis::cmd("PING");
         // Every primary at once: primaries lost together (a zone cut off) cost the
         // probe one timeout, not one each, before their slots are refused.
@@ -284,7 +292,7 @@ impl NodeLinks {
                 Err(_) => lost.extend(ranges.iter().cloned()),
             }
         }
-        if !answered && !primaries.is_empty() {
+        if !answered {
             return Err(StoreError::Unavailable(
                 "no primary of the cluster answered".into(),
             ));
