@@ -34,37 +34,14 @@ fn read_until_closed(mut stream: TcpStream, started: Instant) -> (String, Durati
     )
 }
 
-/// `weir serve` of examples/basic.yaml on a free port, with `arguments`; the child
-/// (killed when dropped) and where it listens.
-fn serve_basic(arguments: &[&str]) -> (KilledOnDrop, String) {
-    let mut child = KilledOnDrop(
-        weir()
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(arguments)
-            .arg("--config")
-            .arg(example("basic.yaml"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.0.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("weir listening on http://")
-        .unwrap()
-        .to_owned();
-    (child, addr)
-}
-
 #[test]
 fn a_client_that_never_finishes_its_headers_is_cut_off() {
-    let (_weir, addr) = serve_basic(&["--header-timeout-ms", "300"]);
+    let weir = Server::start_with(
+        &example("basic.yaml"),
+        &["--header-timeout-ms", "300"],
+        std::process::Stdio::null(),
+    );
+    let addr = weir.addr.clone();
 
     let mut slow = TcpStream::connect(&addr).unwrap();
     let started = Instant::now();
@@ -196,37 +173,12 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
         "envoy:\n  config_dir: rl\nrules:\n  - { name: api, algorithm: gcra, limit: 100, period: 1m }\n",
     )
     .unwrap();
-    let mut child = KilledOnDrop(
-        weir()
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--grpc-listen",
-                "127.0.0.1:0",
-                "--max-connections",
-                "2",
-                "--config",
-            ])
-            .arg(dir.path().join("weir.yaml"))
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+    let weir = Server::start_with(
+        &dir.path().join("weir.yaml"),
+        &["--grpc-listen", "127.0.0.1:0", "--max-connections", "2"],
+        std::process::Stdio::null(),
     );
-    let mut stdout = std::io::BufReader::new(child.0.stdout.take().unwrap());
-    let (mut http, mut grpc) = (None, None);
-    while grpc.is_none() {
-        let mut line = String::new();
-        assert!(std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() > 0);
-        if let Some(addr) = line.trim().strip_prefix("weir listening on http://") {
-            http = Some(addr.to_owned());
-        }
-        if let Some(addr) = line.trim().strip_prefix("weir grpc listening on ") {
-            grpc = Some(addr.to_owned());
-        }
-    }
-    let (http, grpc) = (http.unwrap(), grpc.unwrap());
+    let (http, grpc) = (weir.addr.clone(), weir.grpc.clone().unwrap());
     let answered = Duration::from_secs(10);
     let unanswered = Duration::from_millis(500);
 
@@ -304,16 +256,6 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
     }
 }
 
-/// A child process killed when the test ends, failed or not.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn max_connections_must_be_at_least_one() {
     let out = weir()
@@ -332,16 +274,21 @@ fn max_connections_must_be_at_least_one() {
 /// takes the slot.
 #[test]
 fn a_client_that_never_reads_is_closed_after_the_send_timeout() {
-    let (_weir, addr) = serve_basic(&[
-        "--max-connections",
-        "1",
-        "--send-timeout-ms",
-        "300",
-        // Far past the wait below: a request cut short by the deaf client's last
-        // write must not be what closes its connection.
-        "--header-timeout-ms",
-        "600000",
-    ]);
+    let weir = Server::start_with(
+        &example("basic.yaml"),
+        &[
+            "--max-connections",
+            "1",
+            "--send-timeout-ms",
+            "300",
+            // Far past the wait below: a request cut short by the deaf client's last
+            // write must not be what closes its connection.
+            "--header-timeout-ms",
+            "600000",
+        ],
+        std::process::Stdio::null(),
+    );
+    let addr = weir.addr.clone();
 
     // The answers (a few hundred bytes each) fill the socket buffers long before the
     // requests run out; the writer stops when its connection is closed.

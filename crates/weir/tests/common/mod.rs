@@ -27,6 +27,8 @@ pub struct Server {
     pub addr: String,
     /// Where the decision API listens, in gateway mode.
     pub admin: Option<String>,
+    /// Where the gRPC door listens, with an `envoy` section (and `--grpc-listen`).
+    pub grpc: Option<String>,
 }
 
 impl Server {
@@ -54,28 +56,26 @@ impl Server {
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("weir listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        let text = std::fs::read_to_string(config).unwrap();
-        let gateway = text.starts_with("upstream:") || text.contains("\nupstream:");
-        let admin = gateway.then(|| {
+        // The address on the next line weir prints, which must begin with `said`.
+        let mut next = |said: &str| {
             let mut line = String::new();
             stdout.read_line(&mut line).unwrap();
             line.trim()
-                .strip_prefix("weir admin listening on http://")
-                .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+                .strip_prefix(said)
+                .unwrap_or_else(|| panic!("expected {said:?}, got {line:?}"))
                 .to_owned()
-        });
+        };
+        let addr = next("weir listening on http://");
+        let text = std::fs::read_to_string(config).unwrap();
+        let section = |name: &str| text.starts_with(name) || text.contains(&format!("\n{name}"));
+        let admin = section("upstream:").then(|| next("weir admin listening on http://"));
+        let grpc = section("envoy:").then(|| next("weir grpc listening on "));
         Self {
             child,
             _stdout: stdout,
             addr,
             admin,
+            grpc,
         }
     }
 
