@@ -144,11 +144,11 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
         Answer::Proceed(allowed) => allowed,
         Answer::Stop(answer) => return answer,
     };
+    let mut fields = HeaderMap::new();
+    edge::add_allowed_headers(&mut fields, &allowed, legacy);
     let settlement = allowed
         .settlement
         .map(|s| engine.park(s, SETTLE_WITHIN).to_string());
-    let mut fields = HeaderMap::new();
-    edge::add_quota_headers(&mut fields, &allowed.quotas, legacy);
     respond(
         StatusCode::OK,
         fields,

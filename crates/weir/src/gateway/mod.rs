@@ -9,6 +9,6 @@
 mod pool;
 mod proxy;
 mod service;
-mod shed;
 
-pub use self::service::{Gateway, handle};
+pub use self::service::Gateway;
+pub(crate) use self::service::handle;

@@ -1,17 +1,16 @@
-//! Forwarding to the upstream: streamed bodies both ways, keep-alive connections, the
-//! forwarding headers a proxy adds, and bounded waits.
+//! Forwarding to the upstream: streamed bodies both ways, keep-alive connections,
+//! hop-by-hop headers dropped, and bounded waits. (The forwarding headers the app reads
+//! were written by the request step.)
 
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::pool::UpstreamPool;
 use crate::config::Upstream;
-use crate::edge::{Problem, write_forwarding};
-use crate::request::{ClientAddress, ForwardedHeader};
+use crate::edge::Problem;
 
 /// Headers that describe one connection (or how the message is framed on it), not the
 /// message: never forwarded. `Trailer` is not among them (RFC 9110 6.6.2: it names the
@@ -63,11 +62,9 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 pub(super) async fn forward(
     pool: &Arc<UpstreamPool>,
     upstream: &Upstream,
-    mut parts: Parts,
-    body: Body,
-    client: &ClientAddress,
-    header: ForwardedHeader,
+    request: Request<Body>,
 ) -> Result<Response, Response> {
+    let (mut parts, body) = request.into_parts();
     // Origin form (`/path?query`) on the connection to the upstream; the client's Host
     // is kept, or the upstream's given when the client sent none.
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -95,7 +92,6 @@ pub(super) async fn forward(
     parts
         .headers
         .insert(header::CONNECTION, HeaderValue::from_static("te"));
-    write_forwarding(client, &mut parts.headers, header);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
         Err(_) => Err(Problem::gateway_timeout(format!(

@@ -30,7 +30,7 @@ pub use self::service::WeirService;
 use crate::config::{BODY_TIMEOUT, Config, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
 use crate::edge::BodyReader;
 use crate::engine::EngineHandle;
-use crate::request::ClientIpConfig;
+use crate::step::RequestStep;
 
 /// Enforces weir's rules in front of a service: see the [module docs](self).
 ///
@@ -72,14 +72,7 @@ use crate::request::ClientIpConfig;
 #[derive(Debug, Clone)]
 pub struct WeirLayer {
     engine: EngineHandle,
-    settings: Arc<Settings>,
-}
-
-/// What every request through the layer is read with.
-#[derive(Debug)]
-struct Settings {
-    client_ip: ClientIpConfig,
-    bodies: BodyReader,
+    step: Arc<RequestStep>,
 }
 
 impl WeirLayer {
@@ -102,10 +95,7 @@ impl WeirLayer {
         };
         Self {
             engine,
-            settings: Arc::new(Settings {
-                client_ip: config.client_ip.clone(),
-                bodies,
-            }),
+            step: Arc::new(RequestStep::new(config.client_ip.clone(), bodies)),
         }
     }
 }
@@ -114,6 +104,6 @@ impl<S> Layer<S> for WeirLayer {
     type Service = WeirService<S>;
 
     fn layer(&self, inner: S) -> WeirService<S> {
-        WeirService::new(inner, self.engine.clone(), Arc::clone(&self.settings))
+        WeirService::new(inner, self.engine.clone(), Arc::clone(&self.step))
     }
 }

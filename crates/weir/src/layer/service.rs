@@ -10,28 +10,28 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{Request, header};
+use axum::http::Request;
 use axum::response::{IntoResponse, Response};
 use tower::{Service, ServiceExt};
 
-use super::Settings;
-use crate::edge::{self, Answer, Problem};
+use crate::edge::Problem;
 use crate::engine::{Engine, EngineHandle};
+use crate::step::{GoOn, RequestStep, Step};
 
 /// The service [`WeirLayer`](super::WeirLayer) wraps around an inner one.
 #[derive(Debug, Clone)]
 pub struct WeirService<S> {
     inner: S,
     engine: EngineHandle,
-    settings: Arc<Settings>,
+    step: Arc<RequestStep>,
 }
 
 impl<S> WeirService<S> {
-    pub(super) fn new(inner: S, engine: EngineHandle, settings: Arc<Settings>) -> Self {
+    pub(super) fn new(inner: S, engine: EngineHandle, step: Arc<RequestStep>) -> Self {
         Self {
             inner,
             engine,
-            settings,
+            step,
         }
     }
 }
@@ -54,8 +54,8 @@ where
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let inner = self.inner.clone();
         let engine = self.engine.current();
-        let settings = Arc::clone(&self.settings);
-        Box::pin(async move { Ok(enforce(&engine, &settings, inner, request).await) })
+        let step = Arc::clone(&self.step);
+        Box::pin(async move { Ok(enforce(&engine, &step, inner, request).await) })
     }
 }
 
@@ -63,7 +63,7 @@ where
 /// fields, settled with its status.
 async fn enforce<S>(
     engine: &Arc<Engine>,
-    settings: &Settings,
+    step: &RequestStep,
     inner: S,
     request: Request<Body>,
 ) -> Response
@@ -80,61 +80,12 @@ where
         );
         return Problem::no_client_address().into_response();
     };
-    let (mut parts, body) = request.into_parts();
-    let client = settings.client_ip.read(peer.ip(), &parts.headers);
-    let sent = parts.uri.clone();
-    let target = sent.path_and_query().map_or("/", |p| p.as_str());
-    let (head, routed) = match engine.read(&parts.method, &sent, target, &parts.headers) {
-        Ok(read) => read,
-        Err(refused) => return edge::refused(&refused),
-    };
-    // The inner service reads what was decided: the canonical method and target, and
-    // the host (an absolute-form target's, when the request has no Host).
-    parts.method = head.method.clone();
-    if let Some(canonical) = head.respelled() {
-        match canonical.parse() {
-            Ok(uri) => parts.uri = uri,
-            Err(_) => {
-                return Problem::invalid_request("the request target cannot be read one way")
-                    .into_response();
-            }
+    match step.run(engine, peer.ip(), request).await.0 {
+        Step::Stop(answer) => answer,
+        Step::GoOn(GoOn { request, unsettled }) => {
+            let response = call(inner, request).await;
+            unsettled.finish(Ok(response)).await
         }
-    }
-    if !parts.headers.contains_key(header::HOST)
-        && let Some(host) = edge::host_of_target(&sent)
-    {
-        parts.headers.insert(header::HOST, host);
-    }
-    // What it is told of where the request came from is what weir read, not what a
-    // client wrote (the gateway's rewriting of the forwarding headers).
-    edge::write_forwarding(&client, &mut parts.headers, settings.client_ip.header);
-    if routed.is_empty() {
-        return call(inner, Request::from_parts(parts, body)).await;
-    }
-    let (body, bytes) = if routed.reads_body() {
-        match settings.bodies.read(&parts.headers, body).await {
-            Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
-            Err(answer) => return answer,
-        }
-    } else {
-        (body, None)
-    };
-    let facts = head.facts(
-        &parts.headers,
-        client.ip,
-        client.peer_trusted,
-        bytes.as_deref(),
-    );
-    let verdict = engine.decide(routed, &facts).await;
-    let allowed = match edge::answer(verdict, engine.legacy_headers()) {
-        Answer::Proceed(allowed) => allowed,
-        Answer::Stop(answer) => return answer,
-    };
-    let mut response = call(inner, Request::from_parts(parts, body)).await;
-    edge::add_allowed_headers(response.headers_mut(), &allowed, engine.legacy_headers());
-    match allowed.settlement {
-        Some(settlement) => edge::settle(settlement, response).await,
-        None => response,
     }
 }
 

@@ -1,4 +1,4 @@
-//! Load shedding at the gateway: before a request goes to the upstream, the shedder
+//! Load shedding (the gateway's `shedding` section): before a request goes on, the shedder
 //! (`weir_core::Shedder`, behind a lock shared by the server threads) admits it by
 //! its route's priority or the gateway answers 503 `/problems/overloaded` with
 //! `Retry-After: 1`; when the upstream's answer starts, the request's latency and
@@ -21,6 +21,7 @@ pub(super) struct Shedding {
 }
 
 /// A request admitted to the upstream; finished as cancelled if dropped unfinished.
+#[derive(Debug)]
 pub(super) struct Admitted<'a> {
     shedding: &'a Shedding,
     ticket: Option<Ticket>,

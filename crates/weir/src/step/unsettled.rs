@@ -1,0 +1,67 @@
+//! What a request that went on is owed once the app answers: the RateLimit fields of
+//! its quotas, its settlement (rules counted by outcome, costs known at the end), and
+//! its shedding ticket.
+
+use std::time::Instant;
+
+use axum::response::Response;
+
+use super::shed::Admitted;
+use crate::edge;
+use crate::engine::{Allowed, Engine};
+
+/// What is owed to a request that went on, paid by [`Unsettled::finish`]. Dropped
+/// unpaid (the client went away before the app answered), its settlement keeps the
+/// reservation and its shedding ticket ends as cancelled.
+#[derive(Debug)]
+pub(crate) struct Unsettled<'s> {
+    engine: &'s Engine,
+    /// The verdict, when a rule applied.
+    allowed: Option<Allowed<'s>>,
+    /// The shedding ticket, when the door sheds.
+    admitted: Option<Admitted<'s>>,
+    /// When the request went on.
+    started: Instant,
+}
+
+impl<'s> Unsettled<'s> {
+    pub(super) fn new(
+        engine: &'s Engine,
+        allowed: Option<Allowed<'s>>,
+        admitted: Option<Admitted<'s>>,
+    ) -> Self {
+        Self {
+            engine,
+            allowed,
+            admitted,
+            started: Instant::now(),
+        }
+    }
+
+    /// The answer to send, from the app's answer (`Ok`), or weir's own when the app
+    /// gave none (`Err`: a 502 or 504, which keeps every reservation: the attempt
+    /// counts). Adds the RateLimit fields and the shadow rules that would have denied
+    /// it, and settles with the app's status (at the body's end for costs stated
+    /// there).
+    pub(crate) async fn finish(self, answer: Result<Response, Response>) -> Response {
+        if let Some(admitted) = self.admitted {
+            let status = match &answer {
+                Ok(response) | Err(response) => response.status().as_u16(),
+            };
+            admitted.finish(self.started.elapsed(), status, self.engine.metrics());
+        }
+        let (mut response, answered) = match answer {
+            Ok(response) => (response, true),
+            Err(own) => (own, false),
+        };
+        let Some(allowed) = self.allowed else {
+            return response;
+        };
+        let legacy = self.engine.legacy_headers();
+        edge::add_allowed_headers(response.headers_mut(), &allowed, legacy);
+        match allowed.settlement {
+            Some(settlement) if answered => edge::settle(settlement, response).await,
+            _ => response,
+        }
+    }
+}
