@@ -61,7 +61,7 @@ pub(crate) mod fixed {
     //! A source that answers the same number every time.
 
     /// Always `self.0`.
-    pub struct Fixed(pub f64);
+    pub(crate) struct Fixed(pub f64);
 
     impl super::Random for Fixed {
         fn unit(&self) -> f64 {

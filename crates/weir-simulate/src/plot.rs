@@ -18,7 +18,7 @@ const WIDTH: u32 = 1000;
 const LEGEND_WIDTH: u32 = 250;
 
 /// Checks that `path` names a plot weir can draw (`.svg`), before anything runs.
-pub fn check_path(path: &Path) -> Result<(), SimulateError> {
+pub(crate) fn check_path(path: &Path) -> Result<(), SimulateError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some(ext) if ext.eq_ignore_ascii_case("svg") => Ok(()),
         Some(ext) if ext.eq_ignore_ascii_case("png") => Err(SimulateError::Usage(format!(

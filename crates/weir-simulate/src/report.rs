@@ -192,7 +192,7 @@ impl Outcome {
 
 /// `limit/period` as a configuration writes it, with a burst when one is set:
 /// `100/1m`, `100/1m burst 20`.
-pub fn limit(policy: &Policy) -> String {
+pub(crate) fn limit(policy: &Policy) -> String {
     let mut text = format!("{}/{}", policy.limit(), period(policy.period()));
     if let Some(burst) = policy.burst() {
         let _ = write!(text, " burst {burst}");
@@ -201,7 +201,7 @@ pub fn limit(policy: &Policy) -> String {
 }
 
 /// A period in the largest unit that divides it: `1m`, `90s`, `1500ms`.
-pub fn period(period: Duration) -> String {
+pub(crate) fn period(period: Duration) -> String {
     let ms = period.as_millis();
     let units = [
         (86_400_000, "d"),

@@ -15,7 +15,7 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use weir_client::{Policy, RetryMiddleware};
 
 /// The gateway's rule: one account (every loopback client), a token bucket.
-pub struct Limit {
+pub(crate) struct Limit {
     /// Requests per second.
     pub per_second: u64,
     /// The bucket's size.
@@ -23,7 +23,7 @@ pub struct Limit {
 }
 
 /// weir's gateway in process, in front of an upstream that answers everything.
-pub struct Gateway {
+pub(crate) struct Gateway {
     /// Where the gateway listens.
     pub addr: std::net::SocketAddr,
     /// Kept alive while the fleet runs.
@@ -32,7 +32,7 @@ pub struct Gateway {
 
 /// Starts the upstream and the gateway, on free loopback ports, deciding on the
 /// memory store, or on the Redis at `redis` (a URL).
-pub async fn start_gateway(limit: &Limit, redis: Option<&str>) -> Gateway {
+pub(crate) async fn start_gateway(limit: &Limit, redis: Option<&str>) -> Gateway {
     let upstream = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -72,7 +72,7 @@ pub async fn start_gateway(limit: &Limit, redis: Option<&str>) -> Gateway {
 
 /// How the workers retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// A refused request is sent again at once.
     Naive,
     /// Through weir-client's middleware (default policy), one client shared by the
@@ -84,7 +84,7 @@ pub enum Mode {
 
 /// What a fleet's run took.
 #[derive(Debug, Clone, Copy)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Jobs answered with a 200.
     pub done: u64,
     /// Requests that reached the gateway.
@@ -132,7 +132,7 @@ fn client(wire: &Arc<Wire>, retrying: bool) -> ClientWithMiddleware {
 /// Runs `workers` workers of `jobs` jobs each against `gateway`; stops early (with
 /// fewer jobs done) after `max_attempts` requests or `deadline`, so a run is bounded.
 /// A job the client gives up on (its answer a 429, or a local refusal) is sent again.
-pub async fn run(
+pub(crate) async fn run(
     gateway: &Gateway,
     mode: Mode,
     workers: u64,

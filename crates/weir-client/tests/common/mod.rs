@@ -3,4 +3,4 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
-pub mod fleet;
+pub(crate) mod fleet;

@@ -8,7 +8,7 @@ use stateright::{Checker, Model, Representative};
 /// Explores every state of `model` within its bounds, saying how many. Depth first:
 /// stateright 0.31 applies symmetry reduction (the participants are interchangeable)
 /// in its depth-first checker only.
-pub fn explore<M>(name: &str, model: M) -> impl Checker<M>
+pub(crate) fn explore<M>(name: &str, model: M) -> impl Checker<M>
 where
     M: Model + Send + Sync + 'static,
     M::State: Hash + Send + Sync + Clone + PartialEq + Representative + 'static,

@@ -30,7 +30,7 @@ pub(super) struct RawConfig {
     pub(super) admin: Option<Spanned<RawAdmin>>,
     pub(super) shedding: Option<Spanned<RawShedding>>,
     /// Envoy's rate limit service: with it, `rules` may be left out.
-    pub(super) envoy: Option<Spanned<super::envoy::RawEnvoy>>,
+    pub(super) envoy: Option<Spanned<super::descriptors::RawEnvoy>>,
     /// This instance's region, for rules with `scope: global`.
     pub(super) region: Option<Spanned<super::region::RawRegion>>,
     #[serde(default)]

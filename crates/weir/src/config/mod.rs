@@ -9,7 +9,7 @@
 
 mod admin;
 mod builder;
-mod envoy;
+mod descriptors;
 mod error;
 mod file;
 mod identities;
@@ -34,7 +34,7 @@ use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
 pub use self::builder::{ConfigBuilder, RuleBuilder};
-pub use self::envoy::EnvoyConfig;
+pub use self::descriptors::EnvoyConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
 pub use self::period::{Period, PeriodError};
@@ -99,7 +99,7 @@ impl Config {
             StoreConfig::Redis(_, fallback) => fallback.instances,
             StoreConfig::Memory(_) => 1,
         };
-        let envoy = envoy::envoy(raw.envoy.as_ref(), &errors, instances, on_redis)?;
+        let envoy = descriptors::envoy(raw.envoy.as_ref(), &errors, instances, on_redis)?;
         let region = region::region(raw.region.as_ref(), &store, source)?;
         let rules = rules(
             &raw.rules,
@@ -180,7 +180,7 @@ impl Config {
 pub fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
     let file = sha256_hex(&std::fs::read(path).ok()?);
     match envoy_dir {
-        Some(dir) => Some(format!("{file}+{}", envoy::dir_sha256(dir)?)),
+        Some(dir) => Some(format!("{file}+{}", descriptors::dir_sha256(dir)?)),
         None => Some(file),
     }
 }

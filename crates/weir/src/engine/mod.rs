@@ -19,7 +19,7 @@ mod check;
 mod cost;
 mod decide;
 mod denial_log;
-mod envoy;
+mod descriptors;
 mod failover;
 mod handle;
 mod identity;
@@ -47,7 +47,7 @@ use weir_store::{
 
 pub use self::cost::CostFrom;
 use self::denial_log::DenialLog;
-pub use self::envoy::{
+pub use self::descriptors::{
     AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors,
     ENVOY_RULE, EnvoyAnswer, EnvoyAsk, NodeId, Quota, TreeError, Unit,
 };

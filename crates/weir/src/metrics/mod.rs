@@ -7,13 +7,14 @@
 //! holds a user's key. An engine resolves the series it needs once, when it is built
 //! ([`EngineMetrics`]), so counting a decision is a few atomic additions.
 
-mod engine;
+mod doors;
 mod families;
 mod leases;
 mod live;
 mod near_limit;
 mod rates;
 mod regions;
+mod series;
 mod sharded;
 mod top;
 
@@ -26,13 +27,14 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
-pub use self::engine::{EngineMetrics, EnvoyOutcome, NONE, Outcome, RuleShape, StoreOp};
+pub use self::doors::EnvoyOutcome;
 use self::families::{ConfigLabels, Families, ListenerLabels, StoreLabels};
 pub use self::leases::LeaseMetrics;
 pub use self::live::{RuleLive, RuleTotals};
 pub use self::rates::Rates;
 use self::rates::Samples;
 pub use self::regions::ShareMetrics;
+pub use self::series::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).

@@ -18,7 +18,7 @@ use weir_core::{Algorithm, Policy};
 use weir_store::LeasePlan;
 
 use super::also::AlsoLimit;
-use super::decide::RULE;
+use super::should_rate_limit::RULE;
 
 /// A unit of envoyproxy/ratelimit's `rate_limit`: the length of its fixed windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

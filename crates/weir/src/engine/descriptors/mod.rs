@@ -6,11 +6,11 @@
 
 mod also;
 mod ask;
-mod decide;
 mod groups;
 mod limits;
+mod should_rate_limit;
 
 pub use self::also::AlsoLimit;
 pub use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk};
-pub use self::decide::RULE as ENVOY_RULE;
 pub use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, TreeError, Unit};
+pub use self::should_rate_limit::RULE as ENVOY_RULE;

@@ -1,15 +1,18 @@
-//! The series one engine counts into, resolved when the engine is built: counting a
-//! decision is then a few atomic additions, with no label lookup on the request path.
+//! The series one engine counts into (its rules' decisions, refusals, the store's
+//! operations), resolved when the engine is built: counting a decision is then a few
+//! atomic additions, with no label lookup on the request path. The doors' own series
+//! are in `doors.rs`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weir_core::Decision;
 use weir_store::{Check, StoreError};
 
+use super::doors::{CLASSES, EnvoyOutcome};
 use super::families::{
     CostLabels, DecisionLabels, EnvoyLabels, GatewayLabels, ReasonLabels, RuleLabels,
-    STORE_ERROR_KINDS, ShedLabels, StoreErrorLabels, StoreOpLabels,
+    STORE_ERROR_KINDS, StoreErrorLabels, StoreOpLabels,
 };
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
@@ -106,9 +109,6 @@ impl StoreOp {
 /// (parentheses: no rule or plan name can hold them).
 pub const NONE: &str = "(none)";
 
-/// The status classes counted.
-const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
-
 /// One rule's series.
 struct RuleSeries {
     live: Arc<RuleLive>,
@@ -121,7 +121,7 @@ struct RuleSeries {
 
 /// The series an engine counts into.
 pub struct EngineMetrics {
-    metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<Metrics>,
     rules: Vec<RuleSeries>,
     /// Per operation: on the shared store, then on the fallback.
     latency: [[Histogram; 2]; OPS.len()],
@@ -129,52 +129,9 @@ pub struct EngineMetrics {
     errors: [[Counter; STORE_ERROR_KINDS.len()]; 2],
     refused: [Counter; 3],
     /// Per route (the first rule matched; the last entry: none), per status class.
-    gateway: Vec<[Counter; CLASSES.len()]>,
+    pub(super) gateway: Vec<[Counter; CLASSES.len()]>,
     /// The Envoy door's descriptors, per [`EnvoyOutcome`].
-    envoy: [Counter; EnvoyOutcome::ALL.len()],
-}
-
-/// What became of one descriptor of a `ShouldRateLimit` call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvoyOutcome {
-    /// Within its limit.
-    Ok,
-    /// Over its limit.
-    OverLimit,
-    /// Over its limit, in shadow mode: answered OK.
-    ShadowOverLimit,
-    /// `unlimited: true`.
-    Unlimited,
-    /// No limit matched (or it was replaced).
-    NoLimit,
-    /// Decided on this instance's local fallback.
-    Fallback,
-    /// The store could not decide.
-    Unavailable,
-}
-
-impl EnvoyOutcome {
-    const ALL: [EnvoyOutcome; 7] = [
-        Self::Ok,
-        Self::OverLimit,
-        Self::ShadowOverLimit,
-        Self::Unlimited,
-        Self::NoLimit,
-        Self::Fallback,
-        Self::Unavailable,
-    ];
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::OverLimit => "over_limit",
-            Self::ShadowOverLimit => "over_limit_shadow",
-            Self::Unlimited => "unlimited",
-            Self::NoLimit => "no_limit",
-            Self::Fallback => "fallback",
-            Self::Unavailable => "unavailable",
-        }
-    }
+    pub(super) envoy: [Counter; EnvoyOutcome::ALL.len()],
 }
 
 impl std::fmt::Debug for EngineMetrics {
@@ -360,21 +317,6 @@ impl EngineMetrics {
         self.refused[index].inc();
     }
 
-    /// Counts a request the gateway shed: `route` is the shedding route's path prefix
-    /// (`None`: no route, a default request).
-    pub fn shed(&self, route: Option<&str>, priority: weir_core::Priority) {
-        let priority = match priority {
-            weir_core::Priority::Critical => "critical",
-            weir_core::Priority::Default => "default",
-            weir_core::Priority::Sheddable => "sheddable",
-        };
-        let labels = ShedLabels {
-            route: route.unwrap_or(NONE).to_owned(),
-            priority,
-        };
-        self.metrics.families.shed.get_or_create(&labels).inc();
-    }
-
     /// Counts the units of estimated costs given back and charged beyond, by rule, and
     /// those stated past the rule's `max` (`forgiven`: not charged).
     pub fn costs_settled(
@@ -402,16 +344,6 @@ impl EngineMetrics {
         }
     }
 
-    /// Sets the shedder's current limit on requests in flight.
-    pub fn shed_limit(&self, limit: u32) {
-        self.metrics.families.shed_limit.set(i64::from(limit));
-    }
-
-    /// Counts one descriptor of a `ShouldRateLimit` call.
-    pub fn envoy_descriptor(&self, outcome: EnvoyOutcome) {
-        self.envoy[outcome as usize].inc();
-    }
-
     /// Notes whether a decision needing the shared store was made on the fallback.
     pub fn decided_on_fallback(&self, fallback: bool) {
         self.metrics.decided_on_fallback(fallback);
@@ -425,18 +357,6 @@ impl EngineMetrics {
             fallback,
             started: Instant::now(),
         }
-    }
-
-    /// Starts counting a gateway request (in flight until its answer's headers are
-    /// sent, or the client hangs up before).
-    pub fn gateway_request(&self) -> GatewayRequest<'_> {
-        self.metrics.families.in_flight.inc();
-        GatewayRequest { metrics: self }
-    }
-
-    /// Records the time the upstream took to answer.
-    pub fn upstream_latency(&self, took: Duration) {
-        self.metrics.families.upstream_latency.observe(took);
     }
 }
 
@@ -473,28 +393,5 @@ impl StoreTimer<'_> {
             };
             self.metrics.errors[store][kind].inc();
         }
-    }
-}
-
-/// A gateway request being answered.
-pub struct GatewayRequest<'m> {
-    metrics: &'m EngineMetrics,
-}
-
-impl GatewayRequest<'_> {
-    /// Counts the answer: `route` is the index of the first rule whose match applied
-    /// (`None`: none did), `status` the status sent.
-    pub fn answered(self, route: Option<usize>, status: u16) {
-        let routes = &self.metrics.gateway;
-        let none = routes.len() - 1;
-        let route = route.filter(|&r| r < none).unwrap_or(none);
-        let class = usize::from(status / 100).clamp(1, 5) - 1;
-        routes[route][class].inc();
-    }
-}
-
-impl Drop for GatewayRequest<'_> {
-    fn drop(&mut self) {
-        self.metrics.metrics.families.in_flight.dec();
     }
 }
