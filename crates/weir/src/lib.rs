@@ -7,6 +7,7 @@
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
 //! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
 //! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
+//! stack                   the store stack, built in one place: a StoreConfig in, a StoreStack out
 //! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
@@ -60,6 +61,7 @@ mod layer;
 mod metrics;
 mod request;
 mod server;
+mod stack;
 
 pub use self::api::{
     MAX_BODY_BYTES, MAX_DECIDE_BYTES, MAX_KEY_BYTES, SETTLE_WITHIN, router as api_router,
@@ -74,7 +76,7 @@ pub use self::edge::{ConnectionSlots, SHADOW_HEADER};
 pub use self::engine::{
     AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
     EngineHandle, EngineSpec, EnvoyAnswer, EnvoyAsk, NamedPolicy, NodeId, Quota, StoreKind,
-    TreeError, Unit,
+    StoreStack, TreeError, Unit,
 };
 pub use self::envoy::{RateLimitDoor, SharedDescriptors, serve_grpc};
 pub use self::gateway::Gateway;

@@ -23,13 +23,14 @@ const LAYERS: &[(&str, u8)] = &[
     ("engine", 3),
     ("config", 4),
     ("edge", 4),
-    ("gateway", 5),
-    ("api", 5),
-    ("admin", 5),
-    ("layer", 5),
-    ("envoy", 5),
-    ("fleet", 5),
-    ("server", 6),
+    ("stack", 5),
+    ("gateway", 6),
+    ("api", 6),
+    ("admin", 6),
+    ("layer", 6),
+    ("envoy", 6),
+    ("fleet", 6),
+    ("server", 7),
 ];
 
 fn layer(module: &str) -> Option<u8> {
