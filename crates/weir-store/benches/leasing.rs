@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::{
-    Batch, Key, LeasePlan, LeasingStore, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore,
-    RedisStoreConfig, RedisTarget, Store,
+    Batch, Key, LeasePlan, LeaseStore, LeasingStore, MemoryStore, MemoryStoreConfig, RedisClock,
+    RedisStore, RedisStoreConfig, RedisTarget, Store,
 };
 use weir_testkit::RedisServer;
 
@@ -56,7 +56,11 @@ fn stat(server: &RedisServer) -> (u64, u64) {
         })
 }
 
-async fn redis(server: &RedisServer, clock: &Arc<ManualClock>, prefix: &str) -> Arc<dyn Store> {
+async fn redis(
+    server: &RedisServer,
+    clock: &Arc<ManualClock>,
+    prefix: &str,
+) -> Arc<dyn LeaseStore> {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
         key_prefix: prefix.to_owned(),

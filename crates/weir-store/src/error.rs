@@ -44,9 +44,6 @@ pub enum StoreError {
     /// A regional share operation on a rule that is not global, or with bad regions.
     #[error(transparent)]
     Share(#[from] weir_core::ShareError),
-    /// The store keeps no regional shares (a wrapper that does not pass them on).
-    #[error("this store keeps no regional shares")]
-    NoShares,
     /// The store cannot charge past a limit (a wrapper that does not pass charges on).
     #[error("this store cannot charge past a limit")]
     NoCharges,

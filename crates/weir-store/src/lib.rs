@@ -5,7 +5,7 @@
 //! [`MemoryStore`] keeps state in this process: the embedded default, exact for one
 //! instance. The [`RedisStore`] keeps it in Redis or Redis Cluster, shared by every
 //! instance, each check one atomic Lua script; it also leases units of a bucket to the
-//! instances ([`Store::take`], [`Store::give_back`]), and the [`LeasingStore`] in front
+//! instances ([`LeaseStore::take`], [`LeaseStore::give_back`]), and the [`LeasingStore`] in front
 //! of it spends those units on this instance, so a hot key costs a store call per
 //! batch rather than per request.
 
@@ -36,6 +36,8 @@ pub use redis_store::{
     hash_slot,
 };
 pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};
-pub use store::{Check, Key, Store, StoreFuture};
-/// The lease types of [`Store::take`] and [`Store::give_back`], from weir-core.
+pub use store::{
+    BackingStore, Check, Key, Layer, LeaseStore, ShareStore, Store, StoreFuture, Wraps,
+};
+/// The lease types of [`LeaseStore::take`] and [`LeaseStore::give_back`], from weir-core.
 pub use weir_core::{Closing, Grant, LeaseId, Take};

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy, Take};
-use weir_store::{Batch, Check, Key, LeasePlan, LeasingStore, Store};
+use weir_store::{Batch, Check, Key, LeasePlan, LeaseStore, LeasingStore, Store};
 use weir_testkit::RedisServer;
 
 mod leasing_common;
@@ -26,15 +26,19 @@ async fn redis_with(
     server: &RedisServer,
     clock: Arc<dyn Clock>,
     timeout: Duration,
-) -> Arc<dyn Store> {
+) -> Arc<dyn LeaseStore> {
     leasing_common::redis_with(server, clock, timeout, "attack").await
 }
 
-async fn redis(server: &RedisServer, clock: &Arc<ManualClock>) -> Arc<dyn Store> {
+async fn redis(server: &RedisServer, clock: &Arc<ManualClock>) -> Arc<dyn LeaseStore> {
     leasing_common::redis(server, clock, "attack").await
 }
 
-fn leasing(inner: Arc<dyn Store>, clock: Arc<dyn Clock>, plan: LeasePlan) -> Arc<LeasingStore> {
+fn leasing(
+    inner: Arc<dyn LeaseStore>,
+    clock: Arc<dyn Clock>,
+    plan: LeasePlan,
+) -> Arc<LeasingStore> {
     LeasingStore::new(
         inner,
         [("hot".to_owned(), plan, 0)],
@@ -76,7 +80,7 @@ async fn one_a_minute(
 
 /// What the store has available for `identity` under the cap of every lease out (a
 /// peek that changes nothing).
-async fn available(store: &dyn Store, identity: &str, policy: &Policy) -> u64 {
+async fn available(store: &dyn LeaseStore, identity: &str, policy: &Policy) -> u64 {
     let peek = Take {
         min: 0,
         max: 0,
@@ -700,7 +704,7 @@ async fn a_short_redis_stall_burns_a_batch_per_timed_out_take() {
         let mut stores: Vec<Arc<dyn Store>> = Vec::new();
         for _ in 0..4 {
             let inner = redis_with(&server, clock.clone(), Duration::from_millis(50)).await;
-            let guarded: Arc<dyn Store> = Arc::new(weir_store::Breaker::new(
+            let guarded: Arc<dyn LeaseStore> = Arc::new(weir_store::Breaker::new(
                 inner,
                 weir_store::BreakerConfig::default(),
             ));
@@ -773,7 +777,7 @@ fn rss_kib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_distinct_keys_fills_the_table_and_then_checks_on_the_store() {
     let clock = Arc::new(ManualClock::new(START));
-    let memory: Arc<dyn Store> = Arc::new(weir_store::MemoryStore::new(
+    let memory: Arc<dyn LeaseStore> = Arc::new(weir_store::MemoryStore::new(
         weir_store::MemoryStoreConfig { max_keys: 300_000 },
         clock.clone(),
     ));

@@ -18,14 +18,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
-use weir_store::{Batch, Check, Key, LeasePlan, LeasingStore, Store};
+use weir_store::{Batch, Check, Key, LeasePlan, LeaseStore, LeasingStore, Store};
 use weir_testkit::RedisServer;
 
 mod leasing_common;
 
 use leasing_common::{Counted, SECOND, START, hot};
 
-async fn redis(server: &RedisServer, clock: &Arc<ManualClock>) -> Arc<dyn Store> {
+async fn redis(server: &RedisServer, clock: &Arc<ManualClock>) -> Arc<dyn LeaseStore> {
     leasing_common::redis(server, clock, "leasing").await
 }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use weir_core::{Algorithm, ManualClock, Policy};
+use weir_store::LeaseStore;
 use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
 use weir_testkit::conformance_sequences;
 

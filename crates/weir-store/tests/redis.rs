@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
+use weir_store::LeaseStore;
 use weir_store::{
     Check, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
     RedisTarget, Store, StoreError,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, LeaseId, Leases, ManualClock, Policy};
+use weir_store::LeaseStore;
 use weir_store::{
     Closing, Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store, StoreError, Take,
 };

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy, Renewal, Report};
+use weir_store::ShareStore;
 use weir_store::{
     Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig, RedisTarget,
     Store,

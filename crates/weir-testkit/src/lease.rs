@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use weir_core::{Algorithm, Closing, Grant, LeaseId, Leases, Policy, State, Take};
-use weir_store::{Key, Store, StoreError};
+use weir_store::{Key, LeaseStore, StoreError};
 
 use crate::conformance::XorShift;
 
@@ -106,7 +106,7 @@ impl Holders {
     pub async fn replay(
         &mut self,
         step: &LeaseStep,
-        store: &dyn Store,
+        store: &dyn LeaseStore,
         key: Key<'_>,
         policy: &Policy,
     ) -> Result<LeaseOutcome, StoreError> {

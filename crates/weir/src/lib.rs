@@ -8,6 +8,7 @@
 //! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
 //! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
 //! step                    the one request step every HTTP door takes (read, decide, go on or stop)
+//! stack                   the store stack, built in one place: a StoreConfig in, a StoreStack out
 //! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
@@ -61,6 +62,7 @@ mod layer;
 mod metrics;
 mod request;
 mod server;
+mod stack;
 mod step;
 
 pub use self::api::{
@@ -76,7 +78,7 @@ pub use self::edge::{ConnectionSlots, SHADOW_HEADER};
 pub use self::engine::{
     AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
     EngineHandle, EngineSpec, EnvoyAnswer, EnvoyAsk, NamedPolicy, NodeId, Quota, StoreKind,
-    TreeError, Unit,
+    StoreStack, TreeError, Unit,
 };
 pub use self::envoy::{RateLimitDoor, SharedDescriptors, serve_grpc};
 pub use self::gateway::Gateway;

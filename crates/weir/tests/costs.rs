@@ -31,8 +31,8 @@ use tower::ServiceExt;
 use weir::{Config, ConnectionLimits, Gateway, Handler, Service, Shared, api_router, serve};
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::{
-    Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig, RedisTarget,
-    Store,
+    BackingStore, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
+    RedisTarget, Store,
 };
 use weir_testkit::RedisServer;
 
@@ -122,7 +122,7 @@ impl http_body::Body for Frames {
 struct Weir {
     gateway: Shared<Gateway>,
     api: Router,
-    store: Arc<dyn Store>,
+    store: Arc<dyn BackingStore>,
     clock: Arc<ManualClock>,
 }
 
@@ -142,7 +142,7 @@ impl Weir {
         };
         let config = Config::parse(&format!("{section}{text}"), Path::new("ai.yaml")).unwrap();
         let clock = Arc::new(ManualClock::new(MIDNIGHT));
-        let store: Arc<dyn Store> = match redis {
+        let store: Arc<dyn BackingStore> = match redis {
             Some(redis) => {
                 let config = RedisStoreConfig {
                     target: RedisTarget::Single(redis.url()),
@@ -527,7 +527,7 @@ async fn an_answer_streaming_past_a_reload_still_settles() {
     let config = Config::load(&path).unwrap();
     let clock = Arc::new(ManualClock::new(MIDNIGHT));
     let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
-    let store: Arc<dyn Store> = Arc::new(memory);
+    let store: Arc<dyn BackingStore> = Arc::new(memory);
     let mut service =
         Service::with_store(&config, Arc::clone(&store), clock.clone() as Arc<dyn Clock>);
     let gateway = service.gateway.clone().unwrap();

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 4),
     ("edge", 4),
     ("step", 5),
+    ("stack", 5),
     ("gateway", 6),
     ("api", 6),
     ("admin", 6),

@@ -26,7 +26,8 @@ use weir::Gateway;
 use weir::{Handler, Service, Shared};
 use weir_core::{Clock, ManualClock};
 use weir_store::{
-    MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store,
+    BackingStore, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
+    RedisTarget,
 };
 use weir_testkit::{RedisCluster, RedisServer};
 
@@ -59,7 +60,7 @@ impl Backend {
         }
     }
 
-    async fn store(&self, clock: Arc<ManualClock>) -> Arc<dyn Store> {
+    async fn store(&self, clock: Arc<ManualClock>) -> Arc<dyn BackingStore> {
         let redis = |target| RedisStoreConfig {
             target,
             key_prefix: "weir-test".into(),

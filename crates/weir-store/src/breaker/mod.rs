@@ -21,10 +21,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use weir_core::{Clock, Decision, Grant, LeaseId, Policy, Take};
+use weir_core::Clock;
 
 use crate::jitter::Jitter;
-use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth, SystemClock};
+use crate::{Layer, Store, StoreError, StoreFuture, StoreHealth, SystemClock, Wraps};
 
 /// When the breaker opens, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,93 +299,25 @@ impl<S: Store> Breaker<S> {
     }
 }
 
-impl<S: Store> Store for Breaker<S> {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> StoreFuture<'a, Decision> {
-        Box::pin(self.guarded(self.inner.check(key, policy, cost)))
+/// Every call guarded: refused at once while open, its outcome counted. A
+/// [`Store::decide`] given up after its timeout counts as a failure here too, so a slow
+/// store opens the circuit whichever timeout caught it.
+impl<S: Store> Wraps for Breaker<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
     }
 
-    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.guarded(self.inner.check_all(checks)))
+    fn around<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+        Box::pin(self.guarded(call))
     }
+}
 
-    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.guarded(self.inner.preview_all(checks)))
-    }
-
-    fn decide_within<'a>(
-        &'a self,
-        checks: &'a [Check<'a>],
-        preview: bool,
-        timeout: std::time::Duration,
-    ) -> StoreFuture<'a, Vec<Decision>> {
-        // The shorter wait counts as a failure here too, so a slow store opens the
-        // circuit whichever timeout caught it.
-        Box::pin(self.guarded(self.inner.decide_within(checks, preview, timeout)))
-    }
-
-    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
-        Box::pin(self.guarded(self.inner.refund_all(checks)))
-    }
-
-    fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
-        Box::pin(self.guarded(self.inner.charge_all(checks)))
-    }
-
-    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
-        Box::pin(self.guarded(self.inner.take(key, policy, take)))
-    }
-
-    fn give_back<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        lease: LeaseId,
-        unspent: u64,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.guarded(self.inner.give_back(key, policy, lease, unspent)))
-    }
-
-    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
-        Box::pin(self.guarded(self.inner.reset(key, policy)))
-    }
-
-    fn report_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        report: weir_core::Report,
-    ) -> StoreFuture<'a, Option<weir_core::Claim>> {
-        Box::pin(self.guarded(self.inner.report_share(key, policy, report)))
-    }
-
-    fn apply_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        seq: u64,
-        grant: u64,
-        hold: std::time::Duration,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(self.guarded(self.inner.apply_share(key, policy, seq, grant, hold)))
-    }
-
-    fn renew_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        renewal: weir_core::Renewal,
-    ) -> StoreFuture<'a, Option<u64>> {
-        Box::pin(self.guarded(self.inner.renew_share(key, policy, renewal)))
-    }
-
+impl<S: Store> Layer for Breaker<S> {
     /// Closed (or found back by the health loop since it opened), the health loop
     /// finding the store up, and the store itself ready.
-    fn is_ready(&self) -> bool {
+    fn ready(&self) -> bool {
         (self.is_closed() || self.recovered())
             && self.health.as_ref().is_none_or(|h| h.is_up())
             && self.inner.is_ready()

@@ -9,7 +9,7 @@ use weir_core::{Closing, Decision, Grant, Policy, Take};
 use super::slot::{Denial, Install, Spend};
 use super::table::Entry;
 use super::{LeasedRule, LeasingStore};
-use crate::{Check, Key, Store, StoreError};
+use crate::{Check, Key, LeaseStore, Store, StoreError};
 
 /// How long a request waits for another request's take of the same key, when its
 /// own call has no shorter bound (the store's own timeout bounds the take).
@@ -38,7 +38,7 @@ struct Leased {
 impl LeasingStore {
     /// `checks` decided all or nothing (or, when `preview`, only read): the leased
     /// ones here, the others on the shared store within `timeout`.
-    pub(super) async fn decide(
+    pub(super) async fn decide_leased(
         &self,
         checks: &[Check<'_>],
         preview: bool,
@@ -124,11 +124,7 @@ impl LeasingStore {
         preview: bool,
         timeout: Option<Duration>,
     ) -> Result<Vec<Decision>, StoreError> {
-        match (timeout, preview) {
-            (Some(timeout), _) => self.inner.decide_within(checks, preview, timeout).await,
-            (None, true) => self.inner.preview_all(checks).await,
-            (None, false) => self.inner.check_all(checks).await,
-        }
+        self.inner.decide(checks, preview, timeout).await
     }
 
     /// Gives back units spent by a request that was denied after all: to the lease
@@ -283,7 +279,7 @@ const DENIED: Decision = Decision {
 
 /// One take on its way, owned by its own task.
 struct Taking {
-    store: Arc<dyn Store>,
+    store: Arc<dyn LeaseStore>,
     events: Arc<dyn super::LeaseEvents>,
     clock: Arc<dyn weir_core::Clock>,
     rule: String,

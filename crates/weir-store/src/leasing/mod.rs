@@ -1,5 +1,5 @@
 //! Token leases spent locally: a [`Store`] in front of a shared one that, for the rules
-//! leased, takes units of a hot key in batches ([`Store::take`]) and spends them on
+//! leased, takes units of a hot key in batches ([`LeaseStore::take`](crate::LeaseStore::take)) and spends them on
 //! this instance without a store call, and remembers denials until their retry time.
 //!
 //! Every door asks the engine, and the engine asks its store: with this store in front
@@ -39,7 +39,7 @@ use weir_core::{Clock, Decision, Policy, leasable};
 
 pub use self::table::MAX_SLOTS;
 use self::table::Slots;
-use crate::{Check, Key, Store, StoreError, StoreFuture};
+use crate::{Check, Key, LeaseStore, Store, StoreError, StoreFuture, Wraps};
 
 /// The hold of `lease: auto`.
 pub const AUTO_HOLD: Duration = Duration::from_secs(2);
@@ -160,7 +160,7 @@ struct LeasedRule {
 /// doc). Checks of other rules, refunds, resets and everything else go to the store
 /// it wraps.
 pub struct LeasingStore {
-    inner: Arc<dyn Store>,
+    inner: Arc<dyn LeaseStore>,
     rules: std::collections::HashMap<String, LeasedRule, foldhash::fast::RandomState>,
     clock: Arc<dyn Clock>,
     events: Arc<dyn LeaseEvents>,
@@ -186,7 +186,7 @@ impl LeasingStore {
     /// outside one (a simulation on a virtual clock), it starts none, and its owner
     /// calls [`LeasingStore::give_back_due`] every [`LeasingStore::give_back_every`].
     pub fn new(
-        inner: Arc<dyn Store>,
+        inner: Arc<dyn LeaseStore>,
         rules: impl IntoIterator<Item = (String, LeasePlan, usize)>,
         clock: Arc<dyn Clock>,
         events: Arc<dyn LeaseEvents>,
@@ -304,40 +304,32 @@ impl LeasingStore {
     }
 }
 
+/// Leases are the shared store's: a take on this store is a take there.
+impl Wraps for LeasingStore {
+    type Inner = dyn LeaseStore;
+
+    fn inner(&self) -> &dyn LeaseStore {
+        &*self.inner
+    }
+}
+
+/// Checks decided here (leased keys) or on the shared store; the rest goes to the
+/// shared store.
 impl Store for LeasingStore {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> StoreFuture<'a, Decision> {
-        Box::pin(async move {
-            let checks = [Check { key, policy, cost }];
-            let mut decisions = self.decide(&checks, false, None).await?;
-            decisions
-                .pop()
-                .ok_or_else(|| StoreError::Protocol("no decision".into()))
-        })
-    }
-
-    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.decide(checks, false, None))
-    }
-
-    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.decide(checks, true, None))
-    }
-
-    fn decide_within<'a>(
+    fn decide<'a>(
         &'a self,
         checks: &'a [Check<'a>],
         preview: bool,
-        timeout: Duration,
+        within: Option<Duration>,
     ) -> StoreFuture<'a, Vec<Decision>> {
         Box::pin(async move {
-            tokio::time::timeout(timeout, self.decide(checks, preview, Some(timeout)))
-                .await
-                .unwrap_or(Err(StoreError::Timeout(timeout)))
+            let decided = self.decide_leased(checks, preview, within);
+            match within {
+                Some(timeout) => tokio::time::timeout(timeout, decided)
+                    .await
+                    .unwrap_or(Err(StoreError::Timeout(timeout))),
+                None => decided.await,
+            }
         })
     }
 
@@ -354,25 +346,6 @@ impl Store for LeasingStore {
         self.inner.charge_all(checks)
     }
 
-    fn take<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        take: weir_core::Take,
-    ) -> StoreFuture<'a, weir_core::Grant> {
-        self.inner.take(key, policy, take)
-    }
-
-    fn give_back<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        lease: weir_core::LeaseId,
-        unspent: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.give_back(key, policy, lease, unspent)
-    }
-
     /// Forgets this instance's lease of the key (its record goes with the state) and
     /// resets the key on the store.
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
@@ -382,35 +355,6 @@ impl Store for LeasingStore {
             slot.slot.forget();
         }
         self.inner.reset(key, policy)
-    }
-
-    fn report_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        report: weir_core::Report,
-    ) -> StoreFuture<'a, Option<weir_core::Claim>> {
-        self.inner.report_share(key, policy, report)
-    }
-
-    fn apply_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        seq: u64,
-        grant: u64,
-        hold: Duration,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.apply_share(key, policy, seq, grant, hold)
-    }
-
-    fn renew_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        renewal: weir_core::Renewal,
-    ) -> StoreFuture<'a, Option<u64>> {
-        self.inner.renew_share(key, policy, renewal)
     }
 
     fn is_ready(&self) -> bool {

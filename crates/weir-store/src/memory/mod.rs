@@ -36,7 +36,7 @@ use weir_core::{
 use self::budget::KeyBudget;
 use self::entry::HashedKey;
 use self::shard::{Shard, ShardFull, expiry, hash_identity};
-use crate::{Check, Key, Store, StoreError, StoreFuture};
+use crate::{Check, Key, LeaseStore, ShareStore, Store, StoreError, StoreFuture};
 
 /// Configuration of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -448,7 +448,15 @@ impl Store for MemoryStore {
         self.reset_sync(key);
         Box::pin(ready(Ok(())))
     }
+}
 
+/// No leases: every instance has its own state, so nothing is gained (the defaults: a
+/// take is a check, spent at once).
+impl LeaseStore for MemoryStore {}
+
+/// Shares kept through weir-core's functions, as Redis keeps them in Lua: what the
+/// regional store's tests run on.
+impl ShareStore for MemoryStore {
     fn report_share<'a>(
         &'a self,
         key: Key<'a>,

@@ -108,7 +108,7 @@ impl RedisStore {
         Ok((values, p))
     }
 
-    /// [`Store::take`](crate::Store::take) on Redis.
+    /// [`LeaseStore::take`](crate::LeaseStore::take) on Redis.
     pub(super) async fn take_lease(
         &self,
         key: Key<'_>,
@@ -139,7 +139,7 @@ impl RedisStore {
         })
     }
 
-    /// [`Store::give_back`](crate::Store::give_back) on Redis.
+    /// [`LeaseStore::give_back`](crate::LeaseStore::give_back) on Redis.
     pub(super) async fn give_back_lease(
         &self,
         key: Key<'_>,

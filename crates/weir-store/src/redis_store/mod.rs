@@ -47,7 +47,7 @@ pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
-use crate::{Check, Key, Store, StoreError, StoreFuture, StoreHealth};
+use crate::{Check, Key, LeaseStore, ShareStore, Store, StoreError, StoreFuture, StoreHealth};
 
 /// Where the Redis store's state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -519,22 +519,6 @@ fn unreachable(error: &RedisError) -> bool {
 }
 
 impl Store for RedisStore {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> StoreFuture<'a, Decision> {
-        Box::pin(async move {
-            let mut decisions = self
-                .run(&[Check { key, policy, cost }], Mode::Commit)
-                .await?;
-            decisions
-                .pop()
-                .ok_or_else(|| StoreError::Protocol("no decision returned".into()))
-        })
-    }
-
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
         Box::pin(self.run(checks, Mode::Commit))
     }
@@ -554,6 +538,19 @@ impl Store for RedisStore {
         Box::pin(async move { self.run(checks, Mode::Charge).await.map(|_| ()) })
     }
 
+    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
+        Box::pin(self.delete(key, policy))
+    }
+
+    /// Whether the health loop finds all of Redis up (always, without one: see
+    /// [`RedisStore::connect`]).
+    fn is_ready(&self) -> bool {
+        self.health.is_whole()
+    }
+}
+
+/// Leases kept beside the key's state (`lease.lua`).
+impl LeaseStore for RedisStore {
     /// One script on the key's state and its lease records (one slot).
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         Box::pin(async move { self.take_lease(key, policy, &take).await })
@@ -569,11 +566,10 @@ impl Store for RedisStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(self.give_back_lease(key, policy, lease, unspent))
     }
+}
 
-    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
-        Box::pin(self.delete(key, policy))
-    }
-
+/// Shares kept in the key's state and home's records (`share.lua`).
+impl ShareStore for RedisStore {
     /// One script on the key's state.
     fn report_share<'a>(
         &'a self,
@@ -604,11 +600,5 @@ impl Store for RedisStore {
         renewal: weir_core::Renewal,
     ) -> StoreFuture<'a, Option<u64>> {
         Box::pin(self.renew_share_call(key, policy, renewal))
-    }
-
-    /// Whether the health loop finds all of Redis up (always, without one: see
-    /// [`RedisStore::connect`]).
-    fn is_ready(&self) -> bool {
-        self.health.is_whole()
     }
 }

@@ -117,7 +117,7 @@ impl RedisStore {
         Ok(values)
     }
 
-    /// [`Store::report_share`](crate::Store::report_share) on Redis.
+    /// [`ShareStore::report_share`](crate::ShareStore::report_share) on Redis.
     pub(super) async fn report_share_call(
         &self,
         key: Key<'_>,
@@ -139,7 +139,7 @@ impl RedisStore {
         }
     }
 
-    /// [`Store::apply_share`](crate::Store::apply_share) on Redis.
+    /// [`ShareStore::apply_share`](crate::ShareStore::apply_share) on Redis.
     pub(super) async fn apply_share_call(
         &self,
         key: Key<'_>,
@@ -156,7 +156,7 @@ impl RedisStore {
         }
     }
 
-    /// [`Store::renew_share`](crate::Store::renew_share) on Redis.
+    /// [`ShareStore::renew_share`](crate::ShareStore::renew_share) on Redis.
     pub(super) async fn renew_share_call(
         &self,
         key: Key<'_>,

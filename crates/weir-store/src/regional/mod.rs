@@ -20,7 +20,7 @@ use std::time::Duration;
 use weir_core::{Decision, Policy};
 
 use self::activity::Activities;
-use crate::{Check, Key, Store, StoreError, StoreFuture};
+use crate::{BackingStore, Check, Key, LeaseStore, Store, StoreError, StoreFuture, Wraps};
 
 /// The most keys of global rules one instance tracks (identities of up to 1 KiB: at
 /// most about 100 MiB); beyond, new keys are decided at the region's floor until some
@@ -35,7 +35,7 @@ pub struct Regions {
     /// Every region (this one included, with its own store) and its store, which
     /// holds the region's records and is home to the keys that hash to it. Every
     /// region must list the same names.
-    pub stores: Vec<(String, Arc<dyn Store>)>,
+    pub stores: Vec<(String, Arc<dyn BackingStore>)>,
     /// How often shares are renewed.
     pub rebalance: Duration,
     /// Each region's floor, as a fraction of a global rule's limit (at least one unit).
@@ -113,9 +113,9 @@ type Rewritten = (Policy, Option<usize>);
 /// the module's doc). Every other check, and everything else, goes to the region's
 /// store as it is.
 pub struct RegionalStore {
-    local: Arc<dyn Store>,
+    local: Arc<dyn BackingStore>,
     /// Every region's store, sorted by name; `this` is this region's index.
-    regions: Vec<(String, Arc<dyn Store>)>,
+    regions: Vec<(String, Arc<dyn BackingStore>)>,
     this: usize,
     rebalance: Duration,
     hold: Duration,
@@ -147,7 +147,7 @@ impl RegionalStore {
     /// Fails if `regions` does not list this region, lists a name twice, or has more
     /// than `weir_core::MAX_REGIONS`.
     pub fn new(
-        local: Arc<dyn Store>,
+        local: Arc<dyn BackingStore>,
         regions: Regions,
         rules: impl IntoIterator<Item = (String, usize)>,
         events: Arc<dyn ShareEvents>,
@@ -250,14 +250,14 @@ impl RegionalStore {
 
     /// Decides `checks` on the region's store, global rules' keys on the region's
     /// share: a commit, a preview, or with a timeout.
-    async fn decide(
+    async fn decide_regional(
         &self,
         checks: &[Check<'_>],
         preview: bool,
         timeout: Option<Duration>,
     ) -> Result<Vec<Decision>, StoreError> {
         let Some(policies) = self.rewrite(checks, !preview)? else {
-            return self.pass(checks, preview, timeout).await;
+            return self.local.decide(checks, preview, timeout).await;
         };
         let rewritten: Vec<Check<'_>> = checks
             .iter()
@@ -268,7 +268,7 @@ impl RegionalStore {
                 cost: c.cost,
             })
             .collect();
-        let decisions = self.pass(&rewritten, preview, timeout).await?;
+        let decisions = self.local.decide(&rewritten, preview, timeout).await?;
         if !preview {
             for ((_, index), (check, decision)) in
                 policies.iter().zip(checks.iter().zip(&decisions))
@@ -282,53 +282,18 @@ impl RegionalStore {
         }
         Ok(decisions)
     }
-
-    /// `checks` decided on the region's store as they are.
-    async fn pass(
-        &self,
-        checks: &[Check<'_>],
-        preview: bool,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<Decision>, StoreError> {
-        match (timeout, preview) {
-            (Some(timeout), _) => self.local.decide_within(checks, preview, timeout).await,
-            (None, true) => self.local.preview_all(checks).await,
-            (None, false) => self.local.check_all(checks).await,
-        }
-    }
 }
 
+/// Checks of global rules' keys decided on the region's share; everything else on
+/// the region's store as it is.
 impl Store for RegionalStore {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> StoreFuture<'a, Decision> {
-        Box::pin(async move {
-            let checks = [Check { key, policy, cost }];
-            let mut decisions = self.decide(&checks, false, None).await?;
-            decisions
-                .pop()
-                .ok_or_else(|| StoreError::Protocol("no decision".into()))
-        })
-    }
-
-    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.decide(checks, false, None))
-    }
-
-    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.decide(checks, true, None))
-    }
-
-    fn decide_within<'a>(
+    fn decide<'a>(
         &'a self,
         checks: &'a [Check<'a>],
         preview: bool,
-        timeout: Duration,
+        within: Option<Duration>,
     ) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(self.decide(checks, preview, Some(timeout)))
+        Box::pin(self.decide_regional(checks, preview, within))
     }
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
@@ -358,25 +323,6 @@ impl Store for RegionalStore {
         self.local.charge_all(checks)
     }
 
-    fn take<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        take: weir_core::Take,
-    ) -> StoreFuture<'a, weir_core::Grant> {
-        self.local.take(key, policy, take)
-    }
-
-    fn give_back<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        lease: weir_core::LeaseId,
-        unspent: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.local.give_back(key, policy, lease, unspent)
-    }
-
     /// Forgets the region's record of the key (its share with it: the next round
     /// claims afresh; home's record expires by itself).
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
@@ -395,6 +341,16 @@ impl Store for RegionalStore {
 
     fn is_ready(&self) -> bool {
         self.local.is_ready()
+    }
+}
+
+/// Leases are the region's store's (a leased rule is never global): passed on, for
+/// the leasing store above. Shares are not: they are rebalanced below this store.
+impl Wraps for RegionalStore {
+    type Inner = dyn LeaseStore;
+
+    fn inner(&self) -> &dyn LeaseStore {
+        &*self.local
     }
 }
 

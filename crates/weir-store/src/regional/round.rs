@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 use weir_core::{Policy, Renewal, Report};
 
 use super::RegionalStore;
-use crate::Key;
+use crate::{Key, ShareStore};
 
 /// Keys renewed at once: each waits on another region's store, so a round of many keys
 /// costs a few round trips, not one per key (the calls share each store's connection,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 
 use super::*;
-use crate::{MemoryStore, MemoryStoreConfig};
+use crate::{MemoryStore, MemoryStoreConfig, ShareStore};
 
 const SECOND: u64 = 1_000_000_000;
 const STEP: u64 = SECOND / 10;
@@ -34,11 +34,11 @@ impl World {
     fn new() -> Self {
         let clock = Arc::new(ManualClock::new(1_800_000_000 * SECOND));
         let names = ["ap", "eu", "us"];
-        let stores: Vec<(String, Arc<dyn Store>)> = names
+        let stores: Vec<(String, Arc<dyn BackingStore>)> = names
             .iter()
             .map(|name| {
                 let store = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
-                ((*name).to_owned(), Arc::new(store) as Arc<dyn Store>)
+                ((*name).to_owned(), Arc::new(store) as Arc<dyn BackingStore>)
             })
             .collect();
         let regions = stores
@@ -175,14 +175,6 @@ impl ShareEvents for Counting {
 struct Hung(MemoryStore);
 
 impl Store for Hung {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> crate::StoreFuture<'a, weir_core::Decision> {
-        self.0.check(key, policy, cost)
-    }
     fn check_all<'a>(
         &'a self,
         checks: &'a [Check<'a>],
@@ -201,6 +193,29 @@ impl Store for Hung {
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> crate::StoreFuture<'a, ()> {
         self.0.reset(key, policy)
     }
+}
+
+impl LeaseStore for Hung {}
+
+impl ShareStore for Hung {
+    fn report_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        report: weir_core::Report,
+    ) -> crate::StoreFuture<'a, Option<weir_core::Claim>> {
+        self.0.report_share(key, policy, report)
+    }
+    fn apply_share<'a>(
+        &'a self,
+        key: Key<'a>,
+        policy: &'a Policy,
+        seq: u64,
+        grant: u64,
+        hold: Duration,
+    ) -> crate::StoreFuture<'a, bool> {
+        self.0.apply_share(key, policy, seq, grant, hold)
+    }
     fn renew_share<'a>(
         &'a self,
         _: Key<'a>,
@@ -212,11 +227,11 @@ impl Store for Hung {
 }
 
 fn region_with(
-    peer: Arc<dyn Store>,
+    peer: Arc<dyn BackingStore>,
     events: Arc<Counting>,
 ) -> (Arc<RegionalStore>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(1_800_000_000 * SECOND));
-    let local: Arc<dyn Store> = Arc::new(MemoryStore::new(
+    let local: Arc<dyn BackingStore> = Arc::new(MemoryStore::new(
         MemoryStoreConfig::default(),
         clock.clone(),
     ));

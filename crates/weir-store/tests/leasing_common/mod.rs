@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use weir_core::{Clock, ManualClock};
-use weir_store::{Key, LeaseEvents, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store};
+use weir_store::{
+    Key, LeaseEvents, LeaseStore, RedisClock, RedisStore, RedisStoreConfig, RedisTarget,
+};
 use weir_testkit::RedisServer;
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds.
@@ -46,7 +48,7 @@ pub async fn redis_with(
     clock: Arc<dyn Clock>,
     timeout: Duration,
     prefix: &str,
-) -> Arc<dyn Store> {
+) -> Arc<dyn LeaseStore> {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
         key_prefix: prefix.to_owned(),
@@ -58,7 +60,11 @@ pub async fn redis_with(
 }
 
 /// [`redis_with`] a 2 s timeout, on a manual clock.
-pub async fn redis(server: &RedisServer, clock: &Arc<ManualClock>, prefix: &str) -> Arc<dyn Store> {
+pub async fn redis(
+    server: &RedisServer,
+    clock: &Arc<ManualClock>,
+    prefix: &str,
+) -> Arc<dyn LeaseStore> {
     redis_with(server, clock.clone(), Duration::from_secs(2), prefix).await
 }
 

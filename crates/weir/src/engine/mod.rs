@@ -33,6 +33,7 @@ mod rule;
 mod settlement;
 mod shadow;
 mod spec;
+mod stack;
 mod throttle;
 mod verdict;
 
@@ -41,9 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::Clock;
-use weir_store::{
-    LeasingStore, MemoryStore, MemoryStoreConfig, RedisStore, RegionalStore, Regions, Store,
-};
+use weir_store::{LeasingStore, MemoryStore, Store};
 
 pub use self::cost::CostFrom;
 use self::denial_log::DenialLog;
@@ -64,15 +63,13 @@ use self::rule::DEFAULT_DEBT_BUCKETS;
 pub use self::rule::{Failure, Lockout, MAX_DEBT_BUCKETS, Rule};
 pub use self::settlement::Settlement;
 pub use self::spec::{EngineSpec, NamedPolicy, RegionSpec, StoreKind};
+pub use self::stack::StoreStack;
 pub use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
-use crate::metrics::{EngineMetrics, LeaseMetrics, Metrics, ShareMetrics};
+use crate::metrics::{EngineMetrics, Metrics};
 use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
 pub const CLIENT_IP: &str = "client_ip";
-
-/// The most keys the local fallback store holds while the shared store is down.
-const FALLBACK_MAX_KEYS: usize = 1_000_000;
 
 /// How often, at most, the engine logs that it decides on the local fallback.
 const FALLBACK_LOG_EVERY: u64 = 10_000_000_000;
@@ -142,18 +139,20 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine for the rules of `spec`, keeping state in `store` and reading time
-    /// from `clock`, counting into metrics of its own.
+    /// An engine for the rules of `spec`, keeping state in `store` alone (a store in
+    /// process: nothing in front of it) and reading time from `clock`, counting into
+    /// metrics of its own. A shared store's stack (breaker, fallback, regions, leases)
+    /// is built by the service (`weir::service`, `Service::with_store`).
     pub fn new(spec: &EngineSpec, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         let metrics = Arc::new(Metrics::new(clock.clone()));
-        Self::with_metrics(spec, store, clock, metrics)
+        Self::with_stack(spec, StoreStack::alone(store), clock, metrics)
     }
 
-    /// An engine like [`Engine::new`]'s, counting into the process's `metrics` (which
-    /// outlive reloads).
-    pub fn with_metrics(
+    /// An engine for the rules of `spec` deciding on a finished store `stack`, counting
+    /// into the process's `metrics` (which outlive reloads).
+    pub fn with_stack(
         spec: &EngineSpec,
-        store: Arc<dyn Store>,
+        stack: StoreStack,
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -163,18 +162,11 @@ impl Engine {
             .enumerate()
             .map(|(i, rule)| (rule.name.clone(), i))
             .collect();
-        let fallback = spec.store.is_shared().then(|| {
-            let limits = MemoryStoreConfig {
-                max_keys: FALLBACK_MAX_KEYS,
-            };
-            MemoryStore::new(limits, clock.clone())
-        });
-        let store = regional(spec, store, &clock, &metrics);
-        let leasing = leasing(spec, &store, &clock, &metrics);
-        let store = match &leasing {
-            Some(leasing) => Arc::clone(leasing) as Arc<dyn Store>,
-            None => store,
-        };
+        let StoreStack {
+            store,
+            leasing,
+            fallback,
+        } = stack;
         let routing = spec.routing.clone();
         let reads_body = routing
             .rules
@@ -283,84 +275,4 @@ impl Engine {
     pub fn unpark(&self, id: SettlementId) -> Option<Settlement> {
         self.pending.unpark(id, self.clock.now())
     }
-}
-
-/// The regional store in front of `store` for the rules with `scope: global`, talking to
-/// the other regions' stores (only its rebalancing loop does); `store` itself without
-/// global rules.
-fn regional(
-    spec: &EngineSpec,
-    store: Arc<dyn Store>,
-    clock: &Arc<dyn Clock>,
-    metrics: &Arc<Metrics>,
-) -> Arc<dyn Store> {
-    let Some(region) = &spec.region else {
-        return store;
-    };
-    let global: Vec<&str> = spec
-        .rules
-        .iter()
-        .filter(|rule| rule.global)
-        .map(|rule| rule.name.as_str())
-        .collect();
-    if global.is_empty() {
-        return store;
-    }
-    let mut stores = vec![(region.name.clone(), Arc::clone(&store))];
-    for (name, config) in &region.peers {
-        let peer = RedisStore::start(config, Arc::clone(clock));
-        stores.push((name.clone(), peer as Arc<dyn Store>));
-    }
-    let regions = Regions {
-        this: region.name.clone(),
-        stores,
-        rebalance: region.rebalance,
-        floor: region.floor,
-    };
-    let events = ShareMetrics::new(metrics, global.iter().copied());
-    let rules = global
-        .iter()
-        .enumerate()
-        .map(|(i, name)| ((*name).to_owned(), i));
-    #[expect(
-        clippy::expect_used,
-        reason = "the configuration lists this region once and its peers by other names, at most MAX_REGIONS: what RegionalStore::new checks; built at load, not on a request's path"
-    )]
-    let regional = RegionalStore::new(store, regions, rules, events, true)
-        .expect("a validated region section");
-    regional
-}
-
-/// The leasing store in front of `store` for the rules with `lease`, when the store is
-/// shared (on the memory store, one process already holds every key: nothing to gain).
-fn leasing(
-    spec: &EngineSpec,
-    store: &Arc<dyn Store>,
-    clock: &Arc<dyn Clock>,
-    metrics: &Arc<Metrics>,
-) -> Option<Arc<LeasingStore>> {
-    let leased: Vec<_> = spec
-        .rules
-        .iter()
-        .filter_map(|rule| Some((rule.name.as_str(), rule.lease?)))
-        .chain(
-            spec.envoy_leases
-                .iter()
-                .map(|(rule, plan)| (rule.as_str(), *plan)),
-        )
-        .collect();
-    if leased.is_empty() || !spec.store.is_shared() {
-        return None;
-    }
-    let events = LeaseMetrics::new(metrics, leased.iter().map(|(name, _)| *name));
-    let rules = leased
-        .iter()
-        .enumerate()
-        .map(|(i, (name, plan))| ((*name).to_owned(), *plan, i));
-    Some(LeasingStore::new(
-        Arc::clone(store),
-        rules,
-        Arc::clone(clock),
-        events,
-    ))
 }

@@ -23,7 +23,7 @@ use weir_core::{
     Claim, Clock, Decision, Grant, LeaseId, Leases, ManualClock, Policy, Renewal, Report, State,
     Take,
 };
-use weir_store::{Check, Key, Store, StoreError, StoreFuture};
+use weir_store::{Check, Key, LeaseStore, ShareStore, Store, StoreError, StoreFuture};
 
 use super::recorder::Recorder;
 use super::scenario::Latency;
@@ -212,7 +212,7 @@ impl Cluster {
 
     /// Checks (`commit`) or reads `checks` all or nothing on the shard of the first
     /// check's identity (the scenario's rules key each request on one identity).
-    fn decide(&self, checks: &[Check<'_>], commit: bool) -> Result<Vec<Decision>, StoreError> {
+    fn run(&self, checks: &[Check<'_>], commit: bool) -> Result<Vec<Decision>, StoreError> {
         if checks.is_empty() {
             return Ok(Vec::new());
         }
@@ -276,24 +276,12 @@ fn duration_ns(d: Duration) -> u64 {
 /// Every call does its work when polled, as a Redis call does: a call the breaker
 /// refuses (it drops the future unpolled) never reaches the shard.
 impl Store for Cluster {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> StoreFuture<'a, Decision> {
-        Box::pin(async move {
-            let checks = [Check { key, policy, cost }];
-            self.decide(&checks, true).map(|mut d| d.remove(0))
-        })
-    }
-
     fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(async move { self.decide(checks, true) })
+        Box::pin(async move { self.run(checks, true) })
     }
 
     fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        Box::pin(async move { self.decide(checks, false) })
+        Box::pin(async move { self.run(checks, false) })
     }
 
     fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
@@ -312,6 +300,16 @@ impl Store for Cluster {
         })
     }
 
+    fn reset<'a>(&'a self, key: Key<'a>, _policy: &'a Policy) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.call(std::iter::once(key)).map(|shard| {
+                shard.keys.lock().remove(&key_name(key));
+            })
+        })
+    }
+}
+
+impl LeaseStore for Cluster {
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         Box::pin(async move {
             (|| {
@@ -357,7 +355,9 @@ impl Store for Cluster {
             })()
         })
     }
+}
 
+impl ShareStore for Cluster {
     fn report_share<'a>(
         &'a self,
         key: Key<'a>,
@@ -399,14 +399,6 @@ impl Store for Cluster {
         Box::pin(async move {
             self.update(key, name, policy, |state, now| {
                 Ok(weir_core::renew_share(policy, state, now, &renewal)?)
-            })
-        })
-    }
-
-    fn reset<'a>(&'a self, key: Key<'a>, _policy: &'a Policy) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            self.call(std::iter::once(key)).map(|shard| {
-                shard.keys.lock().remove(&key_name(key));
             })
         })
     }

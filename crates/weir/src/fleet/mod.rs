@@ -169,7 +169,7 @@ pub(crate) fn simulate(
         )));
     }
     let shares = shares(scenario, &config)?;
-    // The run builds the regional stores on its clusters: the engines get none.
+    // The run gives the store stacks their regions, on its clusters: the spec names none.
     let mut with = config.engine.clone();
     with.region = None;
     let mut without = with.clone();

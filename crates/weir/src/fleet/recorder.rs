@@ -6,10 +6,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
-use weir_core::{Claim, Decision, Grant, LeaseId, Policy, Renewal, Report, Take};
-use weir_store::{Check, Key, Store, StoreFuture};
+use weir_store::{Layer, Store, StoreFuture, Wraps};
 
 use super::scenario::Latency;
 use super::traffic::mix;
@@ -94,8 +92,17 @@ impl<S: Sync> Watched<S> {
     pub(super) fn new(inner: S, recorder: Arc<Recorder>) -> Self {
         Self { inner, recorder }
     }
+}
 
-    fn seen<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+/// Every call watched: an error is told to the recorder.
+impl<S: Store> Wraps for Watched<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn around<'a, T: Send + 'a>(&'a self, call: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
         Box::pin(async move {
             let result = call.await;
             if result.is_err() {
@@ -106,85 +113,4 @@ impl<S: Sync> Watched<S> {
     }
 }
 
-impl<S: Store> Store for Watched<S> {
-    fn check<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        cost: u64,
-    ) -> StoreFuture<'a, Decision> {
-        self.seen(self.inner.check(key, policy, cost))
-    }
-
-    fn check_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        self.seen(self.inner.check_all(checks))
-    }
-
-    fn preview_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, Vec<Decision>> {
-        self.seen(self.inner.preview_all(checks))
-    }
-
-    fn decide_within<'a>(
-        &'a self,
-        checks: &'a [Check<'a>],
-        preview: bool,
-        timeout: Duration,
-    ) -> StoreFuture<'a, Vec<Decision>> {
-        self.seen(self.inner.decide_within(checks, preview, timeout))
-    }
-
-    fn refund_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
-        self.seen(self.inner.refund_all(checks))
-    }
-
-    fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
-        self.seen(self.inner.take(key, policy, take))
-    }
-
-    fn give_back<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        lease: LeaseId,
-        unspent: u64,
-    ) -> StoreFuture<'a, bool> {
-        self.seen(self.inner.give_back(key, policy, lease, unspent))
-    }
-
-    fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {
-        self.seen(self.inner.reset(key, policy))
-    }
-
-    fn report_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        report: Report,
-    ) -> StoreFuture<'a, Option<Claim>> {
-        self.seen(self.inner.report_share(key, policy, report))
-    }
-
-    fn apply_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        seq: u64,
-        grant: u64,
-        hold: Duration,
-    ) -> StoreFuture<'a, bool> {
-        self.seen(self.inner.apply_share(key, policy, seq, grant, hold))
-    }
-
-    fn renew_share<'a>(
-        &'a self,
-        key: Key<'a>,
-        policy: &'a Policy,
-        renewal: Renewal,
-    ) -> StoreFuture<'a, Option<u64>> {
-        self.seen(self.inner.renew_share(key, policy, renewal))
-    }
-
-    fn is_ready(&self) -> bool {
-        self.inner.is_ready()
-    }
-}
+impl<S: Store> Layer for Watched<S> {}

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use weir_core::{Clock, ManualClock};
-use weir_store::{Breaker, BreakerConfig, RegionalStore, Regions, Store};
+use weir_store::{BackingStore, Breaker, BreakerConfig, RegionalStore, Regions};
 
 use super::cluster::Cluster;
 use super::recorder::{Recorder, Watched};
@@ -25,6 +25,8 @@ use super::stats::{Fate, Recording, RunStats};
 use super::traffic::{Traffic, mix};
 use super::{FleetError, Progress};
 use crate::engine::{Engine, EngineSpec, Verdict, single_identity_key};
+use crate::metrics::Metrics;
+use crate::stack;
 
 /// The virtual clock's start: 2026-12-01 00:00:00 UTC.
 const START: u64 = 1_796_083_200_000_000_000;
@@ -64,54 +66,57 @@ pub(super) struct Shares {
     pub floor: f64,
 }
 
-/// The store a gateway's engine decides on, and its regional store if it has one.
-type GatewayStore = (Arc<dyn Store>, Option<Arc<RegionalStore>>);
+/// A gateway's engine, and its regional store if it has one (to be rebalanced on the
+/// virtual clock).
+type Gateway = (Engine, Option<Arc<RegionalStore>>);
 
-/// A region's shared store as one gateway sees it, as `weir serve` builds it: the
-/// region's cluster behind the gateway's circuit breaker and, for global rules, the
-/// regional store in front, its peers the other regions' clusters (with no breaker:
-/// `weir serve` connects to them directly). The regional store is returned to be
-/// rebalanced on the virtual clock.
-fn gateway_store(
+/// A gateway's engine on its region's shared store, its stack built as `weir serve`
+/// builds it (`stack::assemble`): the region's cluster behind the gateway's circuit
+/// breaker, watched, and the fallback, regional and leasing stores in front; the
+/// regional store's peers are the other regions' clusters (with no breaker: `weir
+/// serve` connects to them directly), and it runs no loop of its own.
+fn gateway(
     region: usize,
     clusters: &[Arc<Cluster>],
     setup: &Setup<'_>,
     clock: &Arc<ManualClock>,
     recorder: &Arc<Recorder>,
     seed: u64,
-) -> Result<GatewayStore, FleetError> {
+) -> Gateway {
     let breaker = Breaker::with_clock(
         Arc::clone(&clusters[region]),
         BreakerConfig::default(),
         Arc::clone(clock) as Arc<dyn Clock>,
     )
     .with_jitter_seed(seed);
-    let own: Arc<dyn Store> = Arc::new(Watched::new(breaker, Arc::clone(recorder)));
-    let Some(shares) = setup.shares.filter(|s| !s.rules.is_empty()) else {
-        return Ok((own, None));
-    };
-    let names = &setup.scenario.regions;
-    let stores = names
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let store = match i == region {
-                true => Arc::clone(&own),
-                false => Arc::clone(&clusters[i]) as Arc<dyn Store>,
-            };
-            (r.name.clone(), store)
-        })
-        .collect();
-    let regions = Regions {
-        this: names[region].name.clone(),
-        stores,
-        rebalance: shares.rebalance,
-        floor: shares.floor,
-    };
-    let rules = shares.rules.iter().cloned().zip(0..);
-    let regional = RegionalStore::new(own, regions, rules, Arc::new(()), false)
-        .map_err(FleetError::Runtime)?;
-    Ok((Arc::clone(&regional) as Arc<dyn Store>, Some(regional)))
+    let own: Arc<dyn BackingStore> = Arc::new(Watched::new(breaker, Arc::clone(recorder)));
+    let regions = setup.shares.filter(|s| !s.rules.is_empty()).map(|shares| {
+        let names = &setup.scenario.regions;
+        let stores = names
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let store = match i == region {
+                    true => Arc::clone(&own),
+                    false => Arc::clone(&clusters[i]) as Arc<dyn BackingStore>,
+                };
+                (r.name.clone(), store)
+            })
+            .collect();
+        Regions {
+            this: names[region].name.clone(),
+            stores,
+            rebalance: shares.rebalance,
+            floor: shares.floor,
+        }
+    });
+    let clock = Arc::clone(clock) as Arc<dyn Clock>;
+    let metrics = Arc::new(Metrics::new(Arc::clone(&clock)));
+    let (stack, regional) = stack::assemble(setup.spec, own, regions, &clock, &metrics, false);
+    (
+        Engine::with_stack(setup.spec, stack, clock, metrics),
+        regional,
+    )
 }
 
 /// Runs the scenario once; `progress` is advanced in milliseconds of virtual time.
@@ -144,11 +149,9 @@ pub(super) fn run(setup: &Setup<'_>, progress: &Progress) -> Result<RunStats, Fl
     for (region, r) in scenario.regions.iter().enumerate() {
         for _ in 0..r.gateways {
             let seed = mix(setup.seed ^ mix(engines.len() as u64));
-            let (store, regional) =
-                gateway_store(region, &clusters, setup, &clock, &recorder, seed)?;
+            let (engine, regional) = gateway(region, &clusters, setup, &clock, &recorder, seed);
             regionals.extend(regional);
-            let clock = Arc::clone(&clock) as Arc<dyn Clock>;
-            engines.push(Arc::new(Engine::new(setup.spec, store, clock)));
+            engines.push(Arc::new(engine));
         }
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

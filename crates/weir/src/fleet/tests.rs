@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
-use weir_store::{Batch, Key, LeasePlan, LeasingStore, Store};
+use weir_store::{Batch, Key, LeasePlan, LeaseStore, LeasingStore, Store};
 
 use super::cluster::Cluster;
 use super::recorder::Recorder;

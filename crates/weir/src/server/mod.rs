@@ -7,11 +7,10 @@ mod reload;
 mod workers;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use weir_core::Clock;
-use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreError, SystemClock};
+use weir_store::{BackingStore, StoreError, SystemClock};
 
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
@@ -21,9 +20,7 @@ use crate::engine::{Engine, EngineHandle};
 use crate::envoy::{RateLimitDoor, SharedDescriptors};
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
-
-/// How often the memory store gives back the memory of keys that are full again.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
+use crate::stack;
 
 /// A value that handlers read per request and a reload replaces whole: requests in
 /// flight keep the value they started with.
@@ -49,7 +46,9 @@ pub struct Service {
     pub envoy: Option<SharedDescriptors>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
-    store: Arc<dyn Store>,
+    /// The primary store (the bottom of the stack), kept by a reload that does not
+    /// change its section.
+    store: Arc<dyn BackingStore>,
     store_config: StoreConfig,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
     /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
@@ -72,17 +71,22 @@ impl std::fmt::Debug for Service {
 /// starts the memory store's sweeper (so call it inside a Tokio runtime).
 pub async fn service(config: &Config) -> Result<Service, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
-    let (store, watch) = store(&config.store, clock.clone()).await?;
+    let (store, watch) = stack::open(&config.store, clock.clone()).await?;
     let service = Service::with_store(config, store, clock);
     service.metrics.watch_store(watch);
     Ok(service)
 }
 
 impl Service {
-    /// The service of `config` on a store made by the caller, reading time from
-    /// `clock`: how tests run the gateway in process, on a memory store with a manual
-    /// clock. Reloads are not available without the store's configuration.
-    pub fn with_store(config: &Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+    /// The service of `config` on a primary store made by the caller (the stack of
+    /// `config` built on it), reading time from `clock`: how tests run the gateway in
+    /// process, on a memory store with a manual clock. Reloads are not available
+    /// without the store's configuration.
+    pub fn with_store(
+        config: &Config,
+        store: Arc<dyn BackingStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let metrics = Arc::new(Metrics::new(clock.clone()));
         metrics.serving_config(&config.sha256);
         let ready = Arc::clone(&store);
@@ -92,9 +96,10 @@ impl Service {
             breaker_open: None,
             slots_lost: None,
         });
-        let engine = Arc::new(Engine::with_metrics(
+        let stack = stack::build(&config.engine, Arc::clone(&store), &clock, &metrics);
+        let engine = Arc::new(Engine::with_stack(
             &config.engine,
-            store.clone(),
+            stack,
             clock.clone(),
             Arc::clone(&metrics),
         ));
@@ -151,55 +156,4 @@ pub fn envoy_door(service: &Service) -> Option<RateLimitDoor> {
         service.engine.clone(),
         Arc::clone(descriptors),
     ))
-}
-
-/// The store the configuration describes, and how the metrics watch it.
-pub(crate) async fn store(
-    config: &StoreConfig,
-    clock: Arc<dyn Clock>,
-) -> Result<(Arc<dyn Store>, StoreWatch), StoreError> {
-    Ok(match config {
-        StoreConfig::Redis(redis, _) => {
-            // Start connected when Redis is there; serve degraded (each rule's failure
-            // policy) when it is not: the store's health loop connects in the
-            // background, logs the loss and the return, and closes the breaker as soon
-            // as Redis answers.
-            let store = RedisStore::start(redis, clock);
-            store
-                .wait_connected(redis.timeout.max(Duration::from_secs(2)))
-                .await;
-            let health = store.health();
-            let breaker =
-                Arc::new(Breaker::new(store, BreakerConfig::default()).following(health.clone()));
-            let closed = Arc::clone(&breaker);
-            let lost = Arc::clone(&health);
-            let watch = StoreWatch {
-                kind: config.kind().label(),
-                up: Box::new(move || health.is_whole()),
-                breaker_open: Some(Box::new(move || !closed.is_closed())),
-                slots_lost: Some(Box::new(move || lost.slots_lost())),
-            };
-            (breaker, watch)
-        }
-        StoreConfig::Memory(memory) => {
-            let store = Arc::new(MemoryStore::new(*memory, clock));
-            let weak = Arc::downgrade(&store);
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(SWEEP_EVERY);
-                every.tick().await;
-                loop {
-                    every.tick().await;
-                    let Some(store) = weak.upgrade() else { break };
-                    store.sweep_expired();
-                }
-            });
-            let watch = StoreWatch {
-                kind: config.kind().label(),
-                up: Box::new(|| true),
-                breaker_open: None,
-                slots_lost: None,
-            };
-            (store, watch)
-        }
-    })
 }

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use weir_store::StoreError;
 
-use super::{Service, store};
+use super::Service;
 use crate::config::{Config, ConfigError, fingerprint_of};
 use crate::engine::Engine;
 use crate::gateway::Gateway;
+use crate::stack;
 
 /// How often the configuration file is looked at for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -59,14 +60,20 @@ impl Service {
             return Err(ReloadError::EnvoyChange);
         }
         if config.store != self.store_config {
-            let (store, watch) = store(&config.store, self.clock.clone()).await?;
+            let (store, watch) = stack::open(&config.store, self.clock.clone()).await?;
             self.store = store;
             self.metrics.watch_store(watch);
             self.store_config = config.store.clone();
         }
-        let engine = Arc::new(Engine::with_metrics(
+        let stack = stack::build(
             &config.engine,
-            self.store.clone(),
+            Arc::clone(&self.store),
+            &self.clock,
+            &self.metrics,
+        );
+        let engine = Arc::new(Engine::with_stack(
+            &config.engine,
+            stack,
             self.clock.clone(),
             Arc::clone(&self.metrics),
         ));

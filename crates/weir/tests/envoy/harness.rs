@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use tonic::transport::Channel;
 use weir::{Config, Service};
 use weir_core::{Clock, ManualClock};
-use weir_store::{MemoryStore, MemoryStoreConfig, Store};
+use weir_store::{BackingStore, MemoryStore, MemoryStoreConfig};
 
 /// Where the tests' clock starts: 10 s into an hour (windows are aligned to the
 /// epoch), so a minute's window has 50 s left and an hour's 3,590 s.
@@ -135,7 +135,7 @@ impl Harness {
     /// The door of the configuration in `dir`, on a memory store and a manual clock.
     pub async fn memory(dir: tempfile::TempDir) -> Self {
         let clock = Arc::new(ManualClock::new(T0));
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
+        let store: Arc<dyn BackingStore> = Arc::new(MemoryStore::new(
             MemoryStoreConfig::default(),
             clock.clone(),
         ));

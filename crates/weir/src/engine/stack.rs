@@ -1,0 +1,41 @@
+//! The store stack an engine decides on, finished: built by `crate::stack` from the
+//! configuration (or, for a store in process, the store alone); the engine only
+//! decides on it.
+
+use std::sync::Arc;
+
+use weir_store::{LeasingStore, MemoryStore, Store};
+
+/// The stores an engine decides on: the top of the stack, and the two parts of it the
+/// engine reaches for by name.
+pub struct StoreStack {
+    /// What every check goes to: the top of the stack.
+    pub(crate) store: Arc<dyn Store>,
+    /// The leases of the rules with `lease` (the top of the stack, when there are any
+    /// on a shared store): given back on reload and shutdown.
+    pub(crate) leasing: Option<Arc<LeasingStore>>,
+    /// This instance's own limiter, for fail-open rules while a shared store is down;
+    /// none when the store is in process (it never becomes unreachable).
+    pub(crate) fallback: Option<MemoryStore>,
+}
+
+impl std::fmt::Debug for StoreStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreStack")
+            .field("leasing", &self.leasing.is_some())
+            .field("fallback", &self.fallback.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreStack {
+    /// `store` alone, with nothing in front of it: the stack of a store in process
+    /// (the memory store), which never fails over, leases or shares.
+    pub fn alone(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            leasing: None,
+            fallback: None,
+        }
+    }
+}
