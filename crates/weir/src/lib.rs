@@ -7,7 +7,7 @@
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
 //! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
 //! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
-//! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
+//! config   edge           YAML -> the specs | what doors share (answers, bodies, accept loop)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
 //! weir-store, weir-core   stores | algorithms

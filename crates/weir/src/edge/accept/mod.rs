@@ -182,3 +182,6 @@ async fn accept(listener: &TcpListener, name: &'static str) -> (TcpStream, Socke
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
