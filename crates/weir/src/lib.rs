@@ -9,7 +9,7 @@
 //! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
 //! step                    the one request step every HTTP door takes (read, decide, go on or stop)
 //! stack                   the store stack, built in one place: a StoreConfig in, a StoreStack out
-//! config   edge           YAML -> the specs below | what HTTP doors share (answers, bodies)
+//! config   edge           YAML -> the specs | what doors share (answers, bodies, accept loop)
 //! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
 //! request  metrics        reading a request one way | what is counted
 //! weir-store, weir-core   stores | algorithms

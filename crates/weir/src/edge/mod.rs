@@ -1,27 +1,29 @@
 //! The HTTP edge every front door shares: problems as `application/problem+json`, the
 //! RateLimit header fields, and the engine's verdicts as answers. A verdict becomes an
 //! answer here and nowhere else ([`answer`]), so the gateway, `/v1/decide` and the
-//! doors to come answer one request alike.
+//! doors to come answer one request alike. `accept` is the accept loop every listener
+//! runs (connection slots, send timeout, the first deadline, graceful stop).
 
+mod accept;
 mod body;
 mod cost;
 mod forwarding;
 mod problem;
 mod ratelimit;
-mod slots;
-mod stall;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
+pub use self::accept::{
+    Accept, Connection, ConnectionSlots, Http1, Http1Connection, Http2, Io, Protocol, SEND_TIMEOUT,
+    Version,
+};
 pub use self::body::BodyReader;
 pub use self::cost::settle;
 pub use self::forwarding::{host_of_target, write_forwarding};
 pub use self::problem::Problem;
 use self::ratelimit::insert_legacy;
 pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
-pub use self::slots::ConnectionSlots;
-pub use self::stall::{SEND_TIMEOUT, WriteStall};
 use crate::engine::{Allowed, Denied, RuleDecision, Verdict};
 use crate::request::Refused;
 

@@ -6,12 +6,12 @@
 //! [`EnvoyAsk`](crate::engine::EnvoyAsk) (`translate`), the engine's answer back, and
 //! a store that cannot decide into `UNAVAILABLE`, so that Envoy's own failure mode
 //! (`failure_mode_deny`) decides, at once rather than after Envoy's timeout. `serve`
-//! runs the HTTP/2 server on a listener, `streams` a connection's calls in its task,
-//! `preface` bounds how long a connection may take to start, `stopping` ends health
-//! watches at a stop.
+//! is the gRPC protocol the accept loop (`edge`) runs on a listener, `streams` runs a
+//! connection's calls in its task, `health` is the health service and its status,
+//! `stopping` ends health watches at a stop.
 
+mod health;
 mod json;
-mod preface;
 mod serve;
 mod stopping;
 mod streams;

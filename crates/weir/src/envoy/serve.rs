@@ -1,13 +1,10 @@
-//! The gRPC server: `RateLimitService` and `grpc.health.v1.Health` on one listener.
-//!
-//! Health: the server (`""`) is SERVING while it runs; the rate limit service is
-//! SERVING while the engine's store is ready and NOT_SERVING while it is not (looked
-//! at every [`HEALTH_EVERY`]), so that a health-checking Envoy or Kubernetes sees a
-//! weir whose Redis is lost. On a stop both turn NOT_SERVING, and `Watch` streams end
-//! with `UNAVAILABLE` once they have said so.
+//! The gRPC server: `RateLimitService` and `grpc.health.v1.Health` on one listener,
+//! HTTP/2 through the accept loop ([`Accept`]), which holds the connection slots, the
+//! send timeout, the preface deadline and the graceful stop.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
@@ -16,24 +13,22 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper::{Method, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use socket2::{SockRef, TcpKeepalive};
+use hyper_util::rt::TokioTimer;
+use hyper_util::server::graceful::Watcher;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::Status;
-use tonic::server::NamedService;
-use tonic_health::ServingStatus;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::HealthService;
 use tower::Service;
 
 use super::RateLimitDoor;
-use super::preface::PrefaceDeadline;
+use super::health::Health;
 use super::stopping::EndsAtStop;
 use super::streams::ConnectionStreams;
-use crate::edge::{ConnectionSlots, SEND_TIMEOUT, WriteStall};
-
-/// How often the rate limit service's health follows the store's readiness.
-pub const HEALTH_EVERY: Duration = Duration::from_millis(500);
+use crate::edge::{
+    Accept, Connection, ConnectionSlots, Http2, Io, Protocol, SEND_TIMEOUT, Version,
+};
 
 /// Calls answered at once on one connection (HTTP/2 concurrent streams); more wait,
 /// HTTP/2 flow control slowing the client, rather than pile up.
@@ -70,58 +65,62 @@ pub async fn serve_grpc(
     slots: ConnectionSlots,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (reporter, health) = tonic_health::server::health_reporter();
-    let name = <RateLimitServiceServer<RateLimitDoor> as NamedService>::NAME;
-    let engine = door.engine.clone();
-    let watched = reporter.clone();
-    let watcher = tokio::spawn(async move {
-        let reporter = watched;
-        let mut every = tokio::time::interval(HEALTH_EVERY);
-        let mut last = None;
-        loop {
-            every.tick().await;
-            let ready = engine.current().store().is_ready();
-            if last != Some(ready) {
-                let status = if ready {
-                    ServingStatus::Serving
-                } else {
-                    ServingStatus::NotServing
-                };
-                reporter.set_service_status(name, status).await;
-                last = Some(ready);
-            }
-        }
-    });
-    let rate_limit = RateLimitServiceServer::new(door);
-    let graceful = GracefulShutdown::new();
-    let (stopping, watching_stop) = watch::channel(false);
-    let keepalive = TcpKeepalive::new().with_time(KEEPALIVE);
-    tokio::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    // Out of file descriptors, say: wait a little rather than spin.
-                    tracing::warn!(%error, "cannot accept a gRPC connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        // Served once a slot is free (every thread shares the slots, and each holds
-        // the one connection it accepted: a slot freed on another thread is not kept
-        // waiting for a connection queued on this thread's socket).
-        let slot = tokio::select! {
-            slot = slots.take() => slot,
-            () = &mut shutdown => break,
-        };
-        // Answers go out as soon as they are written; a peer gone silent is found.
-        let _ = stream.set_nodelay(true);
-        let _ = SockRef::from(&stream).set_tcp_keepalive(&keepalive);
-        let (rate_limit, health) = (rate_limit.clone(), health.clone());
-        let watching_stop = watching_stop.clone();
+    let health = Health::start(door.engine.clone());
+    let calls = Calls {
+        rate_limit: RateLimitServiceServer::new(door),
+        health: health.server(),
+        stopping: health.stopping(),
+    };
+    // A peer gone silent is found below the HTTP/2 pings too.
+    Accept::new(slots, SEND_TIMEOUT)
+        .tcp_keepalive(KEEPALIVE)
+        .serve(listener, Grpc { calls, health }, shutdown)
+        .await
+}
+
+/// HTTP/2 with the rate limit and health services: what the gRPC listener speaks.
+struct Grpc {
+    calls: Calls,
+    health: Health,
+}
+
+impl Protocol for Grpc {
+    type Version = Http2;
+    type Connection = Calls;
+
+    fn version(&self) -> Http2 {
+        Http2
+    }
+
+    fn connection(&self, _peer: SocketAddr) -> Calls {
+        self.calls.clone()
+    }
+
+    async fn stop(self) {
+        self.health.stop().await;
+    }
+}
+
+/// What answers one connection's calls.
+#[derive(Clone)]
+struct Calls {
+    rate_limit: RateLimitServiceServer<RateLimitDoor>,
+    health: HealthServer<HealthService>,
+    /// Turns true at the stop, which ends health `Watch` streams.
+    stopping: watch::Receiver<bool>,
+}
+
+impl Connection<Http2> for Calls {
+    fn serve<I: Io>(
+        self,
+        connection: <Http2 as Version>::Opened<I>,
+        graceful: Watcher,
+    ) -> impl Future<Output = ()> + Send {
+        let Self {
+            rate_limit,
+            health,
+            stopping,
+        } = self;
         let calls = service_fn(move |call: hyper::Request<Incoming>| {
             let answer = if call.method() != Method::POST {
                 // gRPC calls are POSTs. Anything else (a CONNECT, which a 2xx would
@@ -131,7 +130,7 @@ pub async fn serve_grpc(
                 Box::pin(std::future::ready(Ok(refused)))
             } else if call.uri().path().starts_with(HEALTH_PATH) {
                 // A `Watch` never ends by itself: it ends at the stop.
-                let (answer, stop) = (health.clone().call(call), watching_stop.clone());
+                let (answer, stop) = (health.clone().call(call), stopping.clone());
                 Box::pin(async move {
                     let answer = answer.await?;
                     Ok(answer.map(|body| tonic::body::Body::new(EndsAtStop::new(body, stop))))
@@ -159,30 +158,7 @@ pub async fn serve_grpc(
             // gRPC answers carry no `Date` (tonic's server sent one, a changing header
             // to encode in every answer).
             .auto_date_header(false)
-            // A client that stops reading its answers is closed after SEND_TIMEOUT.
-            .serve_connection(
-                TokioIo::new(PrefaceDeadline::new(WriteStall::new(stream, SEND_TIMEOUT))),
-                calls,
-            );
-        // The slot is given back when the connection ends.
-        tokio::spawn(
-            streams
-                .drive(graceful.watch(connection))
-                .map(|_| drop(slot)),
-        );
+            .serve_connection(connection, calls);
+        streams.drive(graceful.watch(connection)).map(drop)
     }
-    drop(listener);
-    // Health watchers are told NOT_SERVING, then their streams end (a graceful stop
-    // waits for every call): no status after this one.
-    watcher.abort();
-    let _ = watcher.await;
-    reporter
-        .set_service_status("", ServingStatus::NotServing)
-        .await;
-    reporter
-        .set_service_status(name, ServingStatus::NotServing)
-        .await;
-    let _ = stopping.send(true);
-    graceful.shutdown().await;
-    Ok(())
 }

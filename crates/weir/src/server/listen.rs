@@ -1,6 +1,6 @@
 //! Answering connections: binding the listening sockets, what answers a request (the
-//! [`Handler`]), and serving HTTP/1.1 on a listener with bounded headers and a graceful
-//! stop.
+//! [`Handler`]), and HTTP/1.1 on a listener: the protocol the accept loop
+//! ([`Accept`]) runs with its bounded headers, send timeout and graceful stop.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,16 +12,16 @@ use axum::extract::ConnectInfo;
 use axum::http::Request;
 use axum::response::Response;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::Watcher;
 use socket2::{Domain, Socket, Type};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use super::Shared;
-use crate::edge::{ConnectionSlots, SEND_TIMEOUT, WriteStall};
+use crate::edge::{
+    Accept, Connection, ConnectionSlots, Http1, Http1Connection, Io, Protocol, SEND_TIMEOUT,
+};
 use crate::gateway::Gateway;
 
 /// Limits on what a client may do with a connection.
@@ -129,50 +129,53 @@ pub async fn serve(
     slots: ConnectionSlots,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors, say: wait a little rather than spin.
-                    tracing::warn!(%error, "cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        // Served once a slot is free (every thread shares the slots, and each holds
-        // the one connection it accepted: a slot freed on another thread is not kept
-        // waiting for a connection queued on this thread's socket).
-        let slot = tokio::select! {
-            slot = slots.take() => slot,
-            () = &mut shutdown => break,
-        };
-        // Answers go out as soon as they are written (no Nagle delay on small ones).
-        let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
+    let http = Http {
+        handler,
+        version: Http1 {
+            header_timeout: limits.header_timeout,
+            max_header_bytes: limits.max_header_bytes,
+        },
+    };
+    Accept::new(slots, limits.send_timeout)
+        .serve(listener, http, shutdown)
+        .await
+}
+
+/// HTTP/1.1 answered by a [`Handler`]: what the HTTP listeners speak.
+struct Http<H> {
+    handler: H,
+    version: Http1,
+}
+
+impl<H: Handler> Protocol for Http<H> {
+    type Version = Http1;
+    type Connection = Requests<H>;
+
+    fn version(&self) -> Http1 {
+        self.version
+    }
+
+    fn connection(&self, peer: SocketAddr) -> Requests<H> {
+        Requests {
+            handler: self.handler.clone(),
+            peer,
+        }
+    }
+}
+
+/// One connection's requests, answered by `handler`.
+struct Requests<H> {
+    handler: H,
+    peer: SocketAddr,
+}
+
+impl<H: Handler> Connection<Http1> for Requests<H> {
+    async fn serve<I: Io>(self, connection: Http1Connection<I>, graceful: Watcher) {
+        let Self { handler, peer } = self;
         let service = service_fn(move |request: Request<Incoming>| {
             let answer = handler.call(request.map(Body::new), peer);
             async move { Ok::<_, std::convert::Infallible>(answer.await) }
         });
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout)
-            .max_buf_size(limits.max_header_bytes.max(8192))
-            .serve_connection(
-                TokioIo::new(WriteStall::new(stream, limits.send_timeout)),
-                service,
-            );
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-            drop(slot);
-        });
+        let _ = graceful.watch(connection.serve(service)).await;
     }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
 }

@@ -57,6 +57,11 @@ impl ConnectionSlots {
         self.inner.max
     }
 
+    /// What the listener is (`main`, `admin`, `grpc`).
+    pub fn name(&self) -> &'static str {
+        self.inner.name
+    }
+
     /// How many connections hold a slot now.
     pub fn open(&self) -> usize {
         self.inner.max - self.inner.free.available_permits()
