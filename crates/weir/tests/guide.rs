@@ -7,7 +7,8 @@
 //!   before it names it as a file a console block uses (`<!-- file: NAME -->`). A block
 //!   marked `envoy-ratelimit` is an envoyproxy/ratelimit file: it is checked in the
 //!   `config_dir` of an `envoy` section. Blocks run beside the entries of `examples/`,
-//!   so `plans/api-keys.yaml` is found as the examples find it.
+//!   so `plans/api-keys.yaml` is found as the examples find it (`<!-- yaml in: DIR -->`
+//!   before a block: beside those of DIR).
 //! - Every ```` ```console ```` block is replayed and compared with what weir prints,
 //!   as the comment before it says:
 //!   - `<!-- console: serve CONFIG[; upstream][; vary: NAME...] -->`: `weir serve` on
@@ -202,7 +203,15 @@ fn anchor(heading: &str) -> String {
 fn anchors(text: &str) -> BTreeSet<String> {
     let mut seen = BTreeMap::<String, usize>::new();
     let mut out = BTreeSet::new();
-    for line in prose(text) {
+    let mut fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
         let hashes = line.chars().take_while(|&c| c == '#').count();
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let a = anchor(&line[hashes..]);
@@ -274,10 +283,16 @@ fn every_relative_link_and_anchor_exists() {
 /// A directory holding `examples`, and each entry of `examples/` (so that a
 /// configuration written there finds `plans/api-keys.yaml` as the examples do).
 fn workdir() -> tempfile::TempDir {
+    workdir_beside("examples")
+}
+
+/// A directory holding `examples`, and each entry of `beside` (a directory of the
+/// repository).
+fn workdir_beside(beside: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let examples = root().join("examples");
     std::os::unix::fs::symlink(&examples, dir.path().join("examples")).unwrap();
-    for entry in std::fs::read_dir(&examples).unwrap() {
+    for entry in std::fs::read_dir(root().join(beside)).unwrap() {
         let entry = entry.unwrap();
         std::os::unix::fs::symlink(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
@@ -305,7 +320,15 @@ fn every_yaml_block_passes_check_config() {
             if words.contains(&"fragment") || is_file {
                 continue;
             }
-            let dir = workdir();
+            // `<!-- yaml in: DIR -->`: beside the entries of DIR instead.
+            let dir = match block
+                .marker
+                .as_deref()
+                .and_then(|m| m.strip_prefix("yaml in:"))
+            {
+                Some(beside) => workdir_beside(beside.trim()),
+                None => workdir(),
+            };
             let config = dir.path().join("guide-block.yaml");
             if words.contains(&"envoy-ratelimit") {
                 let ratelimit = dir.path().join("guide-ratelimit");
@@ -337,7 +360,7 @@ fn every_yaml_block_passes_check_config() {
         "yaml blocks that check-config refuses (mark a part of a file `yaml fragment`):\n{}",
         failures.join("\n")
     );
-    assert!(checked >= 10, "only {checked} yaml blocks checked");
+    assert!(checked >= 8, "only {checked} yaml blocks checked");
 }
 
 /// An app that answers every request `200 ok`, in place of the examples' upstream.
@@ -467,10 +490,28 @@ struct Answer {
     body: String,
 }
 
+/// The servers a console block talks to: port 8080 is the first's main listener, 9090
+/// its admin one, 8082 the second's main listener.
+fn address(servers: &[Server], port: &str) -> String {
+    match port {
+        "8080" => servers[0].addr.clone(),
+        "9090" => servers[0].admin.clone().expect("no admin listener"),
+        "8082" => servers.get(1).expect("no second instance (`twice`)").addr.clone(),
+        other => panic!("port {other} is not a server's"),
+    }
+}
+
+/// What `curl` prints for the answer: with `-w '%{http_code}...'`, that (the body
+/// goes to `-o /dev/null`); with `-i`, the head and the body; else the body.
+fn printed(args: &[String], answer: &Answer) -> Option<String> {
+    let at = args.iter().position(|a| a == "-w")?;
+    let code = answer.status.split(' ').nth(1).unwrap_or_default();
+    Some(args[at + 1].replace("%{http_code}", code).replace("\\n", "\n"))
+}
+
 /// Sends the request `curl ARGS` would send (the flags the guide uses: `-i`, `-s`,
-/// `-d`, `-H`, `-X`, `-o`, `-w`) to the server, with ports 8080 and 9090 made the
-/// server's.
-fn curl(server: &Server, args: &[String]) -> Answer {
+/// `-d`, `-H`, `-X`, `-o`, `-w`) to the servers.
+fn curl(servers: &[Server], args: &[String]) -> Answer {
     let mut method = None;
     let mut data = None;
     let mut headers = Vec::new();
@@ -493,12 +534,7 @@ fn curl(server: &Server, args: &[String]) -> Answer {
     let url = url.strip_prefix("http://").unwrap_or(&url);
     let (authority, target) = url.split_at(url.find('/').unwrap_or(url.len()));
     let target = if target.is_empty() { "/" } else { target };
-    let port = authority.rsplit(':').next().unwrap();
-    let addr = match port {
-        "8080" => server.addr.clone(),
-        "9090" => server.admin.clone().expect("no admin listener"),
-        other => panic!("port {other} is not the server's"),
-    };
+    let addr = address(servers, authority.rsplit(':').next().unwrap());
     let method = method.unwrap_or_else(|| if data.is_some() { "POST" } else { "GET" }.to_owned());
     let mut request = format!(
         "{method} {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nConnection: close\r\n"
@@ -640,38 +676,54 @@ impl Replay<'_> {
     }
 }
 
-/// Replays one step against a server; returns what differs.
-fn replay_curl(server: &Server, replay: &mut Replay<'_>, step: &Step) -> Vec<String> {
+/// Replays one step against the servers; returns what differs.
+fn replay_curl(servers: &[Server], replay: &mut Replay<'_>, step: &Step) -> Vec<String> {
     let command = replay.substitute(&step.command);
-    // `for i in $(seq N); do curl -s -o /dev/null -w '%{http_code} ' ...; done; echo`:
-    // the statuses of N requests, on one line.
-    if let Some(rest) = command.strip_prefix("for i in $(seq ") {
-        let (count, rest) = rest.split_once(")").unwrap();
-        let count: usize = count.parse().unwrap();
-        let inner = rest
-            .trim_start_matches("; do ")
-            .trim_end_matches("; done; echo");
-        let words = shell_words(inner);
-        assert_eq!(words[0], "curl", "{command}");
-        let statuses: Vec<String> = (0..count)
-            .map(|_| {
-                let answer = curl(server, &words[1..]);
-                answer.status.split(' ').nth(1).unwrap_or_default().to_owned()
-            })
-            .collect();
-        let got = statuses.join(" ");
-        let shown = step.shown.join("\n");
-        return if shown.trim() == got {
-            Vec::new()
-        } else {
-            vec![format!("{command}: {shown:?} shown, {got:?} sent")]
-        };
-    }
-    let words = shell_words(&command);
+    // `for i in $(seq N); do curl ...; done; echo`: N requests, printed on one line.
+    let (count, inner) = match command.strip_prefix("for i in $(seq ") {
+        Some(rest) => {
+            let (count, rest) = rest.split_once(')').unwrap();
+            let inner = rest
+                .trim_start_matches("; do ")
+                .trim_end_matches("; done; echo");
+            (count.parse().unwrap(), inner.to_owned())
+        }
+        None => (1, command.clone()),
+    };
+    let words = shell_words(&inner);
     assert_eq!(words.first().map(String::as_str), Some("curl"), "{command}");
-    let answer = curl(server, &words[1..]);
-    replay
-        .answer(&step.shown, &answer)
+    let args = &words[1..];
+    let mut out = String::new();
+    let mut last = None;
+    for _ in 0..count {
+        let answer = curl(servers, args);
+        match printed(args, &answer) {
+            Some(text) => out.push_str(&text),
+            None => last = Some(answer),
+        }
+    }
+    let errors = match last {
+        None => {
+            let shown = step.shown.join("\n");
+            if shown.trim() == out.trim() {
+                Vec::new()
+            } else {
+                vec![format!("{:?} shown, {:?} printed", shown.trim(), out.trim())]
+            }
+        }
+        Some(answer) if args.iter().any(|a| a == "-i" || a == "-si") => {
+            replay.answer(&step.shown, &answer)
+        }
+        Some(answer) => {
+            // The body alone: compared as the body of an answer with no head shown.
+            let mut shown = vec![answer.status.clone(), String::new()];
+            shown.extend(step.shown.iter().cloned());
+            let mut errors = replay.answer(&shown, &answer);
+            errors.retain(|e| e.starts_with("body"));
+            errors
+        }
+    };
+    errors
         .into_iter()
         .map(|e| format!("{command}: {e}"))
         .collect()
@@ -718,6 +770,64 @@ fn replay_run(dir: &Path, step: &Step) -> Vec<String> {
     }
 }
 
+/// The `weir serve` instances a console block talks to, and what they need.
+struct Running {
+    /// The instances (`twice`: two on one store).
+    servers: Vec<Server>,
+    /// The fields and headers not compared.
+    vary: Vec<String>,
+    /// The configuration's copy, when it was changed.
+    _dir: Option<tempfile::TempDir>,
+    /// The Redis the configuration was pointed at (`redis`).
+    _redis: Option<weir_testkit::RedisServer>,
+}
+
+impl Running {
+    /// Starts `serve CONFIG[; upstream][; redis][; twice][; vary: NAME...]`.
+    fn start(serve: &str, at: &str) -> Self {
+        let mut parts = serve.split(';').map(str::trim);
+        let config = parts.next().unwrap();
+        let mut vary = Vec::new();
+        let (mut with_upstream, mut with_redis, mut twice) = (false, false, false);
+        for part in parts {
+            match part {
+                "upstream" => with_upstream = true,
+                "redis" => with_redis = true,
+                "twice" => twice = true,
+                _ => match part.strip_prefix("vary:") {
+                    Some(names) => vary.extend(names.split_whitespace().map(str::to_owned)),
+                    None => panic!("{at}: unknown console option {part:?}"),
+                },
+            }
+        }
+        let redis = with_redis.then(weir_testkit::RedisServer::start);
+        let (path, dir) = if with_upstream || with_redis {
+            let dir = workdir();
+            let mut text = std::fs::read_to_string(root().join(config)).unwrap();
+            if with_upstream {
+                text = text.replace("http://127.0.0.1:9000", &format!("http://{}", upstream()));
+            }
+            if let Some(redis) = &redis {
+                text = text.replace("redis://127.0.0.1:6379", &redis.url());
+            }
+            let file = dir.path().join("guide-config.yaml");
+            std::fs::write(&file, text).unwrap();
+            (file, Some(dir))
+        } else {
+            (root().join(config), None)
+        };
+        let servers = (0..if twice { 2 } else { 1 })
+            .map(|_| Server::start(&path))
+            .collect();
+        Self {
+            servers,
+            vary,
+            _dir: dir,
+            _redis: redis,
+        }
+    }
+}
+
 #[test]
 fn every_console_block_shows_what_weir_prints() {
     let mut failures = Vec::new();
@@ -734,7 +844,7 @@ fn every_console_block_shows_what_weir_prints() {
                 std::fs::write(run_dir.path().join(name.trim()), &block.text).unwrap();
             }
         }
-        let mut server: Option<(Server, Vec<String>, Option<tempfile::TempDir>)> = None;
+        let mut running: Option<Running> = None;
         let mut seen = BTreeMap::new();
         for block in all.iter().filter(|b| b.info == "console") {
             let at = place(&path, block.line);
@@ -758,45 +868,21 @@ fn every_console_block_shows_what_weir_prints() {
                 }
             } else {
                 if let Some(serve) = marker.strip_prefix("serve ") {
-                    let mut parts = serve.split(';').map(str::trim);
-                    let config = parts.next().unwrap();
-                    let mut vary = Vec::new();
-                    let mut with_upstream = false;
-                    for part in parts {
-                        if part == "upstream" {
-                            with_upstream = true;
-                        } else if let Some(names) = part.strip_prefix("vary:") {
-                            vary.extend(names.split_whitespace().map(str::to_owned));
-                        } else {
-                            panic!("{at}: unknown console option {part:?}");
-                        }
-                    }
-                    drop(server.take());
+                    drop(running.take());
                     seen.clear();
-                    let (path, dir) = if with_upstream {
-                        let dir = workdir();
-                        let text = std::fs::read_to_string(root().join(config)).unwrap();
-                        let text =
-                            text.replace("http://127.0.0.1:9000", &format!("http://{}", upstream()));
-                        let file = dir.path().join("guide-gateway.yaml");
-                        std::fs::write(&file, text).unwrap();
-                        (file, Some(dir))
-                    } else {
-                        (root().join(config), None)
-                    };
-                    server = Some((Server::start(&path), vary, dir));
+                    running = Some(Running::start(serve, &at));
                 } else if marker != "continued" {
                     panic!("{at}: unknown console marker {marker:?}");
                 }
-                let Some((running, vary, _)) = &server else {
+                let Some(now) = &running else {
                     panic!("{at}: `continued` with no server started before it");
                 };
                 let mut replay = Replay {
-                    vary,
+                    vary: &now.vary,
                     seen: std::mem::take(&mut seen),
                 };
                 for step in steps(&block.text) {
-                    errors.extend(replay_curl(running, &mut replay, &step));
+                    errors.extend(replay_curl(&now.servers, &mut replay, &step));
                 }
                 seen = replay.seen;
             }
