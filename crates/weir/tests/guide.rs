@@ -216,7 +216,11 @@ fn anchors(text: &str) -> BTreeSet<String> {
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let a = anchor(&line[hashes..]);
             let n = seen.entry(a.clone()).or_insert(0);
-            out.insert(if *n == 0 { a.clone() } else { format!("{a}-{n}") });
+            out.insert(if *n == 0 {
+                a.clone()
+            } else {
+                format!("{a}-{n}")
+            });
             *n += 1;
         }
     }
@@ -277,7 +281,10 @@ fn every_relative_link_and_anchor_exists() {
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
-    assert!(checked > 50, "only {checked} links found: is the parser right?");
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser right?"
+    );
 }
 
 /// A directory holding `examples`, and each entry of `examples/` (so that a
@@ -496,7 +503,11 @@ fn address(servers: &[Server], port: &str) -> String {
     match port {
         "8080" => servers[0].addr.clone(),
         "9090" => servers[0].admin.clone().expect("no admin listener"),
-        "8082" => servers.get(1).expect("no second instance (`twice`)").addr.clone(),
+        "8082" => servers
+            .get(1)
+            .expect("no second instance (`twice`)")
+            .addr
+            .clone(),
         other => panic!("port {other} is not a server's"),
     }
 }
@@ -506,7 +517,11 @@ fn address(servers: &[Server], port: &str) -> String {
 fn printed(args: &[String], answer: &Answer) -> Option<String> {
     let at = args.iter().position(|a| a == "-w")?;
     let code = answer.status.split(' ').nth(1).unwrap_or_default();
-    Some(args[at + 1].replace("%{http_code}", code).replace("\\n", "\n"))
+    Some(
+        args[at + 1]
+            .replace("%{http_code}", code)
+            .replace("\\n", "\n"),
+    )
 }
 
 /// Sends the request `curl ARGS` would send (the flags the guide uses: `-i`, `-s`,
@@ -584,7 +599,12 @@ struct Replay<'a> {
 
 impl Replay<'_> {
     /// Compares a JSON value shown with the one received; varying fields by kind.
-    fn json(&mut self, shown: &serde_json::Value, got: &serde_json::Value, at: &str) -> Vec<String> {
+    fn json(
+        &mut self,
+        shown: &serde_json::Value,
+        got: &serde_json::Value,
+        at: &str,
+    ) -> Vec<String> {
         use serde_json::Value;
         match (shown, got) {
             (Value::Object(a), Value::Object(b)) => {
@@ -628,7 +648,10 @@ impl Replay<'_> {
         if status != got.status {
             errors.push(format!("status {status:?} shown, {:?} sent", got.status));
         }
-        let blank = shown.iter().position(|l| l.is_empty()).unwrap_or(shown.len());
+        let blank = shown
+            .iter()
+            .position(|l| l.is_empty())
+            .unwrap_or(shown.len());
         let shown_headers: Vec<(String, String)> = shown[1.min(shown.len())..blank]
             .iter()
             .map(|l| {
@@ -672,7 +695,9 @@ impl Replay<'_> {
     fn substitute(&self, command: &str) -> String {
         self.seen
             .iter()
-            .fold(command.to_owned(), |c, (shown, real)| c.replace(shown, real))
+            .fold(command.to_owned(), |c, (shown, real)| {
+                c.replace(shown, real)
+            })
     }
 }
 
@@ -708,7 +733,11 @@ fn replay_curl(servers: &[Server], replay: &mut Replay<'_>, step: &Step) -> Vec<
             if shown.trim() == out.trim() {
                 Vec::new()
             } else {
-                vec![format!("{:?} shown, {:?} printed", shown.trim(), out.trim())]
+                vec![format!(
+                    "{:?} shown, {:?} printed",
+                    shown.trim(),
+                    out.trim()
+                )]
             }
         }
         Some(answer) if args.iter().any(|a| a == "-i" || a == "-si") => {
