@@ -17,8 +17,9 @@
 //!     its main listener, 9090 its admin one). Compared: the status line, the headers
 //!     (all but `content-length` and `date`, in order), and the body (as JSON when it
 //!     is JSON). The values of the `vary` fields and headers (times that pass while
-//!     the test runs, random ids) are not compared, only their kind (number, string,
-//!     null); a string one shown is replaced by the real one in later commands.
+//!     the test runs, random ids) are compared with their numbers masked (a header,
+//!     a text), or by kind alone (a JSON number or null); an id shown (hex digits)
+//!     stands for the real one in later commands.
 //!   - `<!-- console: continued -->`: the same server, in the same state, as the
 //!     block before in the same file.
 //!   - `<!-- console: run -->`: each `$ weir ...` run in a directory holding
@@ -590,6 +591,19 @@ fn curl(servers: &[Server], args: &[String]) -> Answer {
     }
 }
 
+/// The text with each run of digits made `#`: what a varying value must keep.
+fn digits_masked(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.ends_with('#') {
+            out.push('#');
+        }
+    }
+    out
+}
+
 /// What a console block's serve-mode step must match, and what it found.
 struct Replay<'a> {
     vary: &'a [String],
@@ -622,7 +636,14 @@ impl Replay<'_> {
                         if kind(value) != kind(&b[key]) {
                             errors.push(format!("{here}: {value} shown, {} sent", b[key]));
                         } else if let (Value::String(s), Value::String(g)) = (value, &b[key]) {
-                            self.seen.insert(s.clone(), g.clone());
+                            // Text whose numbers vary (`try again in 14 seconds.`), or
+                            // an id (hex digits): a shown id stands for the real one.
+                            let id = |t: &str| t.chars().all(|c| c.is_ascii_hexdigit());
+                            if id(s) && id(g) && s.len() == g.len() {
+                                self.seen.insert(s.clone(), g.clone());
+                            } else if digits_masked(s) != digits_masked(g) {
+                                errors.push(format!("{here}: {s:?} shown, {g:?} sent"));
+                            }
                         }
                     } else {
                         errors.extend(self.json(value, &b[key], &here));
@@ -674,7 +695,12 @@ impl Replay<'_> {
             ));
         } else {
             for ((name, value), (_, real)) in shown_headers.iter().zip(&sent) {
-                if value != real && !self.vary.iter().any(|v| v == name) {
+                let same = if self.vary.iter().any(|v| v == name) {
+                    digits_masked(value) == digits_masked(real)
+                } else {
+                    value == real
+                };
+                if !same {
                     errors.push(format!("header {name}: {value:?} shown, {real:?} sent"));
                 }
             }
