@@ -67,7 +67,7 @@ async fn a_fleet_with_weir_client_sends_a_fraction_of_the_429s() {
         );
     }
     // The storm: tens of refusals for each job even in a debug build on a busy
-    // machine (hundreds to thousands in a release build: see the README).
+    // machine (hundreds to thousands in a release build: see the guide, simulate.md).
     assert!(naive.refused > 10 * WORKERS * JOBS, "{naive:?}");
     // One client shared by the fleet paces it at the quota's rate once it runs low:
     // a few 429s in all, and the limit's own time.
@@ -83,7 +83,7 @@ async fn a_fleet_with_weir_client_sends_a_fraction_of_the_429s() {
     // A client per worker: each waits out weir's Retry-After-Ms (the millisecond wait)
     // plus jitter, alone. Independent clients collide on the few units freed each
     // 50 ms, so more refusals than one shared client, still a small fraction of the
-    // storm's, and the limit's own time give or take the jitter (see the README).
+    // storm's, and the limit's own time give or take the jitter (see the guide, simulate.md).
     eprintln!("naive {naive:?}\nshared {shared:?}\neach {each:?}");
     assert!(
         each.refused * 5 <= naive.refused,

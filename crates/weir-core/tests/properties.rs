@@ -323,7 +323,7 @@ proptest! {
 
     /// A peek (cost 0) is always allowed; its `remaining` says what a request would get:
     /// one of cost 1 at the same instant is admitted exactly when the peek's `remaining`
-    /// is at least 1 (the README tells `/v1/check` callers to read it so).
+    /// is at least 1 (the guide's decision API chapter tells `/v1/check` callers to read it so).
     #[test]
     fn a_peeks_remaining_says_whether_a_request_of_one_would_pass(
         (policy, steps) in policy_and_steps(&Algorithm::ALL),

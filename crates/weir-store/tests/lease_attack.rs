@@ -2,7 +2,7 @@
 //! scenarios that tried to get past the leases' stated bounds (callers of two plans on
 //! one key, more instances than a key keeps records for, a Redis stall past the
 //! timeout, a release during a take, slow keys after a burst, random concurrency), each
-//! asserting what the README promises.
+//! asserting what the user guide promises (docs/guide/src/sharing/leases.md).
 
 #![allow(
     clippy::unwrap_used,
@@ -753,7 +753,7 @@ async fn a_short_redis_stall_burns_a_batch_per_timed_out_take() {
     );
     // A take that timed out may still have been granted: its batch is out until its
     // hold ends. After a failed take an instance checks plainly until one answers, so a
-    // stall strands about a batch per instance (the README's bound: two at most).
+    // stall strands about a batch per instance (the guide's bound, sharing/leases.md: two at most).
     assert!(
         lost[1] <= 2 * 4 * 1_250,
         "a 400 ms stall burned {} units of a 20,000 key (plain: {})",

@@ -735,10 +735,11 @@ async fn a_commit_that_fails_on_one_slot_gives_back_the_others() {
     );
 }
 
-/// The README's list of the commands weir sends is enough: a Redis ACL user allowed
-/// those alone, on `weir:*` keys, checks every algorithm (by function and by script,
-/// on Redis's clock and with window counters), refunds, charges, leases and resets,
-/// and its store's health loop finds Redis up though `ROLE` is refused.
+/// The user guide's list of the commands weir sends (docs/guide/src/sharing/redis.md)
+/// is enough: a Redis ACL user allowed those alone, on `weir:*` keys, checks every
+/// algorithm (by function and by script, on Redis's clock and with window counters),
+/// refunds, charges, leases and resets, and its store's health loop finds Redis up
+/// though `ROLE` is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_user_allowed_only_the_readme_commands_does_everything() {
     let server = RedisServer::start();

@@ -1,6 +1,6 @@
 //! An outside review of the token leases (issue 21), through the engine: a plans file's
 //! custom limit on a rule keyed on something the plans do not key on, leased. Kept as a
-//! regression test of what the README promises.
+//! regression test of what the user guide promises (docs/guide/src/sharing/leases.md).
 
 #![allow(
     clippy::unwrap_used,
