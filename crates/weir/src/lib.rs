@@ -15,10 +15,23 @@
 //! weir-store, weir-core   stores | algorithms
 //! ```
 //!
+//! # What you build with
+//!
+//! - **An engine in code**: a [`Config`] read from YAML ([`Config::parse`],
+//!   [`Config::load`]) or built ([`ConfigBuilder`], [`RuleBuilder`]), then
+//!   [`Engine::new`] on a store of `weir_store` and a clock of `weir_core`, and
+//!   [`Engine::check`] to ask for one rule and one key, as `POST /v1/check` does.
+//! - **The tower layer**: [`WeirLayer`] around an axum (or any tower HTTP) service,
+//!   deciding every request as the gateway does; [`EngineHandle`] lets a reload replace
+//!   the engine under it.
+//!
+//! Everything else this crate exports is what the `weir` binary and weir's own tests
+//! are built from (the server, its listeners and routers); it is hidden from these
+//! docs and is not a stable API.
+//!
 //! The binary (`weir serve`, `weir check-config`, and `weir simulate` from the
 //! `weir-simulate` crate behind the default `simulate` feature) is a thin layer over
-//! this library, which tests use directly ([`api_router`] serves requests without a
-//! socket). An engine is built in process from a configuration:
+//! this library. An engine is built in process from a configuration:
 //!
 //! ```
 //! use std::path::Path;
@@ -56,6 +69,7 @@ mod edge;
 mod engine;
 mod envoy;
 #[cfg(feature = "simulate")]
+#[doc(hidden)]
 pub mod fleet;
 mod gateway;
 mod layer;
@@ -65,26 +79,26 @@ mod server;
 mod stack;
 mod step;
 
-pub use self::api::{
-    MAX_BODY_BYTES, MAX_DECIDE_BYTES, MAX_KEY_BYTES, SETTLE_WITHIN, router as api_router,
-};
-pub use self::config::EnvoyConfig;
-pub use self::config::{
-    AdminConfig, Config, ConfigBuilder, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback,
-    GatewayConfig, MAX_RULE_NAME, Period, PeriodError, RuleBuilder, SheddingConfig, StoreConfig,
-    Upstream,
-};
-pub use self::edge::{ConnectionSlots, SHADOW_HEADER};
-pub use self::engine::{
-    AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, Engine,
-    EngineHandle, EngineSpec, EnvoyAnswer, EnvoyAsk, NamedPolicy, NodeId, Quota, StoreKind,
-    StoreStack, TreeError, Unit,
-};
-pub use self::envoy::{RateLimitDoor, SharedDescriptors, serve_grpc};
-pub use self::gateway::Gateway;
+pub use self::config::{Config, ConfigBuilder, ConfigError, RuleBuilder};
+pub use self::engine::{Engine, EngineHandle, EngineSpec, NamedPolicy};
 pub use self::layer::{WeirLayer, WeirService};
-pub use self::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
+
+// What the binary and the tests are built from: not an embedding API.
+#[doc(hidden)]
+pub use self::api::{SETTLE_WITHIN, router as api_router};
+#[doc(hidden)]
+pub use self::config::{Fallback, StoreConfig};
+#[doc(hidden)]
+pub use self::edge::ConnectionSlots;
+#[doc(hidden)]
+pub use self::envoy::{RateLimitDoor, serve_grpc};
+#[doc(hidden)]
+pub use self::gateway::Gateway;
+#[doc(hidden)]
+pub use self::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Metrics};
+#[doc(hidden)]
 pub use self::request::client_ip;
+#[doc(hidden)]
 pub use self::server::{
     ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared,
     decision_router, envoy_door, serve, serve_grpc_on_threads, serve_on_threads, service, shared,

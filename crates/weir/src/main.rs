@@ -137,21 +137,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { file } => Config::load(&file)
-            .map(|config| match &config.envoy {
-                Some(envoy) => println!(
-                    "{}: ok ({} rules, {} envoy domains from {} files in {})",
-                    file.display(),
-                    config.engine.rules.len(),
-                    envoy.descriptors.domains(),
-                    envoy.files.len(),
-                    envoy.dir.display(),
-                ),
-                None => println!(
-                    "{}: ok ({} rules)",
-                    file.display(),
-                    config.engine.rules.len()
-                ),
-            })
+            .map(|config| println!("{}: ok ({})", file.display(), config.summary()))
             .map_err(anyhow::Error::from),
         Command::Serve {
             config,
@@ -303,7 +289,7 @@ fn serve(
         let api = weir::decision_router(&service);
         let admin_router = weir::admin_router(&service);
         let envoy_door = weir::envoy_door(&service);
-        let has_admin = service.admin.is_some();
+        let has_admin = service.has_admin();
         let gateway = service.gateway.clone();
         let metrics = Arc::clone(&service.metrics);
         // Each listener's connection slots, reported in the metrics.
@@ -384,7 +370,7 @@ fn serve(
         tracing::info!(
             rules = config.engine.rules.len(),
             envoy = grpc.is_some(),
-            gateway = config.gateway.is_some(),
+            gateway = config.has_gateway(),
             threads,
             max_connections,
             "serving"

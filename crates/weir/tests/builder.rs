@@ -5,25 +5,11 @@
 
 use std::time::Duration;
 
-use axum::http::Method;
 use weir::{ConfigBuilder, RuleBuilder};
 use weir_core::{Algorithm, Policy};
 
 fn gcra() -> Policy {
     Policy::new(Algorithm::Gcra, 10, Duration::from_secs(60), None).unwrap()
-}
-
-/// A prefix is a prefix of the text, as a file's `path_prefix` (documented so).
-#[test]
-fn a_built_prefix_matches_as_a_files_does() {
-    let config = ConfigBuilder::new()
-        .rule(RuleBuilder::new("books", gcra()).path_prefix("/books"))
-        .build()
-        .unwrap();
-    let route = &config.engine.routing.rules[0].route;
-    assert!(route.matches(&Method::GET, None, "/books/1"));
-    assert!(route.matches(&Method::GET, None, "/bookshelf"));
-    assert!(!route.matches(&Method::GET, None, "/book"));
 }
 
 /// Odd inputs are built or refused, and the refusals that a file makes are made.

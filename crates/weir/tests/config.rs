@@ -58,23 +58,6 @@ fn every_shipped_example_is_valid() {
 }
 
 #[test]
-fn the_regions_example_lists_the_same_regions_and_rules_everywhere() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/regions");
-    let configs: Vec<Config> = ["ap", "eu", "us"]
-        .iter()
-        .map(|r| Config::load(&dir.join(format!("{r}.yaml"))).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    for config in &configs {
-        let region = config.engine.region.as_ref().unwrap();
-        let mut names: Vec<&str> = region.peers.iter().map(|(n, _)| n.as_str()).collect();
-        names.push(&region.name);
-        names.sort_unstable();
-        assert_eq!(names, ["ap", "eu", "us"]);
-        assert_eq!(config.engine.rules, configs[0].engine.rules);
-    }
-}
-
-#[test]
 fn errors_name_file_line_and_field() {
     let cases = [
         (

@@ -334,37 +334,7 @@ fn a_global_rule_and_its_regions_are_checked() {
     ]);
     let config = Config::parse(&ok, Path::new("weir.yaml")).unwrap();
     assert!(config.engine.rules[0].global);
-    let region = config.engine.region.unwrap();
-    assert_eq!((region.name.as_str(), region.regions()), ("eu", 2));
-    assert_eq!(region.rebalance, std::time::Duration::from_secs(2));
-    // While the store is down, a fail-open global rule falls back to this instance's
-    // part of its region's even split: 100 / (2 regions × 2 instances).
-    let gateway = [
-        "store: { type: redis, url: redis://127.0.0.1:7001, fallback_instances: 2 }",
-        "region: { name: eu, peers: { us: redis://127.0.0.1:7002 } }",
-        "rules:",
-        "  - name: partner",
-        "    scope: global",
-        "    algorithm: token_bucket",
-        "    limit: 100",
-        "    period: 1m",
-        "    match: { path_prefix: /api }",
-        "  - name: local",
-        "    algorithm: token_bucket",
-        "    limit: 100",
-        "    period: 1m",
-        "    match: { path_prefix: /api }",
-    ]
-    .join("\n");
-    let config = Config::parse(&gateway, Path::new("weir.yaml")).unwrap();
-    let limits: Vec<u64> = config
-        .engine
-        .routing
-        .rules
-        .iter()
-        .map(|rule| rule.fallback_policy(&rule.policy).limit())
-        .collect();
-    assert_eq!(limits, [25, 50]);
+    // (What the region section and the fallback shares read as: config/tests.rs.)
 }
 
 #[test]
@@ -395,15 +365,12 @@ fn a_priority_on_a_match_needs_shedding_and_belongs_to_the_rule() {
         error_of(&format!("{shedding}{}", rule(true))),
         "weir.yaml:7:13: rules[0].costs[0].match.priority: `priority` belongs on the rule's own `match`, not a cost's"
     );
-    let config = Config::parse(
+    // Accepted on the rule's own `match` (what it reads as: config/tests.rs).
+    Config::parse(
         &format!("{shedding}{}", rule(false)),
         Path::new("weir.yaml"),
     )
     .unwrap();
-    assert_eq!(
-        config.engine.routing.rules[0].priority,
-        Some(weir_core::Priority::Sheddable)
-    );
 }
 
 #[test]

@@ -63,7 +63,7 @@ impl Weir {
             clock.clone(),
         ));
         let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
-        assert!(service.admin.is_some(), "an admin section");
+        assert!(service.has_admin(), "an admin section");
         let admin = weir::admin_router(&service);
         Self {
             service,
@@ -497,7 +497,7 @@ async fn the_admin_api_is_only_on_the_admin_listener_and_only_when_configured() 
     let app = App::start().await;
     let text = login_config(app.addr, dir.path()).replace("\nadmin:\n  token_file: token\n", "");
     let config = Config::parse(&text, &dir.path().join("login.yaml")).unwrap();
-    assert!(config.admin.is_none());
+    assert!(!config.has_admin());
     let service = small_service(&config);
     let admin_listener = weir::admin_router(&service);
     let get = |uri: &str| {
@@ -574,7 +574,7 @@ fn admin_tokens_are_checked_at_load() {
     let base = "rules:\n  - {name: api, algorithm: gcra, limit: 10, period: 1m}\n";
     let load = |admin: &str| {
         let text = format!("{base}admin:\n{admin}");
-        Config::parse(&text, &dir.path().join("weir.yaml")).map(|c| c.admin.is_some())
+        Config::parse(&text, &dir.path().join("weir.yaml")).map(|c| c.has_admin())
     };
     std::fs::write(dir.path().join("short"), "too-short\n").unwrap();
     std::fs::write(dir.path().join("good"), format!("{TOKEN}\n")).unwrap();

@@ -270,34 +270,6 @@ async fn a_rules_match_gives_its_requests_their_priority() {
     assert_eq!(shed as u64, sheddable.shed);
 }
 
-/// The engine for `yaml` on memory, and the priority the gateway gives a GET
-/// of `target` with `headers` (its shedding route's, else the first rule's).
-fn priority_of(yaml: &str, target: &str, headers: &[(&str, &str)]) -> Option<weir_core::Priority> {
-    use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
-    let config = weir::Config::parse(yaml, Path::new("review.yaml")).unwrap();
-    let clock = Arc::new(weir_core::ManualClock::new(0));
-    let store = Arc::new(weir_store::MemoryStore::new(
-        weir_store::MemoryStoreConfig::default(),
-        clock.clone(),
-    ));
-    let engine = weir::Engine::new(&config.engine, store, clock);
-    let mut map = HeaderMap::new();
-    map.insert("host", HeaderValue::from_static("api.example"));
-    for (name, value) in headers {
-        map.insert(
-            HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            HeaderValue::from_str(value).unwrap(),
-        );
-    }
-    let uri: Uri = target.parse().unwrap();
-    let (head, routed) = engine.read(&Method::GET, &uri, target, &map).unwrap();
-    let shedding = config.gateway.unwrap().shedding.unwrap();
-    shedding
-        .route(head.path())
-        .or(engine.shed_priority(&routed))
-        .map(|(_, p)| p)
-}
-
 /// A rule for some plans cannot give a priority: the gateway sheds before it knows a
 /// caller's plan, so every plan's requests would take it.
 #[test]
@@ -307,32 +279,5 @@ fn a_rule_for_some_plans_gives_no_priority() {
     assert!(
         refused.to_string().contains("rules[0].match.priority"),
         "{refused}"
-    );
-}
-
-/// A shedding route reads a path as the rules do (`;params` stripped, case ignored): a
-/// client cannot escape a sheddable route, and take a broader rule's priority, by
-/// spelling its path another way.
-#[test]
-fn a_shedding_route_reads_the_path_as_the_rules_do() {
-    let yaml = "upstream: { url: http://127.0.0.1:9 }\nshedding:\n  min_limit: 2\n  routes: [{ path_prefix: /api/export, priority: sheddable }]\nrules:\n  - { name: api, match: { path_prefix: /api, priority: critical }, algorithm: gcra, limit: 100, period: 1s }\n  - { name: export, match: { path: /api/export }, algorithm: gcra, limit: 1, period: 1s }\n";
-    let config = weir::Config::parse(yaml, Path::new("review.yaml")).unwrap();
-    let export = &config.engine.routing.rules[1].route;
-    // The rules: `/api;v=1/export` is the export endpoint (limited as it).
-    assert!(export.matches(&axum::http::Method::GET, None, "/api;v=1/export"));
-    assert_eq!(
-        priority_of(yaml, "/api/export", &[]),
-        Some(weir_core::Priority::Sheddable)
-    );
-    // Rules match case-insensitively by default (`/API/Export` is the export rule's).
-    assert!(export.matches(&axum::http::Method::GET, None, "/API/Export"));
-    let seen: Vec<_> = ["/api;v=1/export", "/API/Export"]
-        .iter()
-        .map(|p| (*p, priority_of(yaml, p, &[])))
-        .collect();
-    assert!(
-        seen.iter()
-            .all(|(_, p)| *p == Some(weir_core::Priority::Sheddable)),
-        "{seen:?}"
     );
 }

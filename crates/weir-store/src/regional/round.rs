@@ -30,7 +30,7 @@ const FAILURES_PER_ROUND: u32 = 8;
 impl RegionalStore {
     /// Renews the shares of the keys this instance was asked for since the last round
     /// (and of those quiet for a few rounds, which give their shares back): at most
-    /// [`MAX_RENEWED_PER_ROUND`], the busiest.
+    /// `MAX_RENEWED_PER_ROUND` (10,000), the busiest.
     pub async fn rebalance(self: &Arc<Self>) {
         let mut keys = self.activity.drain();
         if keys.len() > MAX_RENEWED_PER_ROUND {

@@ -48,7 +48,7 @@ impl<S: Store + ?Sized> Wraps for Arc<S> {
 
 impl<S: Store + ?Sized> Layer for Arc<S> {}
 
-/// Every call through [`Layer::around`] ([`Store::decide_within`] by its default, on
+/// Every call through [`Wraps::around`] ([`Store::decide_within`] by its default, on
 /// [`Store::decide`]).
 impl<L: Layer> Store for L {
     fn check<'a>(

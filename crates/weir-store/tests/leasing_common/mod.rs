@@ -15,12 +15,12 @@ use weir_store::{
 use weir_testkit::RedisServer;
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds.
-pub const START: u64 = 1_796_032_800_000_000_000;
-pub const SECOND: u64 = 1_000_000_000;
+pub(crate) const START: u64 = 1_796_032_800_000_000_000;
+pub(crate) const SECOND: u64 = 1_000_000_000;
 
 /// Lease events counted, over every rule.
 #[derive(Default)]
-pub struct Counted {
+pub(crate) struct Counted {
     pub granted: AtomicU64,
     pub returned: AtomicU64,
     pub expired: AtomicU64,
@@ -43,7 +43,7 @@ impl LeaseEvents for Counted {
 }
 
 /// A Redis store on `server` whose time is `clock` (`clock: local`), under `prefix`.
-pub async fn redis_with(
+pub(crate) async fn redis_with(
     server: &RedisServer,
     clock: Arc<dyn Clock>,
     timeout: Duration,
@@ -60,7 +60,7 @@ pub async fn redis_with(
 }
 
 /// [`redis_with`] a 2 s timeout, on a manual clock.
-pub async fn redis(
+pub(crate) async fn redis(
     server: &RedisServer,
     clock: &Arc<ManualClock>,
     prefix: &str,
@@ -69,7 +69,7 @@ pub async fn redis(
 }
 
 /// `identity`'s key under the leased rule `hot`.
-pub fn hot(identity: &str) -> Key<'_> {
+pub(crate) fn hot(identity: &str) -> Key<'_> {
     Key {
         rule: "hot",
         identity,

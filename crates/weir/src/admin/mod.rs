@@ -54,7 +54,7 @@ struct Admin {
 
 /// The admin routes, to merge into the admin listener's router. The token is read from
 /// `config` at each call: a reload that changes it takes effect at once.
-pub fn router(engine: EngineHandle, config: Arc<ArcSwap<AdminConfig>>) -> Router {
+pub(crate) fn router(engine: EngineHandle, config: Arc<ArcSwap<AdminConfig>>) -> Router {
     let page = || async {
         (
             [

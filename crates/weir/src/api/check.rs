@@ -17,10 +17,10 @@ use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit};
 use crate::engine::{Engine, EngineHandle, NamedPolicy};
 
 /// The largest request body read, in bytes.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// The longest key accepted, in bytes.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -28,7 +28,7 @@ use crate::engine::{Engine, EngineHandle, RuleDecision, SettlementId, Verdict};
 use crate::request::canonical_ip;
 
 /// The largest `/v1/decide` request read, in bytes (the facts, a body included).
-pub const MAX_DECIDE_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_DECIDE_BYTES: usize = 256 * 1024;
 
 /// How long a settlement waits for `POST /v1/settle` before it stays counted.
 pub const SETTLE_WITHIN: Duration = Duration::from_secs(60);

@@ -12,8 +12,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-pub use self::check::{MAX_BODY_BYTES, MAX_KEY_BYTES};
-pub use self::decide::{MAX_DECIDE_BYTES, SETTLE_WITHIN};
+pub use self::decide::SETTLE_WITHIN;
 use crate::edge::Problem;
 use crate::engine::EngineHandle;
 

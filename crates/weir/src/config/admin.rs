@@ -9,11 +9,11 @@ use serde_saphyr::Spanned;
 
 /// The shortest token accepted: a guessable token would open the admin API to anyone
 /// who reaches the admin listener.
-pub const MIN_TOKEN_BYTES: usize = 16;
+pub(super) const MIN_TOKEN_BYTES: usize = 16;
 
 /// The admin API's settings.
 #[derive(Clone, PartialEq, Eq)]
-pub struct AdminConfig {
+pub(crate) struct AdminConfig {
     /// The SHA-256 of the bearer token (the token itself is not kept).
     token_sha256: [u8; 32],
 }
@@ -27,7 +27,7 @@ impl std::fmt::Debug for AdminConfig {
 impl AdminConfig {
     /// Whether `token` is the configured one. Digests are compared, so the time taken
     /// says nothing about how much of the token was right.
-    pub fn accepts(&self, token: &str) -> bool {
+    pub(crate) fn accepts(&self, token: &str) -> bool {
         Sha256::digest(token.as_bytes()).as_slice() == self.token_sha256
     }
 }

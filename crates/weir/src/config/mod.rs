@@ -23,6 +23,9 @@ mod store;
 mod upstream;
 mod yaml;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -32,20 +35,20 @@ use weir_core::{Algorithm, Policy, PolicyError};
 use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
 
-pub use self::admin::AdminConfig;
+pub(crate) use self::admin::AdminConfig;
 pub use self::builder::{ConfigBuilder, RuleBuilder};
-pub use self::descriptors::EnvoyConfig;
+pub(crate) use self::descriptors::EnvoyConfig;
 pub use self::error::ConfigError;
 use self::file::RawRule;
-pub use self::period::{Period, PeriodError};
-pub use self::shedding::SheddingConfig;
-pub use self::store::{DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback, StoreConfig};
-pub use self::upstream::{
-    BODY_TIMEOUT, GatewayConfig, MAX_BODY_BYTES, MAX_BUFFERED_BYTES, Upstream,
-};
+pub(crate) use self::period::Period;
+pub(crate) use self::shedding::SheddingConfig;
+pub use self::store::{Fallback, StoreConfig};
+pub(crate) use self::upstream::GatewayConfig;
+pub(crate) use self::upstream::Upstream;
+pub(crate) use self::upstream::{BODY_TIMEOUT, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
 
 /// The longest rule name: names appear in keys and in response headers.
-pub const MAX_RULE_NAME: usize = 64;
+pub(crate) const MAX_RULE_NAME: usize = 64;
 
 /// A validated configuration.
 #[derive(Debug, Clone)]
@@ -57,18 +60,43 @@ pub struct Config {
     pub engine: EngineSpec,
     /// Whom to believe about a client's address (the `client_ip` section): what the
     /// gateway and the tower layer read it by.
-    pub client_ip: ClientIpConfig,
+    pub(crate) client_ip: ClientIpConfig,
     /// The gateway, when an `upstream` is configured.
-    pub gateway: Option<GatewayConfig>,
+    pub(crate) gateway: Option<GatewayConfig>,
     /// The admin API, when an `admin` section is configured.
-    pub admin: Option<AdminConfig>,
+    pub(crate) admin: Option<AdminConfig>,
     /// Envoy's rate limit service, when an `envoy` section is configured.
-    pub envoy: Option<EnvoyConfig>,
+    pub(crate) envoy: Option<EnvoyConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
 
 impl Config {
+    /// Whether it configures the gateway (an `upstream` section).
+    pub fn has_gateway(&self) -> bool {
+        self.gateway.is_some()
+    }
+
+    /// Whether it configures the admin API (an `admin` section).
+    pub fn has_admin(&self) -> bool {
+        self.admin.is_some()
+    }
+
+    /// What `weir check-config` says of it: how many rules, and with an `envoy`
+    /// section, how many domains from how many files in which directory.
+    pub fn summary(&self) -> String {
+        let rules = self.engine.rules.len();
+        match &self.envoy {
+            Some(envoy) => format!(
+                "{rules} rules, {} envoy domains from {} files in {}",
+                envoy.descriptors.domains(),
+                envoy.files.len(),
+                envoy.dir.display()
+            ),
+            None => format!("{rules} rules"),
+        }
+    }
+
     /// Reads and validates the configuration file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -177,7 +205,7 @@ impl Config {
 
 /// [`Config::fingerprint`] of the files as they are now: the configuration at `path`
 /// and, if given, the envoy directory `envoy_dir`; none if one cannot be read.
-pub fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
+pub(crate) fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
     let file = sha256_hex(&std::fs::read(path).ok()?);
     match envoy_dir {
         Some(dir) => Some(format!("{file}+{}", descriptors::dir_sha256(dir)?)),
@@ -187,7 +215,7 @@ pub fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
 
 /// The SHA-256 of `bytes`, in lower-case hex: how a configuration file is named in
 /// metrics, and how a reload sees that it changed.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
         .iter()

@@ -5,12 +5,12 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::de::{self, Deserialize, Deserializer};
-pub use weir_core::PeriodError;
+pub(crate) use weir_core::PeriodError;
 use weir_core::parse_period;
 
 /// A period parsed from `<integer><unit>`, the unit one of `ms`, `s`, `m`, `h`, `d`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Period(pub Duration);
+pub(crate) struct Period(pub Duration);
 
 impl std::str::FromStr for Period {
     type Err = PeriodError;

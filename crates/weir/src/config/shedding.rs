@@ -24,7 +24,7 @@ const MAX_LIMIT: u32 = 1_000_000;
 
 /// Load shedding by route priority.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SheddingConfig {
+pub(crate) struct SheddingConfig {
     /// Path prefixes (as written) and their priorities, first match wins.
     pub routes: Vec<(String, Priority)>,
     /// Each route's prefix as rules match paths (`;params` stripped, case ignored): a
@@ -35,15 +35,16 @@ pub struct SheddingConfig {
 }
 
 impl SheddingConfig {
+    #[cfg(test)]
     /// The priority of a request for `path` (the canonical path, as forwarded).
-    pub fn priority(&self, path: &str) -> Priority {
+    pub(crate) fn priority(&self, path: &str) -> Priority {
         self.route(path)
             .map_or(Priority::Default, |(_, priority)| priority)
     }
 
     /// The route (its path prefix) and priority of a request for `path`; `None` for a
     /// request no route names (`default`).
-    pub fn route(&self, path: &str) -> Option<(&str, Priority)> {
+    pub(crate) fn route(&self, path: &str) -> Option<(&str, Priority)> {
         self.routes
             .iter()
             .zip(&self.matchers)

@@ -11,10 +11,10 @@ use super::file::{ClockName, RawStore, StoreKind as RawStoreKind};
 use crate::engine::StoreKind;
 
 /// The key prefix when none is configured.
-pub const DEFAULT_KEY_PREFIX: &str = "weir";
+pub(crate) const DEFAULT_KEY_PREFIX: &str = "weir";
 
 /// The per-check timeout of the Redis store when none is configured.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Where limit state is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum StoreConfig {
 
 impl StoreConfig {
     /// The store's kind as metrics name it: `memory` or `redis`.
-    pub fn kind(&self) -> StoreKind {
+    pub(crate) fn kind(&self) -> StoreKind {
         match self {
             StoreConfig::Memory(_) => StoreKind::Memory,
             StoreConfig::Redis(..) => StoreKind::Redis,

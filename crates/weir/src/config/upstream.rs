@@ -15,7 +15,7 @@ use crate::request::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net
 
 /// Where allowed requests go.
 #[derive(Debug, Clone)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// `http://host:port` of the upstream.
     pub base: Uri,
     /// The longest a connection to the upstream may take to open.
@@ -33,11 +33,11 @@ pub struct Upstream {
 
 /// What the gateway needs besides the engine: where to forward, and whom to believe.
 #[derive(Debug, Clone)]
-pub struct GatewayConfig {
+pub(crate) struct GatewayConfig {
     /// Where allowed requests go.
     pub upstream: Upstream,
     /// Whom to believe about the client's address, and what to tell the upstream.
-    pub client_ip: ClientIpConfig,
+    pub(crate) client_ip: ClientIpConfig,
     /// Load shedding by route priority, when configured.
     pub shedding: Option<SheddingConfig>,
 }
@@ -46,11 +46,11 @@ pub struct GatewayConfig {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest body read by default when a rule keys on a body field.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The longest a client may take by default to send such a body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most body bytes held at once across requests by default.
-pub const MAX_BUFFERED_BYTES: usize = 64 << 20;
+pub(crate) const MAX_BUFFERED_BYTES: usize = 64 << 20;
 
 /// The gateway, when the configuration has an `upstream`; `client_ip` is its section,
 /// read already.

@@ -19,7 +19,7 @@ const BUFFER_UNIT: usize = 1024;
 
 /// Reads bodies within the bounds it was made with.
 #[derive(Debug)]
-pub struct BodyReader {
+pub(crate) struct BodyReader {
     max_body_bytes: usize,
     body_timeout: Duration,
     /// Body bytes being read now, in units of [`BUFFER_UNIT`].
@@ -29,7 +29,11 @@ pub struct BodyReader {
 impl BodyReader {
     /// A reader of bodies up to `max_body_bytes` each, arriving within `body_timeout`,
     /// holding at most `max_buffered_bytes` across the requests read at once.
-    pub fn new(max_body_bytes: usize, body_timeout: Duration, max_buffered_bytes: usize) -> Self {
+    pub(crate) fn new(
+        max_body_bytes: usize,
+        body_timeout: Duration,
+        max_buffered_bytes: usize,
+    ) -> Self {
         Self {
             max_body_bytes,
             body_timeout,
@@ -41,7 +45,7 @@ impl BodyReader {
     /// larger than the limit, 408 when it is too slow, 400 when it cannot be read (a
     /// malformed chunk, a client that hung up), 503 when the process holds its
     /// `max_buffered_bytes` of bodies already.
-    pub async fn read(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Response> {
+    pub(crate) async fn read(&self, headers: &HeaderMap, body: Body) -> Result<Bytes, Response> {
         let limit = self.max_body_bytes;
         let announced = headers
             .get(header::CONTENT_LENGTH)

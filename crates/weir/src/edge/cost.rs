@@ -46,7 +46,7 @@ fn take_room(n: usize) -> bool {
 /// Settles `settlement` with the answer's status and the costs it states: now when
 /// they are all in its headers, else when its body ends (the response returned then
 /// carries a body that settles at its end).
-pub async fn settle(settlement: Settlement, response: Response) -> Response {
+pub(crate) async fn settle(settlement: Settlement, response: Response) -> Response {
     let status = response.status().as_u16();
     let (mut json, mut trailer) = (false, false);
     for from in settlement.costs_from() {

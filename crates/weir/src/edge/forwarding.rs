@@ -33,7 +33,11 @@ static PROXY_ONLY: [HeaderName; 3] = [
 ///   `http` (weir listens on plain HTTP).
 /// - `X-Forwarded-Host`, `-Port`, `-Prefix`: kept from a trusted peer, dropped from
 ///   any other.
-pub fn write_forwarding(address: &ClientAddress, headers: &mut HeaderMap, header: ForwardedHeader) {
+pub(crate) fn write_forwarding(
+    address: &ClientAddress,
+    headers: &mut HeaderMap,
+    header: ForwardedHeader,
+) {
     // The chain, client first: one pass per header, written into one string each
     // (this runs for every forwarded request).
     let client = (address.ip != address.peer || !address.hops.is_empty()).then_some(address.ip);
@@ -111,7 +115,7 @@ fn drop_underscored(headers: &mut HeaderMap) {
 /// The `Host` to give the app for a request whose absolute-form target names its host
 /// (`GET http://api.example.com:8080/x` without a `Host` line): the target's host and
 /// port as sent, without any user information. `None` for other targets.
-pub fn host_of_target(target: &Uri) -> Option<HeaderValue> {
+pub(crate) fn host_of_target(target: &Uri) -> Option<HeaderValue> {
     let authority = target.authority()?;
     let host = match authority.port() {
         Some(port) => format!("{}:{port}", authority.host()),

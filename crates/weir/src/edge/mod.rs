@@ -14,22 +14,22 @@ mod ratelimit;
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
-pub use self::accept::{
-    Accept, Connection, ConnectionSlots, Http1, Http1Connection, Http2, Io, Protocol, SEND_TIMEOUT,
-    Version,
+pub use self::accept::ConnectionSlots;
+pub(crate) use self::accept::{
+    Accept, Connection, Http1, Http1Connection, Http2, Io, Protocol, SEND_TIMEOUT, Version,
 };
-pub use self::body::BodyReader;
-pub use self::cost::settle;
-pub use self::forwarding::{host_of_target, write_forwarding};
-pub use self::problem::Problem;
+pub(crate) use self::body::BodyReader;
+pub(crate) use self::cost::settle;
+pub(crate) use self::forwarding::{host_of_target, write_forwarding};
+pub(crate) use self::problem::Problem;
 use self::ratelimit::insert_legacy;
-pub use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
+pub(crate) use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
 use crate::engine::{Allowed, Denied, RuleDecision, Verdict};
 use crate::request::Refused;
 
 /// What a door does with a verdict.
 #[derive(Debug)]
-pub enum Answer<'e> {
+pub(crate) enum Answer<'e> {
     /// Go on (forward the request, or tell the caller it may): the quotas to report and
     /// the settlement to make.
     Proceed(Allowed<'e>),
@@ -40,7 +40,7 @@ pub enum Answer<'e> {
 /// What a door does with `verdict`: go on when it allows, else send weir's own answer
 /// (429 with `Retry-After` and the RateLimit fields, the refusal's 400, 415 or 421, or
 /// 503 with a fixed detail). `legacy` adds the older RateLimit fields.
-pub fn answer(verdict: Verdict<'_>, legacy: bool) -> Answer<'_> {
+pub(crate) fn answer(verdict: Verdict<'_>, legacy: bool) -> Answer<'_> {
     match verdict {
         Verdict::Allowed(allowed) => Answer::Proceed(allowed),
         Verdict::Denied(denied) => Answer::Stop(too_many(&denied, legacy)),
@@ -50,12 +50,12 @@ pub fn answer(verdict: Verdict<'_>, legacy: bool) -> Answer<'_> {
 }
 
 /// The header that reports shadow rules that would have denied the request.
-pub const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
+pub(crate) const SHADOW_HEADER: HeaderName = HeaderName::from_static("weir-shadow-limited");
 
 /// Adds to the answer of an allowed request what every door reports on it: the
 /// RateLimit fields of its quotas (and the older fields when `legacy`), and the shadow
 /// rules that would have denied it.
-pub fn add_allowed_headers(headers: &mut HeaderMap, allowed: &Allowed<'_>, legacy: bool) {
+pub(crate) fn add_allowed_headers(headers: &mut HeaderMap, allowed: &Allowed<'_>, legacy: bool) {
     add_quota_headers(headers, &allowed.quotas, legacy);
     if !allowed.shadow_denied.is_empty()
         && let Ok(value) = HeaderValue::try_from(allowed.shadow_denied.join(", "))
@@ -65,7 +65,11 @@ pub fn add_allowed_headers(headers: &mut HeaderMap, allowed: &Allowed<'_>, legac
 }
 
 /// Adds the RateLimit fields of `quotas` (and the older fields when `legacy`).
-pub fn add_quota_headers(headers: &mut HeaderMap, quotas: &[RuleDecision<'_>], legacy: bool) {
+pub(crate) fn add_quota_headers(
+    headers: &mut HeaderMap,
+    quotas: &[RuleDecision<'_>],
+    legacy: bool,
+) {
     let list: Vec<Quota<'_>> = quotas.iter().map(quota).collect();
     insert_ratelimit(headers, &list);
     if legacy {
@@ -92,6 +96,6 @@ fn too_many(denied: &Denied<'_>, legacy: bool) -> Response {
 }
 
 /// A request the engine refused to decide on (400, 415 or 421).
-pub fn refused(refused: &Refused) -> Response {
+pub(crate) fn refused(refused: &Refused) -> Response {
     Problem::refused(refused.reason, refused.detail.clone()).into_response()
 }

@@ -8,7 +8,7 @@ use crate::request::Refusal;
 
 /// A problem to report to the client: a status, a stable type and a human detail.
 #[derive(Debug, Clone)]
-pub struct Problem {
+pub(crate) struct Problem {
     status: StatusCode,
     kind: &'static str,
     title: &'static str,
@@ -30,7 +30,7 @@ struct Body<'a> {
 
 impl Problem {
     /// The admin API was called without the right bearer token (401).
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -40,7 +40,7 @@ impl Problem {
     }
 
     /// The request is malformed (400).
-    pub fn invalid_request(detail: impl Into<String>) -> Self {
+    pub(crate) fn invalid_request(detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
             "invalid-request",
@@ -52,7 +52,7 @@ impl Problem {
     /// A request weir will not decide on: 400 (it cannot be read one way), 415 (a body
     /// weir does not read, on a route keyed by one of its fields), 421 (a host no rule
     /// names).
-    pub fn refused(reason: Refusal, detail: String) -> Self {
+    pub(crate) fn refused(reason: Refusal, detail: String) -> Self {
         match reason {
             Refusal::UnsupportedBody => Self::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -71,7 +71,7 @@ impl Problem {
     }
 
     /// No rule has the name asked for (404).
-    pub fn unknown_rule(name: &str) -> Self {
+    pub(crate) fn unknown_rule(name: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
             "unknown-rule",
@@ -82,7 +82,7 @@ impl Problem {
 
     /// No settlement is waiting under the id given: settled already, expired, or made
     /// before a reload (404). Its reservations stay counted.
-    pub fn unknown_settlement() -> Self {
+    pub(crate) fn unknown_settlement() -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
             "unknown-settlement",
@@ -92,7 +92,7 @@ impl Problem {
     }
 
     /// Nothing is served at this path (404).
-    pub fn not_found(path: &str) -> Self {
+    pub(crate) fn not_found(path: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
             "not-found",
@@ -102,7 +102,7 @@ impl Problem {
     }
 
     /// The path exists but not for this method (405).
-    pub fn method_not_allowed() -> Self {
+    pub(crate) fn method_not_allowed() -> Self {
         Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method-not-allowed",
@@ -112,7 +112,7 @@ impl Problem {
     }
 
     /// The body is larger than the server reads (413).
-    pub fn body_too_large(limit: usize) -> Self {
+    pub(crate) fn body_too_large(limit: usize) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body-too-large",
@@ -123,7 +123,7 @@ impl Problem {
 
     /// The gateway's rate limits deny the request (429). `violated` names the rules;
     /// the caller adds `Retry-After` and the RateLimit fields.
-    pub fn rate_limited(violated: Vec<String>, retry_after_secs: Option<u64>) -> Self {
+    pub(crate) fn rate_limited(violated: Vec<String>, retry_after_secs: Option<u64>) -> Self {
         let detail = match retry_after_secs {
             Some(secs) => format!("Too many requests; try again in {secs} seconds."),
             None => "This request costs more than the limit ever allows.".to_owned(),
@@ -141,7 +141,7 @@ impl Problem {
 
     /// The gateway is at a bound it keeps for everyone's sake (503, retry in a
     /// second).
-    pub fn busy(detail: impl Into<String>) -> Self {
+    pub(crate) fn busy(detail: impl Into<String>) -> Self {
         Self {
             retry_after_secs: Some(1),
             ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "Busy", detail)
@@ -150,7 +150,7 @@ impl Problem {
 
     /// The upstream is overloaded and this request's route is shed before others
     /// (503, retry in a second): load shedding by priority.
-    pub fn overloaded() -> Self {
+    pub(crate) fn overloaded() -> Self {
         Self {
             retry_after_secs: Some(1),
             ..Self::new(
@@ -163,7 +163,7 @@ impl Problem {
     }
 
     /// The client took too long to send the body (408).
-    pub fn body_timeout(limit: std::time::Duration) -> Self {
+    pub(crate) fn body_timeout(limit: std::time::Duration) -> Self {
         Self::new(
             StatusCode::REQUEST_TIMEOUT,
             "body-timeout",
@@ -175,7 +175,7 @@ impl Problem {
     /// weir's tower layer was given a request without the connection's address (500):
     /// the embedding service is set up without `ConnectInfo`, and no rule could be
     /// keyed on the client. A fault of the service, not of its caller.
-    pub fn no_client_address() -> Self {
+    pub(crate) fn no_client_address() -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "no-client-address",
@@ -185,7 +185,7 @@ impl Problem {
     }
 
     /// The upstream could not be reached or failed (502).
-    pub fn bad_gateway(detail: impl Into<String>) -> Self {
+    pub(crate) fn bad_gateway(detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_GATEWAY,
             "bad-gateway",
@@ -195,7 +195,7 @@ impl Problem {
     }
 
     /// The upstream did not answer in time (504).
-    pub fn gateway_timeout(detail: impl Into<String>) -> Self {
+    pub(crate) fn gateway_timeout(detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::GATEWAY_TIMEOUT,
             "gateway-timeout",
@@ -208,13 +208,13 @@ impl Problem {
     /// and never reported as a denial. The detail is fixed: what failed is in weir's
     /// log and metrics, never in a public answer (a store's own error text can name
     /// hosts, keys or versions).
-    pub fn store_unavailable() -> Self {
+    pub(crate) fn store_unavailable() -> Self {
         Self::unavailable("the rate limit store cannot decide right now; try again shortly")
     }
 
     /// `/readyz` while the store is unreachable (503): weir still serves, under each
     /// rule's failure policy, but its limits are not shared right now.
-    pub fn not_ready() -> Self {
+    pub(crate) fn not_ready() -> Self {
         Self::unavailable("degraded: the store is unreachable; rules follow their failure policy")
     }
 

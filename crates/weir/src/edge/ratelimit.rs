@@ -26,12 +26,12 @@ static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 static RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 
 /// Whole seconds, rounded up.
-pub fn ceil_secs(duration: Duration) -> u64 {
+pub(crate) fn ceil_secs(duration: Duration) -> u64 {
     duration.as_nanos().div_ceil(1_000_000_000) as u64
 }
 
 /// Whole milliseconds, rounded up.
-pub fn ceil_millis(duration: Duration) -> u64 {
+pub(crate) fn ceil_millis(duration: Duration) -> u64 {
     duration.as_nanos().div_ceil(1_000_000) as u64
 }
 
@@ -40,7 +40,7 @@ const ITEM_BYTES: usize = 48;
 
 /// One policy's part in the header fields.
 #[derive(Debug, Clone, Copy)]
-pub struct Quota<'a> {
+pub(crate) struct Quota<'a> {
     /// The rule's name (plain characters only, see `config::MAX_RULE_NAME`).
     pub name: &'a str,
     /// The rule's policy.
@@ -52,7 +52,7 @@ pub struct Quota<'a> {
 /// Adds `RateLimit-Policy` and `RateLimit` for `quotas` (after any items the headers
 /// already hold, e.g. an upstream's own), and `Retry-After` (the longest retry of the
 /// denying quotas) when every denying quota has a retry time.
-pub fn insert_ratelimit(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
+pub(crate) fn insert_ratelimit(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
     // Room for a typical item each, so that the pieces never grow the strings.
     let mut policy = String::with_capacity(ITEM_BYTES * quotas.len());
     let mut state = String::with_capacity(ITEM_BYTES * quotas.len());
@@ -134,7 +134,7 @@ fn append_list(headers: &mut HeaderMap, name: &HeaderName, items: String) {
 /// Adds the older fields for the most constrained quota (the least remaining):
 /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and the same as
 /// `X-RateLimit-*`, with the reset in seconds.
-pub fn insert_legacy(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
+pub(super) fn insert_legacy(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
     let Some(tightest) = quotas.iter().min_by_key(|q| q.decision.remaining) else {
         return;
     };

@@ -10,7 +10,7 @@ use crate::metrics::StoreOp;
 
 /// A key's state under a rule, read without counting anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyState {
+pub(crate) struct KeyState {
     /// The key as the store holds it.
     pub key: String,
     /// The rule's limit (a caller's plan may give another).
@@ -29,7 +29,11 @@ impl Engine {
     /// The state of `key` (as listed by the admin API, or a key as weir builds it:
     /// one longer than 128 bytes is looked up by its hash) under the rule named
     /// `rule`; `None` when there is no such rule.
-    pub async fn inspect(&self, rule: &str, key: &str) -> Result<Option<KeyState>, StoreError> {
+    pub(crate) async fn inspect(
+        &self,
+        rule: &str,
+        key: &str,
+    ) -> Result<Option<KeyState>, StoreError> {
         let Some(named) = self.rule(rule) else {
             return Ok(None);
         };

@@ -10,7 +10,7 @@ use axum::http::HeaderName;
 
 /// Where a rule finds a request's actual cost in the answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CostFrom {
+pub(crate) enum CostFrom {
     /// A header of the answer, e.g. `x-tokens-used: 1234`.
     ResponseHeader(HeaderName),
     /// A trailer, sent after a streamed answer's body (the body's end settles).
@@ -23,7 +23,7 @@ pub enum CostFrom {
 impl CostFrom {
     /// A cost as a header or trailer states it: a whole number of units, in ASCII
     /// digits (surrounding spaces allowed); anything else is no cost.
-    pub fn read_text(text: &[u8]) -> Option<u64> {
+    pub(crate) fn read_text(text: &[u8]) -> Option<u64> {
         let text = std::str::from_utf8(text).ok()?.trim();
         if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
             return None;
@@ -33,7 +33,7 @@ impl CostFrom {
 
     /// A cost as a JSON body states it at `pointer`: a non-negative integer (or an
     /// integral float, as some serialisers write counts); anything else is no cost.
-    pub fn read_json(body: &serde_json::Value, pointer: &str) -> Option<u64> {
+    pub(crate) fn read_json(body: &serde_json::Value, pointer: &str) -> Option<u64> {
         let value = body.pointer(pointer)?;
         value.as_u64().or_else(|| {
             value

@@ -22,7 +22,11 @@ impl Engine {
     /// for rules counted by outcome), denied, unavailable (the store cannot decide and
     /// the failure policy says 503), or refused (an identity cannot be read one way).
     /// `routed` is what [`Engine::read`] found for the same request.
-    pub async fn decide<'e>(self: &'e Arc<Self>, routed: Routed, facts: &Facts<'_>) -> Verdict<'e> {
+    pub(crate) async fn decide<'e>(
+        self: &'e Arc<Self>,
+        routed: Routed,
+        facts: &Facts<'_>,
+    ) -> Verdict<'e> {
         let (applied, plan) = match self.apply(&routed, facts) {
             Ok(applied) => applied,
             Err(refused) => return Verdict::Refused(self.refused(refused)),

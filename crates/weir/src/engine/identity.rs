@@ -8,11 +8,11 @@ use crate::request::{Facts, JwtVerifier, Refused, body_field, ip_key, normalize_
 
 /// The longest identity accepted; a request with a longer one is refused, which keeps
 /// keys bounded.
-pub const MAX_IDENTITY_BYTES: usize = 1024;
+pub(super) const MAX_IDENTITY_BYTES: usize = 1024;
 
 /// Where an identity comes from.
 #[derive(Debug, Clone)]
-pub enum Source {
+pub(crate) enum Source {
     /// A request header, e.g. `X-Api-Key`.
     Header(HeaderName),
     /// A claim of a verified JWT.
@@ -25,7 +25,7 @@ pub enum Source {
 
 /// How an identity is normalised before use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Normalize {
+pub(crate) enum Normalize {
     /// As sent.
     #[default]
     None,
@@ -37,7 +37,7 @@ pub enum Normalize {
 
 /// A caller's identity as read from a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// The identity, normalised.
     pub value: String,
     /// Whether the request wrote it exactly so. An identity that normalising changed
@@ -49,7 +49,7 @@ pub struct Identity {
 
 /// A named way to identify callers.
 #[derive(Debug, Clone)]
-pub struct IdentitySource {
+pub(crate) struct IdentitySource {
     /// The name rules refer to it by.
     pub name: String,
     /// Where it is read.
@@ -62,7 +62,7 @@ impl IdentitySource {
     /// The caller's identity: `None` when the request does not carry it (or carries a
     /// token that fails verification: the caller is anonymous), an error when it
     /// carries it in a way that cannot be read one way (the request is refused).
-    pub fn identify(
+    pub(crate) fn identify(
         &self,
         facts: Facts<'_>,
         ipv6_prefix: u8,
@@ -152,7 +152,7 @@ impl IdentitySource {
     }
 
     /// Whether identifying needs the request body.
-    pub fn reads_body(&self) -> bool {
+    pub(crate) fn reads_body(&self) -> bool {
         matches!(self.source, Source::BodyField(_))
     }
 }

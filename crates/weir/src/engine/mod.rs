@@ -44,32 +44,35 @@ use std::time::Duration;
 use weir_core::Clock;
 use weir_store::{LeasingStore, MemoryStore, Store};
 
-pub use self::cost::CostFrom;
+pub(crate) use self::cost::CostFrom;
 use self::denial_log::DenialLog;
-pub use self::descriptors::{
-    AlsoLimit, CurrentLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors,
-    ENVOY_RULE, EnvoyAnswer, EnvoyAsk, NodeId, Quota, TreeError, Unit,
+pub(crate) use self::descriptors::ENVOY_RULE;
+pub(crate) use self::descriptors::{
+    AlsoLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, EnvoyAnswer,
+    EnvoyAsk, NodeId, Quota, Unit,
 };
 pub use self::handle::EngineHandle;
-pub use self::identity::{IdentitySource, Normalize, Source};
+pub(crate) use self::identity::{IdentitySource, Normalize, Source};
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;
 use self::pending::Pending;
-pub use self::pending::SettlementId;
-pub use self::plan::{KeyPlan, PlanSource, Plans};
-pub use self::route::{PathMatch, RouteMatch, rule_host};
-pub use self::routed::Routed;
+pub(crate) use self::pending::SettlementId;
+pub(crate) use self::plan::{KeyPlan, PlanSource, Plans};
+pub(crate) use self::route::{PathMatch, RouteMatch, rule_host};
+pub(crate) use self::routed::Routed;
 use self::rule::DEFAULT_DEBT_BUCKETS;
-pub use self::rule::{Failure, Lockout, MAX_DEBT_BUCKETS, Rule};
-pub use self::settlement::Settlement;
-pub use self::spec::{EngineSpec, NamedPolicy, RegionSpec, StoreKind};
-pub use self::stack::StoreStack;
-pub use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
+pub(crate) use self::rule::{Failure, Lockout, MAX_DEBT_BUCKETS, Rule};
+pub(crate) use self::settlement::Settlement;
+pub(crate) use self::spec::RegionSpec;
+pub(crate) use self::spec::StoreKind;
+pub use self::spec::{EngineSpec, NamedPolicy};
+pub(crate) use self::stack::StoreStack;
+pub(crate) use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
 use crate::metrics::{EngineMetrics, Metrics};
 use crate::request::PathOptions;
 
 /// The identity every engine has: the client's IP address.
-pub const CLIENT_IP: &str = "client_ip";
+pub(crate) const CLIENT_IP: &str = "client_ip";
 
 /// How often, at most, the engine logs that it decides on the local fallback.
 const FALLBACK_LOG_EVERY: u64 = 10_000_000_000;
@@ -77,7 +80,7 @@ const FALLBACK_LOG_EVERY: u64 = 10_000_000_000;
 /// What the engine needs to decide requests: the rules with a `match`, and how callers
 /// are identified and given plans.
 #[derive(Debug, Clone)]
-pub struct Routing {
+pub(crate) struct Routing {
     /// Named ways to identify callers.
     pub identities: HashMap<String, IdentitySource>,
     /// How callers get their plan, if plans are used.
@@ -150,7 +153,7 @@ impl Engine {
 
     /// An engine for the rules of `spec` deciding on a finished store `stack`, counting
     /// into the process's `metrics` (which outlive reloads).
-    pub fn with_stack(
+    pub(crate) fn with_stack(
         spec: &EngineSpec,
         stack: StoreStack,
         clock: Arc<dyn Clock>,
@@ -214,7 +217,7 @@ impl Engine {
     }
 
     /// What the engine counts into.
-    pub fn metrics(&self) -> &EngineMetrics {
+    pub(crate) fn metrics(&self) -> &EngineMetrics {
         &self.metrics
     }
 
@@ -266,13 +269,13 @@ impl Engine {
 
     /// Keeps a settlement for `POST /v1/settle`, under a new id. One left unsettled
     /// past `keep_for` is dropped, and so kept (counted).
-    pub fn park(&self, mut settlement: Settlement, keep_for: Duration) -> SettlementId {
+    pub(crate) fn park(&self, mut settlement: Settlement, keep_for: Duration) -> SettlementId {
         settlement.unhold();
         self.pending.park(settlement, self.clock.now(), keep_for)
     }
 
     /// Takes back the settlement parked under `id`, if it is still there.
-    pub fn unpark(&self, id: SettlementId) -> Option<Settlement> {
+    pub(crate) fn unpark(&self, id: SettlementId) -> Option<Settlement> {
         self.pending.unpark(id, self.clock.now())
     }
 }

@@ -16,14 +16,14 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use super::Settlement;
 
 /// The most settlements waiting at once.
-pub const MAX_PENDING: usize = 100_000;
+pub(super) const MAX_PENDING: usize = 100_000;
 
 /// Every how many parked settlements the expired ones are swept.
 const SWEEP_EVERY: u64 = 1024;
 
 /// The id of a parked settlement: 128 random-looking bits, as 32 hex digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SettlementId(u128);
+pub(crate) struct SettlementId(u128);
 
 impl fmt::Display for SettlementId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -9,11 +9,11 @@ use weir_core::Clock;
 use crate::request::{Facts, JwtVerifier};
 
 /// The plan of a caller whose identity could not be found.
-pub const ANONYMOUS: &str = "anonymous";
+pub(super) const ANONYMOUS: &str = "anonymous";
 
 /// A key's entry in a plans file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyPlan {
+pub(crate) struct KeyPlan {
     /// The plan.
     pub plan: String,
     /// A custom limit for this key, replacing the limit of its plan's rules.
@@ -22,7 +22,7 @@ pub struct KeyPlan {
 
 /// Where plans come from.
 #[derive(Debug, Clone)]
-pub enum PlanSource {
+pub(crate) enum PlanSource {
     /// A claim of the token verified by an identity's JWT settings.
     JwtClaim {
         /// The verifier (of the identity named in the configuration).
@@ -43,7 +43,7 @@ pub enum PlanSource {
 
 /// How callers get their plan.
 #[derive(Debug, Clone)]
-pub struct Plans {
+pub(crate) struct Plans {
     /// Where the plan comes from.
     pub source: PlanSource,
     /// The plan of an identified caller the source says nothing about, or names a plan
@@ -55,7 +55,7 @@ pub struct Plans {
 
 /// A caller's plan, and a custom limit if the plans file gives one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallerPlan {
+pub(crate) struct CallerPlan {
     /// The plan's name.
     pub name: String,
     /// A custom limit for this caller.
@@ -64,7 +64,7 @@ pub struct CallerPlan {
 
 impl Plans {
     /// The plan of the caller of a request; `identity_of` finds a named identity.
-    pub fn plan_of(
+    pub(crate) fn plan_of(
         &self,
         facts: Facts<'_>,
         clock: &dyn Clock,

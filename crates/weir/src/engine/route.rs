@@ -13,7 +13,7 @@ use crate::request::{PathMatchOptions, PathOptions, canonical_path, match_form};
 
 /// A path to match, in match form.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathMatch {
+pub(crate) enum PathMatch {
     /// Any path.
     Any,
     /// This path exactly.
@@ -26,7 +26,7 @@ pub enum PathMatch {
 
 /// One segment of a path pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
+pub(crate) enum Segment {
     /// This text.
     Literal(String),
     /// Any one non-empty segment.
@@ -35,7 +35,7 @@ pub enum Segment {
 
 /// What a rule matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteMatch {
+pub(crate) struct RouteMatch {
     /// Methods matched (empty: any). `HEAD` is matched by `GET`.
     pub methods: Vec<Method>,
     /// Host matched, lowercase, without port or trailing dot (`None`: any).
@@ -49,7 +49,7 @@ pub struct RouteMatch {
 impl PathMatch {
     /// Reads an exact path, or a pattern when it has `{...}` segments, as rules compare
     /// it with `options`.
-    pub fn exact(path: &str, options: PathMatchOptions) -> Result<Self, String> {
+    pub(crate) fn exact(path: &str, options: PathMatchOptions) -> Result<Self, String> {
         if !path.starts_with('/') {
             return Err(format!("path `{path}` must start with `/`"));
         }
@@ -78,7 +78,7 @@ impl PathMatch {
 
     /// Reads a path prefix (a trailing slash in it is kept: `/api/` never matches
     /// `/apix`).
-    pub fn prefix(prefix: &str, options: PathMatchOptions) -> Result<Self, String> {
+    pub(crate) fn prefix(prefix: &str, options: PathMatchOptions) -> Result<Self, String> {
         if !prefix.starts_with('/') {
             return Err(format!("path_prefix `{prefix}` must start with `/`"));
         }
@@ -123,7 +123,7 @@ fn rule_form(path: &str, options: PathMatchOptions) -> Result<String, String> {
 /// A rule's host as requests' hosts are compared with it: lowercase, without trailing
 /// dot, an IP literal in its canonical form; a port is refused (hosts are compared
 /// without their port).
-pub fn rule_host(host: &str) -> Result<String, String> {
+pub(crate) fn rule_host(host: &str) -> Result<String, String> {
     let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
@@ -147,7 +147,7 @@ pub fn rule_host(host: &str) -> Result<String, String> {
 impl RouteMatch {
     /// Whether a request with this method, host (canonical) and path (canonical) is
     /// matched.
-    pub fn matches(&self, method: &Method, host: Option<&str>, path: &str) -> bool {
+    pub(crate) fn matches(&self, method: &Method, host: Option<&str>, path: &str) -> bool {
         if !(self.methods.is_empty()
             || self.methods.contains(method)
             // Servers answer HEAD with their GET handler: it is limited as a GET.

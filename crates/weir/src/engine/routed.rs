@@ -9,24 +9,24 @@ use crate::request::{Head, Refused, read_head};
 /// The rules whose route matches a request, found from its request line alone (before
 /// its body is read, which only some rules need).
 #[derive(Debug, Default)]
-pub struct Routed {
+pub(crate) struct Routed {
     pub(super) rules: Vec<usize>,
     reads_body: bool,
 }
 
 impl Routed {
     /// Whether no rule applies: the request goes on unlimited.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
 
     /// The index of the first rule that applies (the request's route, in metrics).
-    pub fn first(&self) -> Option<usize> {
+    pub(crate) fn first(&self) -> Option<usize> {
         self.rules.first().copied()
     }
 
     /// Whether a rule that applies keys on a field of the body.
-    pub fn reads_body(&self) -> bool {
+    pub(crate) fn reads_body(&self) -> bool {
         self.reads_body
     }
 }
@@ -36,7 +36,7 @@ impl Engine {
     /// name and the priority. (Such a rule is for every plan: the configuration
     /// refuses a priority on a rule for some plans, since the gateway sheds before the
     /// caller's plan is known.)
-    pub fn shed_priority(&self, routed: &Routed) -> Option<(&str, weir_core::Priority)> {
+    pub(crate) fn shed_priority(&self, routed: &Routed) -> Option<(&str, weir_core::Priority)> {
         routed.rules.iter().find_map(|&i| {
             let rule = &self.routing.rules[i];
             rule.priority.map(|p| (rule.name.as_str(), p))
@@ -46,7 +46,7 @@ impl Engine {
     /// Reads a request's head one way ([`read_head`], with this engine's path
     /// options) and finds the rules that apply to it: the first step of every door
     /// that receives HTTP. A refusal is counted before it is returned.
-    pub fn read<'a>(
+    pub(crate) fn read<'a>(
         &self,
         method: &Method,
         uri: &Uri,

@@ -12,7 +12,7 @@ use super::route::RouteMatch;
 
 /// A rule of the engine that applies to requests (it has a `match`).
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The rule's name (its name in headers and problem bodies too).
     pub name: String,
     /// Its policy.
@@ -60,7 +60,7 @@ pub struct Rule {
 impl Rule {
     /// What this instance enforces of `policy` (the caller's) while the shared store is
     /// down: its part of the limit and of the burst, at least one unit each.
-    pub fn fallback_policy(&self, policy: &Policy) -> Policy {
+    pub(crate) fn fallback_policy(&self, policy: &Policy) -> Policy {
         let part = |n: u64| n.div_ceil(self.fallback_parts.max(1)).max(1);
         Policy::new(
             policy.algorithm(),
@@ -74,7 +74,7 @@ impl Rule {
 
 impl Rule {
     /// What a request with this method, host and path costs under the rule.
-    pub fn cost_of(&self, method: &Method, host: Option<&str>, path: &str) -> u64 {
+    pub(crate) fn cost_of(&self, method: &Method, host: Option<&str>, path: &str) -> u64 {
         self.costs
             .iter()
             .find(|(route, _)| route.matches(method, host, path))
@@ -82,7 +82,7 @@ impl Rule {
     }
 
     /// Whether the rule counts a request only by its outcome (reserve, then settle).
-    pub fn counts_by_outcome(&self) -> bool {
+    pub(crate) fn counts_by_outcome(&self) -> bool {
         !self.count_statuses.is_empty()
     }
 
@@ -93,14 +93,14 @@ impl Rule {
 }
 
 /// How many full buckets a stated cost may owe by default (`cost_from` without `max`).
-pub const DEFAULT_DEBT_BUCKETS: u64 = 16;
+pub(super) const DEFAULT_DEBT_BUCKETS: u64 = 16;
 
 /// How many full buckets a `max` may reach: a charge is made in steps of one bucket.
-pub const MAX_DEBT_BUCKETS: u64 = 64;
+pub(crate) const MAX_DEBT_BUCKETS: u64 = 64;
 
 /// What a rule does when the shared store cannot decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// Keep serving, limited by a local fallback limiter (this instance's share of the
     /// limit): a broken limiter must not take the API down.
     #[default]
@@ -119,7 +119,7 @@ pub enum Failure {
 /// so these never meet a configured rule's keys. Names and policies are made once, at
 /// load.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lockout {
+pub(crate) struct Lockout {
     /// The factor between successive waits.
     pub growth: u32,
     /// The longest wait.
@@ -136,7 +136,7 @@ pub struct Lockout {
 
 impl Lockout {
     /// The lockouts of rule `rule`, growing by `growth` up to `max`.
-    pub fn new(rule: &str, growth: u32, max: Duration) -> Result<Self, PolicyError> {
+    pub(crate) fn new(rule: &str, growth: u32, max: Duration) -> Result<Self, PolicyError> {
         let memory = max.max(Duration::from_secs(24 * 3600));
         Ok(Self {
             growth,
@@ -149,7 +149,7 @@ impl Lockout {
     }
 
     /// The wait of the `n`-th lockout (from 1) for a rule of `period`.
-    pub fn wait(&self, period: Duration, n: u64) -> Duration {
+    pub(crate) fn wait(&self, period: Duration, n: u64) -> Duration {
         let factor =
             u32::try_from(n.saturating_sub(1)).map_or(u32::MAX, |e| self.growth.saturating_pow(e));
         period.saturating_mul(factor).min(self.max)

@@ -86,7 +86,7 @@ impl Reserved {
 
 /// The reservations of an allowed request, waiting for the answer's status.
 #[must_use = "a settlement dropped unsettled keeps every reservation"]
-pub struct Settlement {
+pub(crate) struct Settlement {
     /// Weak: the engine keeps parked settlements, and a reload drops the engine with
     /// them (their reservations stay counted).
     engine: Weak<Engine>,
@@ -115,11 +115,6 @@ impl Settlement {
         }
     }
 
-    /// Settles with the answer's HTTP status; an estimated cost stays as reserved.
-    pub async fn settle(self, status: u16) {
-        self.settle_costs(status, |_| None).await;
-    }
-
     /// Lets go of the engine, for a settlement the engine itself keeps (parked).
     pub(super) fn unhold(&mut self) {
         self.held = None;
@@ -127,14 +122,18 @@ impl Settlement {
 
     /// Where the answer must be read for the actual costs of the rules this settles
     /// (none: [`Settlement::settle`] is enough).
-    pub fn costs_from(&self) -> impl Iterator<Item = &CostFrom> {
+    pub(crate) fn costs_from(&self) -> impl Iterator<Item = &CostFrom> {
         self.reserved.iter().filter_map(|r| r.cost_from.as_ref())
     }
 
     /// Settles with the answer's HTTP status, and each estimated cost trued up to what
     /// `cost` finds where the rule reads it (`None`: not stated, or not a number; the
     /// estimate stays).
-    pub async fn settle_costs(mut self, status: u16, cost: impl Fn(&CostFrom) -> Option<u64>) {
+    pub(crate) async fn settle_costs(
+        mut self,
+        status: u16,
+        cost: impl Fn(&CostFrom) -> Option<u64>,
+    ) {
         let reserved = std::mem::take(&mut self.reserved);
         let actual = reserved
             .iter()

@@ -15,20 +15,20 @@ pub struct EngineSpec {
     /// Every rule, in file order, with unique names (`/v1/check` asks them by name).
     pub rules: Vec<NamedPolicy>,
     /// How requests are decided: identities, plans, and the rules with a `match`.
-    pub routing: Routing,
+    pub(crate) routing: Routing,
     /// The kind of store the engine decides on.
-    pub store: StoreKind,
+    pub(crate) store: StoreKind,
     /// This instance's region, when rules are global across regions (`region:`).
-    pub region: Option<RegionSpec>,
+    pub(crate) region: Option<RegionSpec>,
     /// The rules of the Envoy descriptors leased (`x-weir: { lease }`), and their
     /// plans: leased on a shared store as the rules with `lease` are.
-    pub envoy_leases: Vec<(String, LeasePlan)>,
+    pub(crate) envoy_leases: Vec<(String, LeasePlan)>,
 }
 
 /// This instance's region and the others (`region:`): where the shares of the rules
 /// with `scope: global` are renewed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RegionSpec {
+pub(crate) struct RegionSpec {
     /// This region's name.
     pub name: String,
     /// The other regions, by name, and their stores (with this region's key prefix,
@@ -42,7 +42,7 @@ pub struct RegionSpec {
 
 impl RegionSpec {
     /// How many regions share a global limit, this one included.
-    pub fn regions(&self) -> u64 {
+    pub(crate) fn regions(&self) -> u64 {
         self.peers.len() as u64 + 1
     }
 }
@@ -64,7 +64,7 @@ pub struct NamedPolicy {
 
 /// The kind of store an engine decides on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreKind {
+pub(crate) enum StoreKind {
     /// This process's memory: it never becomes unreachable.
     Memory,
     /// Redis, shared by every instance: when it cannot decide, fail-open rules are
@@ -74,7 +74,7 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// Its name in metric labels.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             StoreKind::Memory => "memory",
             StoreKind::Redis => "redis",
@@ -83,7 +83,7 @@ impl StoreKind {
 
     /// Whether the store is shared, and so may fail: then the engine keeps a local
     /// fallback.
-    pub fn is_shared(self) -> bool {
+    pub(crate) fn is_shared(self) -> bool {
         self == StoreKind::Redis
     }
 }

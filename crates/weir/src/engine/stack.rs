@@ -8,7 +8,7 @@ use weir_store::{LeasingStore, MemoryStore, Store};
 
 /// The stores an engine decides on: the top of the stack, and the two parts of it the
 /// engine reaches for by name.
-pub struct StoreStack {
+pub(crate) struct StoreStack {
     /// What every check goes to: the top of the stack.
     pub(crate) store: Arc<dyn Store>,
     /// The leases of the rules with `lease` (the top of the stack, when there are any
@@ -31,7 +31,7 @@ impl std::fmt::Debug for StoreStack {
 impl StoreStack {
     /// `store` alone, with nothing in front of it: the stack of a store in process
     /// (the memory store), which never fails over, leases or shares.
-    pub fn alone(store: Arc<dyn Store>) -> Self {
+    pub(crate) fn alone(store: Arc<dyn Store>) -> Self {
         Self {
             store,
             leasing: None,

@@ -9,7 +9,7 @@ use crate::request::Refused;
 
 /// The engine's answer for one request.
 #[derive(Debug)]
-pub enum Verdict<'e> {
+pub(crate) enum Verdict<'e> {
     /// Let it go on; report the quotas; settle once the answer's status is known.
     Allowed(Allowed<'e>),
     /// Too many: answer 429 with the quotas and the violated rules. Nothing was
@@ -28,7 +28,7 @@ pub enum Verdict<'e> {
 
 /// One enforcing rule's decision for the request.
 #[derive(Debug, Clone, Copy)]
-pub struct RuleDecision<'e> {
+pub(crate) struct RuleDecision<'e> {
     /// The rule's name.
     pub name: &'e str,
     /// The policy it was decided under (the caller's plan's, or the fallback's share).
@@ -39,7 +39,7 @@ pub struct RuleDecision<'e> {
 
 /// A request that may go on.
 #[derive(Debug)]
-pub struct Allowed<'e> {
+pub(crate) struct Allowed<'e> {
     /// Each enforcing rule's decision, in file order.
     pub quotas: Vec<RuleDecision<'e>>,
     /// The shadow rules that would have denied it.
@@ -62,7 +62,7 @@ impl Allowed<'_> {
 
 /// A request that is denied.
 #[derive(Debug)]
-pub struct Denied<'e> {
+pub(crate) struct Denied<'e> {
     /// Each enforcing rule's decision (those that allowed report their unchanged
     /// state), in file order.
     pub quotas: Vec<RuleDecision<'e>>,
@@ -74,7 +74,7 @@ impl<'e> Denied<'e> {
     }
 
     /// The names of the rules that denied it.
-    pub fn violated(&self) -> impl Iterator<Item = &'e str> + '_ {
+    pub(crate) fn violated(&self) -> impl Iterator<Item = &'e str> + '_ {
         self.quotas
             .iter()
             .filter(|q| !q.decision.allowed)
@@ -83,7 +83,7 @@ impl<'e> Denied<'e> {
 
     /// When retrying can succeed: the longest wait of the denying rules, or `None`
     /// when one of them can never admit this request (its cost is above the limit).
-    pub fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         self.quotas
             .iter()
             .filter(|q| !q.decision.allowed)

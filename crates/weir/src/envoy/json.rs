@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use super::RateLimitDoor;
 
 /// `POST /json`, answered by `door`.
-pub fn json_router(door: RateLimitDoor) -> Router {
+pub(crate) fn json_router(door: RateLimitDoor) -> Router {
     Router::new().route("/json", post(answer)).with_state(door)
 }
 

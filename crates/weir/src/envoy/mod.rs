@@ -24,12 +24,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response, Status};
 
-pub use self::json::json_router;
+pub(crate) use self::json::json_router;
 pub use self::serve::serve_grpc;
 use crate::engine::{Descriptors, EngineHandle};
 
 /// The descriptors a door answers by: replaced whole by a reload, as the engine is.
-pub type SharedDescriptors = Arc<ArcSwap<Descriptors>>;
+pub(crate) type SharedDescriptors = Arc<ArcSwap<Descriptors>>;
 
 /// Answers `ShouldRateLimit` with the engine, by the descriptors configured now.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub struct RateLimitDoor {
 
 impl RateLimitDoor {
     /// A door deciding with `engine` by `descriptors`.
-    pub fn new(engine: EngineHandle, descriptors: SharedDescriptors) -> Self {
+    pub(crate) fn new(engine: EngineHandle, descriptors: SharedDescriptors) -> Self {
         Self {
             engine,
             descriptors,

@@ -56,7 +56,7 @@ const HEALTH_PATH: &str = "/grpc.health.v1.Health/";
 /// calls in flight.
 ///
 /// HTTP/2 straight from hyper, each connection's calls run in its own task
-/// ([`ConnectionStreams`]), and tonic's generated services called directly, rather than
+/// (`ConnectionStreams`), and tonic's generated services called directly, rather than
 /// through tonic's server (a task per call, a router and layers a call here does not
 /// need): the same calls cost less CPU (BENCHMARKS.md).
 pub async fn serve_grpc(

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 /// `B`, ended with `UNAVAILABLE` ("weir is stopping") in its trailers once `stopping`
 /// turns true while `B` has nothing ready. What `B` has ready goes out first (the
 /// `NOT_SERVING` a watcher is sent as the stop begins).
-pub struct EndsAtStop<B> {
+pub(super) struct EndsAtStop<B> {
     inner: B,
     /// Completes once weir stops; `None` once the stream has been ended.
     stop: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
@@ -23,7 +23,7 @@ pub struct EndsAtStop<B> {
 
 impl<B> EndsAtStop<B> {
     /// `inner`, ended when `stopping` turns true.
-    pub fn new(inner: B, mut stopping: watch::Receiver<bool>) -> Self {
+    pub(super) fn new(inner: B, mut stopping: watch::Receiver<bool>) -> Self {
         Self {
             inner,
             stop: Some(Box::pin(async move {

@@ -15,10 +15,10 @@ use crate::engine::{DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk, Unit
 
 /// The most descriptors one request may carry (Envoy sends one per matching
 /// `rate_limits` entry: a handful).
-pub const MAX_DESCRIPTORS: usize = 256;
+pub(super) const MAX_DESCRIPTORS: usize = 256;
 
 /// The most entries one descriptor may have.
-pub const MAX_ENTRIES: usize = 64;
+pub(super) const MAX_ENTRIES: usize = 64;
 
 /// The engine's question, or `INVALID_ARGUMENT` for a request envoyproxy/ratelimit
 /// refuses too (no domain, no descriptors), a limit override in an unknown unit, or

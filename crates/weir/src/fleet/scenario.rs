@@ -38,7 +38,7 @@ pub(crate) struct Scenario {
 
 /// Callers of one plan.
 #[derive(Debug, Clone)]
-pub struct Population {
+pub(crate) struct Population {
     /// The plan their requests carry (`X-Plan`).
     pub plan: String,
     /// How many identities (`X-User: PLAN-RANK`, rank 1 the busiest).
@@ -51,7 +51,7 @@ pub struct Population {
 
 /// A route requests are sent to.
 #[derive(Debug, Clone)]
-pub struct Route {
+pub(crate) struct Route {
     /// The method.
     pub method: axum::http::Method,
     /// The path.
@@ -62,7 +62,7 @@ pub struct Route {
 
 /// A region: its gateways, its Redis Cluster and the latency of a call to it.
 #[derive(Debug, Clone)]
-pub struct Region {
+pub(crate) struct Region {
     /// Its name.
     pub name: String,
     /// Gateways (each its own engine).
@@ -78,7 +78,7 @@ pub struct Region {
 /// A store call's latency: `base` plus up to `spread` (uniform), plus, with
 /// probability `tail`, an exponential delay of mean `tail_mean`.
 #[derive(Debug, Clone, Copy)]
-pub struct Latency {
+pub(crate) struct Latency {
     /// The least a call takes (ns).
     pub base: u64,
     /// Uniform extra (ns).
@@ -91,7 +91,7 @@ pub struct Latency {
 
 /// A share of one region's traffic sent to another, from `start` to `end`.
 #[derive(Debug, Clone)]
-pub struct Shift {
+pub(crate) struct Shift {
     /// The region traffic leaves (index).
     pub from: usize,
     /// The region it goes to (index).
@@ -106,7 +106,7 @@ pub struct Shift {
 
 /// A shard that stops answering (each call fails after the store's timeout).
 #[derive(Debug, Clone)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// Its region (index).
     pub region: usize,
     /// The shard (index in its region).

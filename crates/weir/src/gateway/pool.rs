@@ -31,7 +31,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the upstream could not be asked.
 #[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
+pub(super) enum UpstreamError {
     /// No connection within the connect timeout.
     #[error("connecting to {0} timed out")]
     ConnectTimeout(String),
@@ -45,7 +45,7 @@ pub enum UpstreamError {
 
 /// One server thread's connections to one upstream.
 #[derive(Debug)]
-pub struct UpstreamPool {
+pub(super) struct UpstreamPool {
     /// `host:port`, to connect to.
     address: String,
     connect_timeout: Duration,
@@ -69,7 +69,7 @@ impl UpstreamPool {
     /// An empty pool for the upstream at `base` (`http://host[:port]`), with a task
     /// that closes connections idle for longer than the idle timeout. Call it inside a
     /// Tokio runtime.
-    pub fn new(base: &Uri, connect_timeout: Duration) -> Arc<Self> {
+    pub(super) fn new(base: &Uri, connect_timeout: Duration) -> Arc<Self> {
         let authority = base.authority().map_or("", |a| a.as_str());
         let address = match base.port_u16() {
             Some(_) => authority.to_owned(),
@@ -86,7 +86,7 @@ impl UpstreamPool {
 
     /// Sends `request` (in origin form) on an idle connection, or a new one, and
     /// returns the upstream's answer as it starts.
-    pub async fn send(
+    pub(super) async fn send(
         self: &Arc<Self>,
         mut request: Request<Body>,
     ) -> Result<Response<Body>, UpstreamError> {

@@ -46,7 +46,7 @@ impl std::fmt::Debug for Gateway {
 
 impl Gateway {
     /// A gateway for `config`, asking `engine` about every request.
-    pub fn new(config: GatewayConfig, engine: Arc<Engine>) -> Self {
+    pub(crate) fn new(config: GatewayConfig, engine: Arc<Engine>) -> Self {
         let upstream = &config.upstream;
         let bodies = BodyReader::new(
             upstream.max_body_bytes,

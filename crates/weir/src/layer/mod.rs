@@ -1,24 +1,4 @@
-//! weir inside your service: a tower [`Layer`] that enforces weir's rules on the
-//! requests an axum (or any tower HTTP) service receives, in process.
-//!
-//! It is a front door like the gateway, built on the engine alone: the request's head
-//! is read one way ([`Engine::read`](crate::Engine)), its body only when a rule keys on
-//! a body field, the engine decides, and a stopping verdict is answered as every door
-//! answers it (429 with `Retry-After` and the RateLimit fields, 400/415/421, or a 503
-//! under each rule's failure policy, all problem+json). An allowed request goes on to
-//! the inner service with its canonical target, the RateLimit fields are added to the
-//! inner service's answer, and rules counted by outcome (`count_statuses`) are settled
-//! with that answer's status.
-//!
-//! Wrap the whole router (`WeirLayer::new(..).layer(router)`, or `ServiceBuilder`), not
-//! `Router::layer`: axum runs route layers after routing, so the router would route
-//! the target as sent while weir decided on its canonical form.
-//!
-//! The client's address is the connection's (axum's `ConnectInfo<SocketAddr>`, which
-//! `into_make_service_with_connect_info::<SocketAddr>()` provides), read through the
-//! configuration's `client_ip` section (trusted proxies). Without it no rule could be
-//! keyed on the client, so such a request is answered 500: weir never guesses an
-//! address.
+//! weir inside your service: the tower layer (see [`WeirLayer`]).
 
 mod service;
 
@@ -32,7 +12,28 @@ use crate::edge::BodyReader;
 use crate::engine::EngineHandle;
 use crate::step::RequestStep;
 
-/// Enforces weir's rules in front of a service: see the [module docs](self).
+/// weir inside your service: a tower [`Layer`] that enforces weir's rules on the
+/// requests an axum (or any tower HTTP) service receives, in process.
+///
+/// It is a front door like the gateway, built on the engine alone: the request's head
+/// is read one way (as the gateway reads it: the request step), its body only when a rule keys on
+/// a body field, the engine decides, and a stopping verdict is answered as every door
+/// answers it (429 with `Retry-After` and the RateLimit fields, 400/415/421, or a 503
+/// under each rule's failure policy, all problem+json). An allowed request goes on to
+/// the inner service with its canonical target, the RateLimit fields are added to the
+/// inner service's answer, and rules counted by outcome (`count_statuses`) are settled
+/// with that answer's status.
+///
+/// Wrap the whole router (`WeirLayer::new(..).layer(router)`, or `ServiceBuilder`), not
+/// `Router::layer`: axum runs route layers after routing, so the router would route
+/// the target as sent while weir decided on its canonical form.
+///
+/// The client's address is the connection's (axum's `ConnectInfo<SocketAddr>`, which
+/// `into_make_service_with_connect_info::<SocketAddr>()` provides), read through the
+/// configuration's `client_ip` section (trusted proxies). Without it no rule could be
+/// keyed on the client, so such a request is answered 500: weir never guesses an
+/// address.
+///
 ///
 /// ```
 /// use std::path::Path;

@@ -13,7 +13,7 @@ pub(super) const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// What became of one descriptor of a `ShouldRateLimit` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvoyOutcome {
+pub(crate) enum EnvoyOutcome {
     /// Within its limit.
     Ok,
     /// Over its limit.
@@ -57,7 +57,7 @@ impl EnvoyOutcome {
 impl EngineMetrics {
     /// Counts a request the gateway shed: `route` is the shedding route's path prefix
     /// (`None`: no route, a default request).
-    pub fn shed(&self, route: Option<&str>, priority: weir_core::Priority) {
+    pub(crate) fn shed(&self, route: Option<&str>, priority: weir_core::Priority) {
         let priority = match priority {
             weir_core::Priority::Critical => "critical",
             weir_core::Priority::Default => "default",
@@ -71,37 +71,37 @@ impl EngineMetrics {
     }
 
     /// Sets the shedder's current limit on requests in flight.
-    pub fn shed_limit(&self, limit: u32) {
+    pub(crate) fn shed_limit(&self, limit: u32) {
         self.metrics.families.shed_limit.set(i64::from(limit));
     }
 
     /// Counts one descriptor of a `ShouldRateLimit` call.
-    pub fn envoy_descriptor(&self, outcome: EnvoyOutcome) {
+    pub(crate) fn envoy_descriptor(&self, outcome: EnvoyOutcome) {
         self.envoy[outcome as usize].inc();
     }
 
     /// Starts counting a gateway request (in flight until its answer's headers are
     /// sent, or the client hangs up before).
-    pub fn gateway_request(&self) -> GatewayRequest<'_> {
+    pub(crate) fn gateway_request(&self) -> GatewayRequest<'_> {
         self.metrics.families.in_flight.inc();
         GatewayRequest { metrics: self }
     }
 
     /// Records the time the upstream took to answer.
-    pub fn upstream_latency(&self, took: Duration) {
+    pub(crate) fn upstream_latency(&self, took: Duration) {
         self.metrics.families.upstream_latency.observe(took);
     }
 }
 
 /// A gateway request being answered.
-pub struct GatewayRequest<'m> {
+pub(crate) struct GatewayRequest<'m> {
     metrics: &'m EngineMetrics,
 }
 
 impl GatewayRequest<'_> {
     /// Counts the answer: `route` is the index of the first rule whose match applied
     /// (`None`: none did), `status` the status sent.
-    pub fn answered(self, route: Option<usize>, status: u16) {
+    pub(crate) fn answered(self, route: Option<usize>, status: u16) {
         let routes = &self.metrics.gateway;
         let none = routes.len() - 1;
         let route = route.filter(|&r| r < none).unwrap_or(none);

@@ -19,13 +19,16 @@ struct RuleLeases {
 
 /// The lease counters of an engine's leased rules, by the index the engine gave each
 /// (its position in the list given to [`LeaseMetrics::new`]).
-pub struct LeaseMetrics {
+pub(crate) struct LeaseMetrics {
     rules: Vec<RuleLeases>,
 }
 
 impl LeaseMetrics {
     /// Counters for the rules named, in order.
-    pub fn new<'a>(metrics: &Metrics, rules: impl IntoIterator<Item = &'a str>) -> Arc<Self> {
+    pub(crate) fn new<'a>(
+        metrics: &Metrics,
+        rules: impl IntoIterator<Item = &'a str>,
+    ) -> Arc<Self> {
         let f = &metrics.families;
         let units = |rule: &str, fate| {
             f.lease_units.get_or_create_owned(&LeaseUnitLabels {

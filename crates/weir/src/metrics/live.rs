@@ -9,7 +9,7 @@ use super::top::{Counted, TopDenied};
 
 /// One rule's live state, shared by every engine that has the rule (reloads keep it).
 #[derive(Debug, Default)]
-pub struct RuleLive {
+pub(crate) struct RuleLive {
     allowed: Counter,
     denied: Counter,
     near_limit: Mutex<NearLimit>,
@@ -18,7 +18,7 @@ pub struct RuleLive {
 
 /// A rule's decisions so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RuleTotals {
+pub(crate) struct RuleTotals {
     /// Requests it allowed (shadow and fallback decisions included).
     pub allowed: u64,
     /// Requests it denied (or would have, for a shadow rule).
@@ -42,7 +42,7 @@ impl RuleLive {
     }
 
     /// Its decisions so far.
-    pub fn totals(&self) -> RuleTotals {
+    pub(crate) fn totals(&self) -> RuleTotals {
         RuleTotals {
             allowed: self.allowed.get(),
             denied: self.denied.get(),
@@ -51,13 +51,13 @@ impl RuleLive {
 
     /// The identities it denied most over the last `minutes` (at most 5), most first,
     /// at most `n` of them.
-    pub fn top_denied(&self, now: u64, minutes: u64, n: usize) -> Vec<Counted> {
+    pub(crate) fn top_denied(&self, now: u64, minutes: u64, n: usize) -> Vec<Counted> {
         self.top.lock().top(now, minutes, n)
     }
 
     /// About how many distinct keys it allowed with less than 10% left, over the last
     /// minute.
-    pub fn near_limit_keys(&self, now: u64) -> u64 {
+    pub(crate) fn near_limit_keys(&self, now: u64) -> u64 {
         self.near_limit.lock().estimate(now)
     }
 }

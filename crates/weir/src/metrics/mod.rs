@@ -27,14 +27,14 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
-pub use self::doors::EnvoyOutcome;
+pub(crate) use self::doors::EnvoyOutcome;
 use self::families::{ConfigLabels, Families, ListenerLabels, StoreLabels};
-pub use self::leases::LeaseMetrics;
-pub use self::live::{RuleLive, RuleTotals};
-pub use self::rates::Rates;
+pub(crate) use self::leases::LeaseMetrics;
+pub(crate) use self::live::{RuleLive, RuleTotals};
+pub(crate) use self::rates::Rates;
 use self::rates::Samples;
-pub use self::regions::ShareMetrics;
-pub use self::series::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
+pub(crate) use self::regions::ShareMetrics;
+pub(crate) use self::series::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).
@@ -67,10 +67,10 @@ impl std::fmt::Debug for Metrics {
 }
 
 /// How many connections a listener serves now, read at each scrape.
-pub type OpenConnections = Box<dyn Fn() -> usize + Send + Sync>;
+pub(crate) type OpenConnections = Box<dyn Fn() -> usize + Send + Sync>;
 
 /// What the metrics read of the store at each scrape.
-pub struct StoreWatch {
+pub(crate) struct StoreWatch {
     /// `memory` or `redis`.
     pub kind: &'static str,
     /// Whether the store answers now (`/readyz`).
@@ -84,7 +84,7 @@ pub struct StoreWatch {
 
 impl Metrics {
     /// Fresh metrics, whose live windows (the last minutes) read time from `clock`.
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         let mut registry = Registry::with_prefix("weir");
         let families = Families::register(&mut registry);
         // Known series start at 0, so that rates and dashboards see them before the
@@ -119,7 +119,7 @@ impl Metrics {
     }
 
     /// The live state of the rule named `rule` (made on first use, kept across reloads).
-    pub fn rule(&self, rule: &str) -> Arc<RuleLive> {
+    pub(crate) fn rule(&self, rule: &str) -> Arc<RuleLive> {
         Arc::clone(self.rules.lock().entry(rule.to_owned()).or_default())
     }
 
@@ -131,7 +131,7 @@ impl Metrics {
     }
 
     /// Every rule's decision rates over about the last minute (sampling now too).
-    pub fn rates(&self) -> HashMap<String, Rates> {
+    pub(crate) fn rates(&self) -> HashMap<String, Rates> {
         let now = self.clock.now();
         let totals = self.totals();
         let mut samples = self.samples.lock();
@@ -140,7 +140,7 @@ impl Metrics {
     }
 
     /// The engine's time (for the windows of the live state).
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.clock.now()
     }
 
@@ -153,7 +153,7 @@ impl Metrics {
     }
 
     /// Counts a configuration reload (`ok` or `refused`).
-    pub fn reloaded(&self, ok: bool) {
+    pub(crate) fn reloaded(&self, ok: bool) {
         let result = if ok { "ok" } else { "refused" };
         self.families
             .reloads
@@ -162,7 +162,7 @@ impl Metrics {
     }
 
     /// Records the configuration now serving, by the SHA-256 of its file.
-    pub fn serving_config(&self, sha256: &str) {
+    pub(crate) fn serving_config(&self, sha256: &str) {
         let mut current = self.config.lock();
         if let Some(old) = current.take() {
             self.families.config.remove(&ConfigLabels { sha256: old });
@@ -178,7 +178,7 @@ impl Metrics {
 
     /// Tells the metrics how to read the store's state at each scrape (replacing the
     /// store watched before, whose gauges go).
-    pub fn watch_store(&self, watch: StoreWatch) {
+    pub(crate) fn watch_store(&self, watch: StoreWatch) {
         self.families.store_up.clear();
         self.families.breaker_open.clear();
         *self.store.lock() = Some(watch);

@@ -12,7 +12,7 @@ const EVERY_NS: u64 = 5_000_000_000;
 
 /// A rule's rates.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Rates {
+pub(crate) struct Rates {
     /// Allowed requests a second.
     pub allowed_per_second: f64,
     /// Denied requests a second.

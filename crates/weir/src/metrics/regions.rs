@@ -27,7 +27,7 @@ struct RuleShares {
 }
 
 /// The share series of an engine's global rules, by the index the engine gave each.
-pub struct ShareMetrics {
+pub(crate) struct ShareMetrics {
     rules: Vec<RuleShares>,
     rounds: Counter,
     metrics: Arc<Metrics>,
@@ -35,7 +35,10 @@ pub struct ShareMetrics {
 
 impl ShareMetrics {
     /// Series for the rules named, in order.
-    pub fn new<'a>(metrics: &Arc<Metrics>, rules: impl IntoIterator<Item = &'a str>) -> Arc<Self> {
+    pub(crate) fn new<'a>(
+        metrics: &Arc<Metrics>,
+        rules: impl IntoIterator<Item = &'a str>,
+    ) -> Arc<Self> {
         let f = &metrics.families;
         let rules = rules
             .into_iter()

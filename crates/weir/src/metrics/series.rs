@@ -20,7 +20,7 @@ use crate::request::Refusal;
 
 /// What became of one rule's decision for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The rule allowed it (on the shared store).
     Allowed,
     /// The rule denied it.
@@ -76,7 +76,7 @@ impl Outcome {
 
 /// The store operations timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreOp {
+pub(crate) enum StoreOp {
     /// The all-or-nothing check of a request's enforcing rules (reservations included).
     Check,
     /// The check of its shadow rules.
@@ -107,7 +107,7 @@ impl StoreOp {
 
 /// The label of requests no rule's route matched, and of callers without a plan
 /// (parentheses: no rule or plan name can hold them).
-pub const NONE: &str = "(none)";
+pub(crate) const NONE: &str = "(none)";
 
 /// One rule's series.
 struct RuleSeries {
@@ -120,7 +120,7 @@ struct RuleSeries {
 }
 
 /// The series an engine counts into.
-pub struct EngineMetrics {
+pub(crate) struct EngineMetrics {
     pub(super) metrics: Arc<Metrics>,
     rules: Vec<RuleSeries>,
     /// Per operation: on the shared store, then on the fallback.
@@ -143,7 +143,7 @@ impl std::fmt::Debug for EngineMetrics {
 }
 
 /// A rule as the metrics see it.
-pub struct RuleShape<'a> {
+pub(crate) struct RuleShape<'a> {
     /// The rule's name.
     pub name: &'a str,
     /// The plans it may be counted under ([`NONE`] among them when a caller may have
@@ -157,7 +157,7 @@ impl EngineMetrics {
     /// The series for rules shaped as `rules` (their index here is their series), on a
     /// store of `kind` (`memory` or `redis`), with a gateway route for each rule
     /// named in `routes`.
-    pub fn new(
+    pub(crate) fn new(
         metrics: Arc<Metrics>,
         kind: &'static str,
         rules: &[RuleShape<'_>],
@@ -246,14 +246,14 @@ impl EngineMetrics {
     }
 
     /// The process's metrics.
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
     /// Counts the decision of the rule of series `rule` for `identity` under `plan`;
     /// `decision` is what the store said (none when it could not decide: near-limit
     /// is read from its remaining units and limit), `now` the engine's time.
-    pub fn decided(
+    pub(crate) fn decided(
         &self,
         rule: usize,
         plan: Option<&str>,
@@ -308,7 +308,7 @@ impl EngineMetrics {
     }
 
     /// Counts a request refused before any rule counted it.
-    pub fn refused(&self, reason: Refusal) {
+    pub(crate) fn refused(&self, reason: Refusal) {
         let index = match reason {
             Refusal::Unreadable => 0,
             Refusal::UnsupportedBody => 1,
@@ -319,7 +319,7 @@ impl EngineMetrics {
 
     /// Counts the units of estimated costs given back and charged beyond, by rule, and
     /// those stated past the rule's `max` (`forgiven`: not charged).
-    pub fn costs_settled(
+    pub(crate) fn costs_settled(
         &self,
         refunded: &[Check<'_>],
         charged: &[Check<'_>],
@@ -345,12 +345,12 @@ impl EngineMetrics {
     }
 
     /// Notes whether a decision needing the shared store was made on the fallback.
-    pub fn decided_on_fallback(&self, fallback: bool) {
+    pub(crate) fn decided_on_fallback(&self, fallback: bool) {
         self.metrics.decided_on_fallback(fallback);
     }
 
     /// Starts timing `op` on the shared store (or on the fallback).
-    pub fn store_timer(&self, op: StoreOp, fallback: bool) -> StoreTimer<'_> {
+    pub(crate) fn store_timer(&self, op: StoreOp, fallback: bool) -> StoreTimer<'_> {
         StoreTimer {
             metrics: self,
             op,
@@ -369,7 +369,7 @@ fn reason_label(reason: Refusal) -> &'static str {
 }
 
 /// Times one store operation.
-pub struct StoreTimer<'m> {
+pub(crate) struct StoreTimer<'m> {
     metrics: &'m EngineMetrics,
     op: StoreOp,
     fallback: bool,
@@ -378,7 +378,7 @@ pub struct StoreTimer<'m> {
 
 impl StoreTimer<'_> {
     /// Records the time taken and, on an error, its kind.
-    pub fn finish(self, error: Option<&StoreError>) {
+    pub(crate) fn finish(self, error: Option<&StoreError>) {
         let op = OPS.iter().position(|o| *o == self.op).unwrap_or(0);
         let store = usize::from(self.fallback);
         self.metrics.latency[op][store].observe(self.started.elapsed());

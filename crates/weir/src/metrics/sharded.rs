@@ -34,21 +34,21 @@ struct Slot<T>(T);
 
 /// A counter.
 #[derive(Debug, Clone, Default)]
-pub struct Counter(Arc<[Slot<AtomicU64>; SHARDS]>);
+pub(super) struct Counter(Arc<[Slot<AtomicU64>; SHARDS]>);
 
 impl Counter {
     /// Adds one.
-    pub fn inc(&self) {
+    pub(super) fn inc(&self) {
         self.inc_by(1);
     }
 
     /// Adds `n`.
-    pub fn inc_by(&self, n: u64) {
+    pub(super) fn inc_by(&self, n: u64) {
         self.0[shard()].0.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The total.
-    pub fn get(&self) -> u64 {
+    pub(super) fn get(&self) -> u64 {
         self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
     }
 }
@@ -69,16 +69,16 @@ impl EncodeMetric for Counter {
 
 /// A gauge that goes up and down (requests in flight).
 #[derive(Debug, Clone, Default)]
-pub struct Gauge(Arc<[Slot<AtomicI64>; SHARDS]>);
+pub(super) struct Gauge(Arc<[Slot<AtomicI64>; SHARDS]>);
 
 impl Gauge {
     /// Adds one.
-    pub fn inc(&self) {
+    pub(super) fn inc(&self) {
         self.0[shard()].0.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Takes one off (on any thread: the sum is what counts).
-    pub fn dec(&self) {
+    pub(super) fn dec(&self) {
         self.0[shard()].0.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -103,7 +103,7 @@ impl EncodeMetric for Gauge {
 
 /// A histogram of durations, with fixed buckets; sums are kept in whole nanoseconds.
 #[derive(Debug, Clone)]
-pub struct Histogram {
+pub(super) struct Histogram {
     /// Upper bounds in seconds; the last is +Inf.
     bounds: Arc<[f64]>,
     /// Upper bounds in nanoseconds (the last `u64::MAX`).
@@ -114,7 +114,7 @@ pub struct Histogram {
 
 impl Histogram {
     /// A histogram with these upper bounds, in seconds (+Inf is added).
-    pub fn new(bounds: impl IntoIterator<Item = f64>) -> Self {
+    pub(super) fn new(bounds: impl IntoIterator<Item = f64>) -> Self {
         let bounds: Vec<f64> = bounds
             .into_iter()
             .filter(|b| b.is_finite())
@@ -139,7 +139,7 @@ impl Histogram {
     }
 
     /// Records one duration.
-    pub fn observe(&self, took: Duration) {
+    pub(super) fn observe(&self, took: Duration) {
         let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         let bucket = self.bounds_ns.partition_point(|&b| b < ns);
         let slot = &self.slots[shard()].0;

@@ -20,7 +20,7 @@ const MINUTE_NS: u64 = 60_000_000_000;
 
 /// An identity and about how many times it was denied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Counted {
+pub(crate) struct Counted {
     /// The identity (the rule's key, as stored).
     pub identity: String,
     /// Its denials (an overestimate by at most `error`).

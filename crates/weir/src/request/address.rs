@@ -6,7 +6,7 @@ use std::net::IpAddr;
 /// Appends `ip` as text, as `Display` writes it: IPv4 digit by digit, because this runs
 /// several times for every request and `Display` goes through the formatting machinery
 /// (about 1,300 instructions an address); IPv6 by `Display`.
-pub fn push_ip(out: &mut String, ip: IpAddr) {
+pub(crate) fn push_ip(out: &mut String, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
             let mut digits = itoa::Buffer::new();

@@ -27,7 +27,7 @@ use super::push_ip;
 
 /// The forwarding header trusted proxies write.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ForwardedHeader {
+pub(crate) enum ForwardedHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2` (nginx, HAProxy, cloud balancers).
     #[default]
     XForwardedFor,
@@ -39,11 +39,11 @@ pub enum ForwardedHeader {
 
 /// The default length of the IPv6 prefix a client is keyed by: a /64 is what one
 /// subscriber usually gets, and it is cheap for one to use many of its addresses.
-pub const IPV6_PREFIX: u8 = 64;
+pub(crate) const IPV6_PREFIX: u8 = 64;
 
 /// How the client IP is found and keyed (the `client_ip` section).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientIpConfig {
+pub(crate) struct ClientIpConfig {
     /// Proxies whose forwarding header is believed (canonical: IPv4-mapped blocks are
     /// IPv4 blocks).
     pub trusted_proxies: Vec<IpNet>,
@@ -65,7 +65,7 @@ impl Default for ClientIpConfig {
 
 /// Where a request came from: the client, and the trusted hops between it and weir.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientAddress {
+pub(crate) struct ClientAddress {
     /// The client's address.
     pub ip: IpAddr,
     /// The peer: the last hop, which connected to weir.
@@ -82,13 +82,13 @@ pub struct ClientAddress {
 impl ClientAddress {
     /// For [`ForwardedHeader::Forwarded`]: the elements the trusted proxies wrote, from
     /// the client's on (empty for the other headers, or an untrusted peer).
-    pub fn forwarded_elements(&self) -> &[String] {
+    pub(crate) fn forwarded_elements(&self) -> &[String] {
         &self.forwarded_elements
     }
 }
 
 /// The address an IPv4-mapped IPv6 address stands for; other addresses as they are.
-pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         IpAddr::V4(_) => ip,
@@ -97,7 +97,7 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 /// A block of addresses with IPv4-mapped IPv6 blocks (`::ffff:10.0.0.0/104`) as the
 /// IPv4 block they stand for.
-pub fn canonical_net(net: IpNet) -> IpNet {
+pub(crate) fn canonical_net(net: IpNet) -> IpNet {
     if let IpNet::V6(v6) = net
         && v6.prefix_len() >= 96
         && let Some(v4) = v6.network().to_ipv4_mapped()
@@ -111,7 +111,7 @@ pub fn canonical_net(net: IpNet) -> IpNet {
 /// The key form of an address: IPv4 as it is (`192.0.2.1`), IPv6 as its network of
 /// `ipv6_prefix` bits (`2001:db8:1:2::/64`; `ipv6_prefix` is clamped to 1..=128).
 /// IPv4-mapped addresses are keyed as IPv4.
-pub fn ip_key(ip: IpAddr, ipv6_prefix: u8) -> String {
+pub(crate) fn ip_key(ip: IpAddr, ipv6_prefix: u8) -> String {
     match canonical_ip(ip) {
         IpAddr::V4(v4) => {
             let mut key = String::with_capacity(15);
@@ -126,7 +126,7 @@ pub fn ip_key(ip: IpAddr, ipv6_prefix: u8) -> String {
     }
 }
 
-/// The client address with the defaults ([`ForwardedHeader::XForwardedFor`]): what
+/// The client address with the defaults (`X-Forwarded-For`): what
 /// `ClientIpConfig { trusted_proxies: trusted.to_vec(), ..Default::default() }` reads.
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
     read(peer, headers, trusted, ForwardedHeader::XForwardedFor).ip
@@ -134,13 +134,8 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
 
 impl ClientIpConfig {
     /// Where a request that came from `peer` came from.
-    pub fn read(&self, peer: IpAddr, headers: &HeaderMap) -> ClientAddress {
+    pub(crate) fn read(&self, peer: IpAddr, headers: &HeaderMap) -> ClientAddress {
         read(peer, headers, &self.trusted_proxies, self.header)
-    }
-
-    /// The key form of an address ([`ip_key`] with this prefix).
-    pub fn key(&self, ip: IpAddr) -> String {
-        ip_key(ip, self.ipv6_prefix)
     }
 }
 

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, Method};
 /// from a service that received the request itself. Either way the engine decides on
 /// these facts alone, so both reach the same verdict for the same request.
 #[derive(Debug, Clone, Copy)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// The request's method.
     pub method: &'a Method,
     /// The request's path, canonical ([`crate::request::canonical_path`]), without the

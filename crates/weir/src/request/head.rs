@@ -16,7 +16,7 @@ use super::{
 
 /// A request's method, host and target, each read one way.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head<'a> {
+pub(crate) struct Head<'a> {
     /// The method, upper case.
     pub method: Method,
     /// The host it was sent to, without port, lower case (`None`: it names none).
@@ -28,7 +28,7 @@ pub struct Head<'a> {
 impl<'a> Head<'a> {
     /// The canonical path, without the query (`/` for a target without one, such as
     /// an authority-form `CONNECT`).
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         let path = self
             .target
             .split_once('?')
@@ -37,13 +37,13 @@ impl<'a> Head<'a> {
     }
 
     /// The query as sent (`None`: the target has no `?`).
-    pub fn query(&self) -> Option<&str> {
+    pub(crate) fn query(&self) -> Option<&str> {
         self.target.split_once('?').map(|(_, query)| query)
     }
 
     /// The canonical target, when it is spelled otherwise than what was sent: what a
     /// proxy forwards instead, so that the app reads what weir decided on.
-    pub fn respelled(&self) -> Option<&str> {
+    pub(crate) fn respelled(&self) -> Option<&str> {
         match &self.target {
             Cow::Owned(target) => Some(target),
             Cow::Borrowed(_) => None,
@@ -52,7 +52,7 @@ impl<'a> Head<'a> {
 
     /// The facts the engine decides on: this head with the request's headers, where it
     /// came from, and its body when a rule that applies keys on a body field.
-    pub fn facts<'f>(
+    pub(crate) fn facts<'f>(
         &'f self,
         headers: &'f HeaderMap,
         client_ip: IpAddr,
@@ -76,7 +76,7 @@ impl<'a> Head<'a> {
 /// line of `headers`), its method, the headers that would change how the app routes it,
 /// and its `target` (path and query) in canonical form. The first that cannot be read
 /// one way refuses the request (400).
-pub fn read_head<'a>(
+pub(crate) fn read_head<'a>(
     method: &Method,
     uri: &Uri,
     target: &'a str,

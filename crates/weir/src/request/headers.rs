@@ -41,7 +41,7 @@ const HOP_BY_HOP: [&str; 9] = [
 ];
 
 /// The method as apps route it: upper-case (`post` is `POST`).
-pub fn canonical_method(method: &Method) -> Method {
+pub(crate) fn canonical_method(method: &Method) -> Method {
     let name = method.as_str();
     if !name.bytes().any(|b| b.is_ascii_lowercase()) {
         return method.clone();
@@ -52,7 +52,7 @@ pub fn canonical_method(method: &Method) -> Method {
 
 /// Refuses headers that would make the app route the request differently from how
 /// weir read it (see the [module docs](self)).
-pub fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Result<(), String> {
+pub(crate) fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Result<(), String> {
     // One pass over the names: this runs for every request.
     for (name, value) in headers {
         // `X_HTTP_Method_Override` reaches CGI and WSGI apps as the dashed name does.

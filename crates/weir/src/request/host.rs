@@ -27,7 +27,7 @@ use super::push_ip;
 /// Why a request's host cannot be read one way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum HostError {
+pub(crate) enum HostError {
     /// More than one `Host` header line.
     #[error("the request has more than one Host header")]
     MultipleHosts,
@@ -40,7 +40,7 @@ pub enum HostError {
 }
 
 /// The canonical host of a request (see the [module docs](self)).
-pub fn canonical_host(headers: &HeaderMap, uri: &Uri) -> Result<Option<String>, HostError> {
+pub(crate) fn canonical_host(headers: &HeaderMap, uri: &Uri) -> Result<Option<String>, HostError> {
     let mut lines = headers.get_all(header::HOST).iter();
     let host_line = lines.next();
     if lines.next().is_some() {

@@ -43,14 +43,14 @@ use icu_properties::{CodePointMapData, CodePointSetData};
 /// Why an identity text cannot be keyed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum IdentityTextError {
+pub(crate) enum IdentityTextError {
     /// Nothing is left once invisible characters and surrounding spaces are removed.
     #[error("the identity is empty once spaces and invisible characters are removed")]
     Empty,
 }
 
 /// The key form of an identity text, by the rule in the [module docs](self).
-pub fn normalize_identity(text: &str) -> Result<String, IdentityTextError> {
+pub(super) fn normalize_identity(text: &str) -> Result<String, IdentityTextError> {
     let key = if text.is_ascii() {
         fold_ascii(text)
     } else {
@@ -98,7 +98,7 @@ fn fold(text: &str) -> String {
 /// Kept as its own name so that configuration (`normalize: email`) reads as what it
 /// means, and so that an email-only step could be added in one place; today there is
 /// none, on purpose (see the [module docs](self) for what is not folded).
-pub fn normalize_email(text: &str) -> Result<String, IdentityTextError> {
+pub(crate) fn normalize_email(text: &str) -> Result<String, IdentityTextError> {
     normalize_identity(text)
 }
 

@@ -21,11 +21,11 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
 /// How far in the future a token's `nbf` may be, in seconds, for clock skew.
-pub const NBF_LEEWAY: u64 = 60;
+pub(super) const NBF_LEEWAY: u64 = 60;
 
 /// How to verify tokens, and which claim to read.
 #[derive(Clone)]
-pub struct JwtVerifier {
+pub(crate) struct JwtVerifier {
     header: HeaderName,
     claim: String,
     keys: Vec<(Option<String>, Algorithm, DecodingKey)>,
@@ -47,7 +47,7 @@ impl fmt::Debug for JwtVerifier {
 
 /// Where the verification key comes from.
 #[derive(Debug, Clone)]
-pub enum JwtKey {
+pub(crate) enum JwtKey {
     /// A shared secret (HS256).
     Hs256Secret(String),
     /// An RSA public key in PEM (RS256).
@@ -61,7 +61,7 @@ pub enum JwtKey {
 impl JwtVerifier {
     /// A verifier reading tokens from `header` (`Bearer <token>` or the bare token) and
     /// the claim `claim`.
-    pub fn new(header: HeaderName, claim: String, key: JwtKey) -> Result<Self, String> {
+    pub(crate) fn new(header: HeaderName, claim: String, key: JwtKey) -> Result<Self, String> {
         let keys = match key {
             JwtKey::Hs256Secret(secret) => {
                 if secret.len() < 16 {
@@ -116,13 +116,13 @@ impl JwtVerifier {
 
     /// Accepts only tokens whose `aud` names one of `audience` (none: `aud` is not
     /// checked).
-    pub fn with_audience(mut self, audience: Vec<String>) -> Self {
+    pub(crate) fn with_audience(mut self, audience: Vec<String>) -> Self {
         self.audience = audience;
         self
     }
 
     /// Accepts only tokens whose `iss` is one of `issuer` (none: `iss` is not checked).
-    pub fn with_issuer(mut self, issuer: Vec<String>) -> Self {
+    pub(crate) fn with_issuer(mut self, issuer: Vec<String>) -> Self {
         self.issuer = issuer;
         self
     }
@@ -130,7 +130,7 @@ impl JwtVerifier {
     /// The claim of a valid token in the request, as a string, at `now_secs` (seconds
     /// since the Unix epoch); `None` when there is no token, or it is forged, expired,
     /// or lacks the claim.
-    pub fn claim(&self, headers: &HeaderMap, now_secs: u64) -> Option<String> {
+    pub(crate) fn claim(&self, headers: &HeaderMap, now_secs: u64) -> Option<String> {
         self.verified(headers, now_secs)
             .and_then(|claims| claims.get(&self.claim))
     }
@@ -138,7 +138,7 @@ impl JwtVerifier {
     /// The claims of a valid token in the request at `now_secs` (verified once, read as
     /// often as needed); `None` when there is no token, or it is forged, expired or not
     /// valid yet.
-    pub fn verified(&self, headers: &HeaderMap, now_secs: u64) -> Option<Claims> {
+    pub(crate) fn verified(&self, headers: &HeaderMap, now_secs: u64) -> Option<Claims> {
         let mut lines = headers.get_all(&self.header).iter();
         let (Some(value), None) = (lines.next(), lines.next()) else {
             // None, or a token sent twice: no caller is believed on it.
@@ -177,12 +177,12 @@ impl JwtVerifier {
     }
 
     /// The header tokens are read from.
-    pub fn header(&self) -> &HeaderName {
+    pub(crate) fn header(&self) -> &HeaderName {
         &self.header
     }
 
     /// The claim this verifier identifies callers by.
-    pub fn identity_claim(&self) -> &str {
+    pub(crate) fn identity_claim(&self) -> &str {
         &self.claim
     }
 }
@@ -215,11 +215,11 @@ fn numeric_date(value: &serde_json::Value) -> Option<u64> {
 
 /// The claims of a verified token.
 #[derive(Debug, Clone)]
-pub struct Claims(serde_json::Value);
+pub(crate) struct Claims(serde_json::Value);
 
 impl Claims {
     /// A claim as a string (a non-empty string, or a number).
-    pub fn get(&self, claim: &str) -> Option<String> {
+    pub(crate) fn get(&self, claim: &str) -> Option<String> {
         match self.0.get(claim)? {
             serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
             serde_json::Value::Number(n) => Some(n.to_string()),

@@ -23,22 +23,23 @@ mod jwt;
 mod path;
 mod refused;
 
-pub use self::address::push_ip;
-pub use self::body::body_field;
+pub(crate) use self::address::push_ip;
+pub(crate) use self::body::body_field;
+pub use self::client_ip::client_ip;
 #[cfg(test)]
 pub(crate) use self::client_ip::test_support as client_ip_test_support;
-pub use self::client_ip::{
+pub(crate) use self::client_ip::{
     ClientAddress, ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_ip, canonical_net,
-    client_ip, ip_key,
+    ip_key,
 };
-pub use self::facts::Facts;
-pub use self::head::{Head, read_head};
-pub use self::headers::{canonical_method, check_routing_headers};
-pub use self::host::canonical_host;
-pub use self::identity_text::normalize_email;
-pub use self::jwt::{JwtKey, JwtVerifier};
-pub use self::path::{
+pub(crate) use self::facts::Facts;
+pub(crate) use self::head::{Head, read_head};
+pub(crate) use self::headers::{canonical_method, check_routing_headers};
+pub(crate) use self::host::canonical_host;
+pub(crate) use self::identity_text::normalize_email;
+pub(crate) use self::jwt::{JwtKey, JwtVerifier};
+pub(crate) use self::path::{
     EscapedSlashes, PathMatchOptions, PathOptions, canonical_path, canonical_path_and_query,
     match_form,
 };
-pub use self::refused::{Refusal, Refused};
+pub(crate) use self::refused::{Refusal, Refused};

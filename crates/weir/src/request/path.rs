@@ -56,7 +56,7 @@ use std::fmt::Write;
 
 /// What `%2F`, `%5C` (escaped `/` and `\`) and a raw `\` in a path become.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum EscapedSlashes {
+pub(crate) enum EscapedSlashes {
     /// The request is refused (400): the safe default, since apps disagree on whether
     /// they separate segments.
     #[default]
@@ -70,14 +70,14 @@ pub enum EscapedSlashes {
 
 /// How paths are read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PathOptions {
+pub(crate) struct PathOptions {
     /// What escaped slashes become.
     pub escaped_slashes: EscapedSlashes,
 }
 
 /// Per-rule loosenings of path matching.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PathMatchOptions {
+pub(crate) struct PathMatchOptions {
     /// ASCII letters compared case-insensitively (`/Login` is `/login`), for apps that
     /// route so (ASP.NET, IIS). Escaped non-ASCII letters are not folded, but for the
     /// four that Java's `equalsIgnoreCase` folds into ASCII (the Kelvin sign, the long
@@ -91,7 +91,7 @@ pub struct PathMatchOptions {
 /// Why a path cannot be read one way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum PathError {
+pub(crate) enum PathError {
     /// The path does not start with `/`.
     #[error("the request path must start with `/`")]
     NotAbsolute,
@@ -123,7 +123,7 @@ pub enum PathError {
 }
 
 /// The canonical form of a request path (see the [module docs](self)).
-pub fn canonical_path(raw: &str, options: PathOptions) -> Result<String, PathError> {
+pub(crate) fn canonical_path(raw: &str, options: PathOptions) -> Result<String, PathError> {
     if raw == "*" {
         return Ok("*".to_owned());
     }
@@ -165,7 +165,7 @@ pub fn canonical_path(raw: &str, options: PathOptions) -> Result<String, PathErr
 
 /// The canonical path of a `path?query` request target, followed by its query as sent:
 /// the target itself (borrowed) when its path is canonical already, as most are.
-pub fn canonical_path_and_query(
+pub(crate) fn canonical_path_and_query(
     target: &str,
     options: PathOptions,
 ) -> Result<Cow<'_, str>, PathError> {
@@ -327,7 +327,7 @@ fn decoded_for_matching(b: u8) -> bool {
 /// load). For a prefix, apply it without `trailing_slash` (`/api/` must not become
 /// `/api`, which would match `/apix`). A path in this form is never forwarded: it only
 /// decides which rules apply, so it may read more spellings as one, never fewer.
-pub fn match_form(canonical: &str, options: PathMatchOptions) -> Cow<'_, str> {
+pub(crate) fn match_form(canonical: &str, options: PathMatchOptions) -> Cow<'_, str> {
     let changes = canonical.contains([';', '%'])
         || (options.case_insensitive && canonical.bytes().any(|b| b.is_ascii_uppercase()))
         || (options.trailing_slash && canonical.len() > 1 && canonical.ends_with('/'));

@@ -4,7 +4,7 @@
 
 /// A request the engine will not decide on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// What kind of request it is.
     pub reason: Refusal,
     /// What to tell the client.
@@ -13,7 +13,7 @@ pub struct Refused {
 
 /// Why a request is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// It cannot be read one way (400).
     Unreadable,
     /// Its body is one weir does not read, on a route keyed by one of its fields (415).
@@ -24,7 +24,7 @@ pub enum Refusal {
 
 impl Refused {
     /// 400: the request cannot be read one way.
-    pub fn bad_request(detail: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(detail: impl Into<String>) -> Self {
         Self {
             reason: Refusal::Unreadable,
             detail: detail.into(),
@@ -32,30 +32,31 @@ impl Refused {
     }
 
     /// 415: a body weir cannot read, on a route keyed by one of its fields.
-    pub fn unsupported_media_type(detail: impl Into<String>) -> Self {
+    pub(crate) fn unsupported_media_type(detail: impl Into<String>) -> Self {
         Self {
             reason: Refusal::UnsupportedBody,
             detail: detail.into(),
         }
     }
 
+    /// The HTTP status that answers it.
+    #[cfg(test)]
+    pub(crate) fn status(&self) -> u16 {
+        match self.reason {
+            Refusal::Unreadable => 400,
+            Refusal::UnsupportedBody => 415,
+            Refusal::UnknownHost => 421,
+        }
+    }
+
     /// 421: a host none of the rules name.
-    pub fn misdirected(host: &str) -> Self {
+    pub(crate) fn misdirected(host: &str) -> Self {
         Self {
             reason: Refusal::UnknownHost,
             detail: format!(
                 "no rule here names the host `{}`; send the host the API is served under",
                 host.escape_debug()
             ),
-        }
-    }
-
-    /// The HTTP status that answers it.
-    pub fn status(&self) -> u16 {
-        match self.reason {
-            Refusal::Unreadable => 400,
-            Refusal::UnsupportedBody => 415,
-            Refusal::UnknownHost => 421,
         }
     }
 }

@@ -39,11 +39,11 @@ pub struct Service {
     pub gateway: Option<Shared<Gateway>>,
     /// The admin API's settings, when configured: a reload may change the token, not
     /// add or remove the section (the listener is opened at start).
-    pub admin: Option<Shared<AdminConfig>>,
+    pub(crate) admin: Option<Shared<AdminConfig>>,
     /// The descriptors of Envoy's rate limit service, when the configuration has an
     /// `envoy` section: a reload may change them, not add or remove the section (the
     /// gRPC listener is opened at start).
-    pub envoy: Option<SharedDescriptors>,
+    pub(crate) envoy: Option<SharedDescriptors>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     /// The primary store (the bottom of the stack), kept by a reload that does not
@@ -78,6 +78,11 @@ pub async fn service(config: &Config) -> Result<Service, StoreError> {
 }
 
 impl Service {
+    /// Whether it serves the admin API (the configuration has an `admin` section).
+    pub fn has_admin(&self) -> bool {
+        self.admin.is_some()
+    }
+
     /// The service of `config` on a primary store made by the caller (the stack of
     /// `config` built on it), reading time from `clock`: how tests run the gateway in
     /// process, on a memory store with a manual clock. Reloads are not available

@@ -89,3 +89,60 @@ impl Drop for Admitted<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use axum::http::{HeaderMap, HeaderValue, Method, Uri};
+    use weir_core::{ManualClock, Priority};
+    use weir_store::{MemoryStore, MemoryStoreConfig};
+
+    use crate::config::Config;
+    use crate::engine::Engine;
+
+    /// The priority the gateway gives a GET of `target` under `yaml`: its shedding
+    /// route's, else the first rule's that gives one.
+    fn priority_of(yaml: &str, target: &str) -> Option<Priority> {
+        let config = Config::parse(yaml, Path::new("review.yaml")).unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let store = Arc::new(MemoryStore::new(
+            MemoryStoreConfig::default(),
+            clock.clone(),
+        ));
+        let engine = Engine::new(&config.engine, store, clock);
+        let mut headers = HeaderMap::new();
+        headers.insert("host", HeaderValue::from_static("api.example"));
+        let uri: Uri = target.parse().unwrap();
+        let (head, routed) = engine.read(&Method::GET, &uri, target, &headers).unwrap();
+        let shedding = config.gateway.unwrap().shedding.unwrap();
+        shedding
+            .route(head.path())
+            .or(engine.shed_priority(&routed))
+            .map(|(_, p)| p)
+    }
+
+    /// A shedding route reads a path as the rules do (`;params` stripped, case ignored): a
+    /// client cannot escape a sheddable route, and take a broader rule's priority, by
+    /// spelling its path another way.
+    #[test]
+    fn a_shedding_route_reads_the_path_as_the_rules_do() {
+        let yaml = "upstream: { url: http://127.0.0.1:9 }\nshedding:\n  min_limit: 2\n  routes: [{ path_prefix: /api/export, priority: sheddable }]\nrules:\n  - { name: api, match: { path_prefix: /api, priority: critical }, algorithm: gcra, limit: 100, period: 1s }\n  - { name: export, match: { path: /api/export }, algorithm: gcra, limit: 1, period: 1s }\n";
+        let config = Config::parse(yaml, Path::new("review.yaml")).unwrap();
+        let export = &config.engine.routing.rules[1].route;
+        // The rules: `/api;v=1/export` is the export endpoint (limited as it).
+        assert!(export.matches(&Method::GET, None, "/api;v=1/export"));
+        assert_eq!(priority_of(yaml, "/api/export"), Some(Priority::Sheddable));
+        // Rules match case-insensitively by default (`/API/Export` is the export rule's).
+        assert!(export.matches(&Method::GET, None, "/API/Export"));
+        let seen: Vec<_> = ["/api;v=1/export", "/API/Export"]
+            .iter()
+            .map(|p| (*p, priority_of(yaml, p)))
+            .collect();
+        assert!(
+            seen.iter().all(|(_, p)| *p == Some(Priority::Sheddable)),
+            "{seen:?}"
+        );
+    }
+}

@@ -5,7 +5,7 @@ use axum::response::IntoResponse;
 use serde_json::json;
 
 /// Echoes what it received, as JSON.
-pub async fn echo(request: Request) -> impl IntoResponse {
+pub(crate) async fn echo(request: Request) -> impl IntoResponse {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, 1 << 20)
         .await
@@ -33,7 +33,7 @@ pub async fn echo(request: Request) -> impl IntoResponse {
 }
 
 /// Starts the echo on a free loopback port.
-pub async fn start() -> std::net::SocketAddr {
+pub(crate) async fn start() -> std::net::SocketAddr {
     let app = axum::Router::new().fallback(echo);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -12,14 +12,14 @@ use tokio::sync::watch;
 /// A login app that holds every answer until told to go: so that a test can have many
 /// attempts in flight at once, as against an app hashing passwords slowly. The
 /// password `right` logs in (200); `status-N` answers N; anything else is a 401.
-pub struct App {
+pub(crate) struct App {
     pub addr: SocketAddr,
     arrived: Arc<AtomicUsize>,
     go: watch::Sender<bool>,
 }
 
 impl App {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let arrived = Arc::new(AtomicUsize::new(0));
         let (go, gate) = watch::channel(true);
         let count = Arc::clone(&arrived);
@@ -46,15 +46,15 @@ impl App {
         Self { addr, arrived, go }
     }
 
-    pub fn hold(&self) {
+    pub(crate) fn hold(&self) {
         self.go.send_replace(false);
     }
 
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.go.send_replace(true);
     }
 
-    pub fn arrived(&self) -> usize {
+    pub(crate) fn arrived(&self) -> usize {
         self.arrived.load(Ordering::SeqCst)
     }
 }

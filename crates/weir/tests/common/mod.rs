@@ -3,8 +3,8 @@
 // Each test file compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
-pub mod echo;
-pub mod login_app;
+pub(crate) mod echo;
+pub(crate) mod login_app;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -13,12 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// The `weir` binary under test.
-pub fn weir() -> Command {
+pub(crate) fn weir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weir"))
 }
 
 /// A `weir serve` child, killed if the test ends early.
-pub struct Server {
+pub(crate) struct Server {
     /// The process.
     pub child: Child,
     /// Its standard output, kept open while it runs.
@@ -33,13 +33,13 @@ pub struct Server {
 
 impl Server {
     /// Starts `weir serve` on a free loopback port and waits for it to listen.
-    pub fn start(config: &Path) -> Self {
+    pub(crate) fn start(config: &Path) -> Self {
         Self::start_with(config, &[], Stdio::null())
     }
 
     /// [`Server::start`] with more arguments to `weir serve`, and its standard error
     /// (its log) sent to `stderr`.
-    pub fn start_with(config: &Path, arguments: &[&str], stderr: Stdio) -> Self {
+    pub(crate) fn start_with(config: &Path, arguments: &[&str], stderr: Stdio) -> Self {
         let mut child = weir()
             .args([
                 "serve",
@@ -80,7 +80,7 @@ impl Server {
     }
 
     /// One HTTP/1.1 request; returns the status line and the body.
-    pub fn request(&self, method: &str, path: &str, body: &str) -> (String, String) {
+    pub(crate) fn request(&self, method: &str, path: &str, body: &str) -> (String, String) {
         let mut stream = TcpStream::connect(&self.addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -114,7 +114,7 @@ impl Drop for Server {
 /// `/open`, a fail-closed one on `/closed` (both never reached), and `tight`: a fixed
 /// window of `tight_limit` an hour on `/tight`, failing `tight_failure` (`open`,
 /// `closed`). The fault and recovery tests' configuration.
-pub fn failure_policies(
+pub(crate) fn failure_policies(
     redis_url: &str,
     upstream: std::net::SocketAddr,
     tight_limit: u64,

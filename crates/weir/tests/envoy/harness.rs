@@ -17,10 +17,10 @@ use weir_store::{BackingStore, MemoryStore, MemoryStoreConfig};
 
 /// Where the tests' clock starts: 10 s into an hour (windows are aligned to the
 /// epoch), so a minute's window has 50 s left and an hour's 3,590 s.
-pub const T0: u64 = (1_699_999_200 + 10) * 1_000_000_000;
+pub(crate) const T0: u64 = (1_699_999_200 + 10) * 1_000_000_000;
 
 /// The envoyproxy/ratelimit fixture `name`, as copied into this repository.
-pub fn upstream(name: &str) -> PathBuf {
+pub(crate) fn upstream(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/envoy/upstream")
         .join(name)
@@ -28,7 +28,7 @@ pub fn upstream(name: &str) -> PathBuf {
 
 /// A directory holding `weir.yaml` (an `envoy:` section over `rl/`, with `options`
 /// under it, and `more` after it) and the ratelimit files given.
-pub fn config_dir(files: &[(&str, String)], options: &str, more: &str) -> tempfile::TempDir {
+pub(crate) fn config_dir(files: &[(&str, String)], options: &str, more: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("rl")).unwrap();
     for (name, text) in files {
@@ -43,12 +43,12 @@ pub fn config_dir(files: &[(&str, String)], options: &str, more: &str) -> tempfi
 }
 
 /// The text of an upstream fixture, to hand to [`config_dir`].
-pub fn fixture(name: &str) -> (&str, String) {
+pub(crate) fn fixture(name: &str) -> (&str, String) {
     (name, std::fs::read_to_string(upstream(name)).unwrap())
 }
 
 /// A `weir serve` child process, killed (by its PID, through `Child`) on drop.
-pub struct WeirProcess {
+pub(crate) struct WeirProcess {
     pub child: std::process::Child,
     /// Where its gRPC door listens.
     pub grpc: std::net::SocketAddr,
@@ -59,12 +59,12 @@ pub struct WeirProcess {
 
 impl WeirProcess {
     /// `weir serve --config config` on free loopback ports, once it listens.
-    pub fn start(config: &Path) -> Self {
+    pub(crate) fn start(config: &Path) -> Self {
         Self::start_logging(config, None)
     }
 
     /// [`WeirProcess::start`], its log (standard error) written to `log` if given.
-    pub fn start_logging(config: &Path, log: Option<&Path>) -> Self {
+    pub(crate) fn start_logging(config: &Path, log: Option<&Path>) -> Self {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -106,7 +106,7 @@ impl WeirProcess {
     }
 
     /// A client of its gRPC door.
-    pub async fn client(&self) -> RateLimitServiceClient<Channel> {
+    pub(crate) async fn client(&self) -> RateLimitServiceClient<Channel> {
         RateLimitServiceClient::connect(format!("http://{}", self.grpc))
             .await
             .unwrap()
@@ -121,7 +121,7 @@ impl Drop for WeirProcess {
 }
 
 /// A running door and a client for it.
-pub struct Harness {
+pub(crate) struct Harness {
     /// The door's address.
     pub addr: std::net::SocketAddr,
     pub client: RateLimitServiceClient<Channel>,
@@ -133,7 +133,7 @@ pub struct Harness {
 
 impl Harness {
     /// The door of the configuration in `dir`, on a memory store and a manual clock.
-    pub async fn memory(dir: tempfile::TempDir) -> Self {
+    pub(crate) async fn memory(dir: tempfile::TempDir) -> Self {
         let clock = Arc::new(ManualClock::new(T0));
         let store: Arc<dyn BackingStore> = Arc::new(MemoryStore::new(
             MemoryStoreConfig::default(),
@@ -145,7 +145,11 @@ impl Harness {
     }
 
     /// The door of `service` on a loopback port.
-    pub async fn serve(service: Service, clock: Arc<ManualClock>, dir: tempfile::TempDir) -> Self {
+    pub(crate) async fn serve(
+        service: Service,
+        clock: Arc<ManualClock>,
+        dir: tempfile::TempDir,
+    ) -> Self {
         let door = weir::envoy_door(&service).expect("an envoy section");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -171,12 +175,16 @@ impl Harness {
     }
 
     /// `ShouldRateLimit` in `domain` for descriptors of `(key, value)` entries.
-    pub async fn ask(&self, domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitResponse {
+    pub(crate) async fn ask(
+        &self,
+        domain: &str,
+        descriptors: &[&[(&str, &str)]],
+    ) -> RateLimitResponse {
         self.send(request(domain, descriptors)).await.unwrap()
     }
 
     /// Sends a request as it is.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         request: RateLimitRequest,
     ) -> Result<RateLimitResponse, tonic::Status> {
@@ -189,7 +197,7 @@ impl Harness {
 }
 
 /// A request in `domain` for descriptors of `(key, value)` entries, one hit each.
-pub fn request(domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitRequest {
+pub(crate) fn request(domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitRequest {
     RateLimitRequest {
         domain: domain.to_owned(),
         descriptors: descriptors

@@ -61,7 +61,7 @@ enum FailureName {
 
 /// Envoy's rate limit service, configured.
 #[derive(Debug, Clone)]
-pub struct EnvoyConfig {
+pub(crate) struct EnvoyConfig {
     /// The directory of envoyproxy/ratelimit files.
     pub dir: PathBuf,
     /// The files read, in the order read.
@@ -112,7 +112,7 @@ pub(super) fn envoy(
 /// The SHA-256 of the configuration files in `dir` as they are now, as
 /// [`EnvoyConfig::sha256`] names those read; none if the directory or a file cannot
 /// be read.
-pub fn dir_sha256(dir: &Path) -> Option<String> {
+pub(super) fn dir_sha256(dir: &Path) -> Option<String> {
     let mut digest = Sha256::new();
     for path in files(dir).ok()? {
         add_file(&mut digest, &path, &std::fs::read(&path).ok()?);

@@ -31,18 +31,18 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use self::slots::ConnectionSlots;
 use self::slots::Slot;
-pub use self::stall::{SEND_TIMEOUT, WriteStall};
-pub use self::transport::{Plain, Transport};
-pub use self::version::{Http1, Http1Connection, Http2, Version};
+pub(crate) use self::stall::{SEND_TIMEOUT, WriteStall};
+pub(crate) use self::transport::{Plain, Transport};
+pub(crate) use self::version::{Http1, Http1Connection, Http2, Version};
 
 /// The bytes of a connection, as a protocol reads and writes them.
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
 
 /// What a listener speaks: the HTTP version of its connections, what serves each one,
 /// and what it does when it stops.
-pub trait Protocol: Send + 'static {
+pub(crate) trait Protocol: Send + 'static {
     /// HTTP/1.1 or HTTP/2, and so the deadline a new connection is held to.
     type Version: Version;
     /// What serves one connection.
@@ -66,7 +66,7 @@ pub trait Protocol: Send + 'static {
 }
 
 /// Serves one connection of version `V`.
-pub trait Connection<V: Version>: Send + 'static {
+pub(crate) trait Connection<V: Version>: Send + 'static {
     /// Serves `connection` until it ends. `graceful` watches the hyper connection, so
     /// that a stop lets it finish what it has begun and then closes it.
     fn serve<I: Io>(
@@ -79,7 +79,7 @@ pub trait Connection<V: Version>: Send + 'static {
 /// How a listener accepts connections: at most as many at once as its slots, each
 /// connection's writes bounded by the send timeout, carried by the transport `T`.
 #[derive(Debug)]
-pub struct Accept<T = Plain> {
+pub(crate) struct Accept<T = Plain> {
     slots: ConnectionSlots,
     send_timeout: Duration,
     keepalive: Option<TcpKeepalive>,
@@ -89,7 +89,7 @@ pub struct Accept<T = Plain> {
 impl Accept {
     /// Plain TCP connections, holding one of `slots` each, whose writes may make no
     /// progress for `send_timeout` at most.
-    pub fn new(slots: ConnectionSlots, send_timeout: Duration) -> Self {
+    pub(crate) fn new(slots: ConnectionSlots, send_timeout: Duration) -> Self {
         Self {
             slots,
             send_timeout,
@@ -102,7 +102,7 @@ impl Accept {
 impl<T: Transport> Accept<T> {
     /// With TCP keepalive probes on a connection quiet for `idle`: a peer that vanished
     /// without closing is found even where the protocol sends nothing.
-    pub fn tcp_keepalive(mut self, idle: Duration) -> Self {
+    pub(crate) fn tcp_keepalive(mut self, idle: Duration) -> Self {
         self.keepalive = Some(TcpKeepalive::new().with_time(idle));
         self
     }
@@ -110,7 +110,7 @@ impl<T: Transport> Accept<T> {
     /// Serves `protocol` on `listener` until `shutdown` completes: then accepts no
     /// more, lets the protocol stop, finishes what the connections have begun, and
     /// returns.
-    pub async fn serve<P: Protocol>(
+    pub(crate) async fn serve<P: Protocol>(
         self,
         listener: TcpListener,
         protocol: P,

@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
 /// How long a client has to send the bytes of [`PREFACE_BYTES`].
-pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client preface (`PRI * HTTP/2.0...`, 24 bytes) and its SETTINGS frame's header
 /// (9 bytes): what every HTTP/2 client sends first.
@@ -24,7 +24,7 @@ const PREFACE_BYTES: usize = 24 + 9;
 /// [`PREFACE_BYTES`] have not arrived within the deadline (however slowly the client
 /// drips them); past them it reads and writes as `inner` does.
 #[derive(Debug)]
-pub struct PrefaceDeadline<T> {
+pub(crate) struct PrefaceDeadline<T> {
     inner: T,
     /// Bytes still to come before the deadline is lifted, and the deadline; `None` once
     /// they have come.
@@ -33,7 +33,7 @@ pub struct PrefaceDeadline<T> {
 
 impl<T> PrefaceDeadline<T> {
     /// `inner` with [`PREFACE_TIMEOUT`] from now for its preface.
-    pub fn new(inner: T) -> Self {
+    pub(crate) fn new(inner: T) -> Self {
         Self {
             inner,
             pending: Some((PREFACE_BYTES, Box::pin(tokio::time::sleep(PREFACE_TIMEOUT)))),

@@ -34,7 +34,7 @@ struct Inner {
 
 /// A connection's slot, given back when dropped.
 #[derive(Debug)]
-pub struct Slot {
+pub(crate) struct Slot {
     _held: OwnedSemaphorePermit,
 }
 
@@ -68,7 +68,7 @@ impl ConnectionSlots {
     }
 
     /// A free slot, waiting for one if every slot is taken.
-    pub async fn take(&self) -> Slot {
+    pub(crate) async fn take(&self) -> Slot {
         let inner = &self.inner;
         if let Ok(slot) = Arc::clone(&inner.free).try_acquire_owned() {
             inner.full.store(false, Ordering::Relaxed);

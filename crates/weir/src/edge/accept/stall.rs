@@ -20,11 +20,11 @@ use tokio::time::Sleep;
 
 /// How long a connection's writes may make no progress, unless configured otherwise
 /// (`--send-timeout-ms`; nginx's `send_timeout` is 60 s too).
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `inner`, whose writes fail once they have made no progress for `limit`.
 #[derive(Debug)]
-pub struct WriteStall<T> {
+pub(crate) struct WriteStall<T> {
     inner: T,
     limit: Duration,
     /// When the writes waiting now fail; `None` while they make progress.
@@ -33,7 +33,7 @@ pub struct WriteStall<T> {
 
 impl<T> WriteStall<T> {
     /// `inner`, its writes allowed to wait `limit` at most without progress.
-    pub fn new(inner: T, limit: Duration) -> Self {
+    pub(crate) fn new(inner: T, limit: Duration) -> Self {
         Self {
             inner,
             limit,

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use super::{Io, WriteStall};
 
 /// Turns an accepted connection into what its protocol reads and writes.
-pub trait Transport: Send + 'static {
+pub(crate) trait Transport: Send + 'static {
     /// The connection's bytes, as the protocol reads and writes them.
     type Io: Io;
 
@@ -28,7 +28,7 @@ pub trait Transport: Send + 'static {
 
 /// Plain TCP: the protocol reads and writes the stream as accepted.
 #[derive(Debug, Clone, Copy)]
-pub struct Plain;
+pub(crate) struct Plain;
 
 impl Transport for Plain {
     type Io = WriteStall<TcpStream>;

@@ -17,7 +17,7 @@ use super::Io;
 use super::preface::PrefaceDeadline;
 
 /// An HTTP version: how it opens a connection for its protocol.
-pub trait Version: Send + 'static {
+pub(crate) trait Version: Send + 'static {
     /// A connection opened: the bytes `I`, held to this version's deadline.
     type Opened<I: Io>: Send;
 
@@ -27,7 +27,7 @@ pub trait Version: Send + 'static {
 
 /// HTTP/1.1, with a deadline on each request's headers and a bound on their size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Http1 {
+pub(crate) struct Http1 {
     /// The longest a client may take to send a request's headers.
     pub header_timeout: Duration,
     /// The most bytes of request headers read (more is answered `431`).
@@ -53,14 +53,14 @@ impl Version for Http1 {
 /// An HTTP/1.1 connection opened, its requests' headers held to their deadline: what
 /// a protocol speaking HTTP/1.1 serves.
 #[derive(Debug)]
-pub struct Http1Connection<I> {
+pub(crate) struct Http1Connection<I> {
     io: TokioIo<I>,
     builder: http1::Builder,
 }
 
 impl<I: Io> Http1Connection<I> {
     /// The connection served by `service`, ready to be watched for a graceful stop.
-    pub fn serve<S, B>(self, service: S) -> http1::Connection<TokioIo<I>, S>
+    pub(crate) fn serve<S, B>(self, service: S) -> http1::Connection<TokioIo<I>, S>
     where
         S: HttpService<Incoming, ResBody = B>,
         S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -73,7 +73,7 @@ impl<I: Io> Http1Connection<I> {
 
 /// HTTP/2, with a deadline on the client's preface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Http2;
+pub(crate) struct Http2;
 
 impl Version for Http2 {
     type Opened<I: Io> = TokioIo<PrefaceDeadline<I>>;

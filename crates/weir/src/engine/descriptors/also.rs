@@ -10,7 +10,7 @@ use super::Unit;
 /// One more limit on a descriptor, counted beside its `rate_limit` on a counter of
 /// its own (in the same store call as the request's other counters).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AlsoLimit {
+pub(crate) struct AlsoLimit {
     /// `requests_per_unit` as written: reported as `current_limit` when this limit is
     /// the one that binds.
     pub requests_per_unit: u32,

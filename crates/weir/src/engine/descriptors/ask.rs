@@ -7,7 +7,7 @@ use super::Unit;
 
 /// A request: its domain and descriptors.
 #[derive(Debug, Clone)]
-pub struct EnvoyAsk<'a> {
+pub(crate) struct EnvoyAsk<'a> {
     /// The configuration domain the descriptors are looked up in.
     pub domain: &'a str,
     /// The descriptors, each decided (and answered) in order.
@@ -16,7 +16,7 @@ pub struct EnvoyAsk<'a> {
 
 /// One descriptor of a request.
 #[derive(Debug, Clone)]
-pub struct DescriptorAsk<'a> {
+pub(crate) struct DescriptorAsk<'a> {
     /// Its entries, `(key, value)`, in order.
     pub entries: Vec<(&'a str, &'a str)>,
     /// A limit sent with the descriptor (Envoy's `limit` override): used instead of
@@ -29,7 +29,7 @@ pub struct DescriptorAsk<'a> {
 
 /// The answer to a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvoyAnswer {
+pub(crate) struct EnvoyAnswer {
     /// Whether the request is over the limit (`overall_code`): some descriptor not in
     /// shadow mode is over, and global shadow mode is off.
     pub over_limit: bool,
@@ -39,7 +39,7 @@ pub struct EnvoyAnswer {
 
 /// One descriptor's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DescriptorAnswer {
+pub(crate) struct DescriptorAnswer {
     /// Whether it is over its limit (`OVER_LIMIT`; `OK` in shadow mode).
     pub over_limit: bool,
     /// The limit that applied (`current_limit`), if one did.
@@ -53,7 +53,7 @@ pub struct DescriptorAnswer {
 
 /// The limit a descriptor was decided by.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CurrentLimit {
+pub(crate) struct CurrentLimit {
     /// Its `name`, if it has one (empty otherwise, as in the protocol).
     pub name: String,
     /// `requests_per_unit`.

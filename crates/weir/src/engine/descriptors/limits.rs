@@ -22,7 +22,7 @@ use super::should_rate_limit::RULE;
 
 /// A unit of envoyproxy/ratelimit's `rate_limit`: the length of its fixed windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// One second.
     Second,
     /// 60 seconds.
@@ -42,7 +42,7 @@ pub enum Unit {
 impl Unit {
     /// The unit named in a configuration file, in any case (`second`, `MINUTE`), as
     /// envoyproxy/ratelimit reads it.
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Some(match name.to_ascii_uppercase().as_str() {
             "SECOND" => Self::Second,
             "MINUTE" => Self::Minute,
@@ -55,21 +55,8 @@ impl Unit {
         })
     }
 
-    /// Its name in the protocol (`SECOND`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Second => "SECOND",
-            Self::Minute => "MINUTE",
-            Self::Hour => "HOUR",
-            Self::Day => "DAY",
-            Self::Week => "WEEK",
-            Self::Month => "MONTH",
-            Self::Year => "YEAR",
-        }
-    }
-
     /// The window's length.
-    pub fn period(self) -> Duration {
+    pub(crate) fn period(self) -> Duration {
         let day = 86_400;
         Duration::from_secs(match self {
             Self::Second => 1,
@@ -85,7 +72,7 @@ impl Unit {
 
 /// How many requests a limit lets through per window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quota {
+pub(crate) enum Quota {
     /// `unlimited: true`: always OK, never counted.
     Unlimited,
     /// `requests_per_unit: 0` (or none given): every request that adds a hit is over.
@@ -97,7 +84,7 @@ pub enum Quota {
 
 /// One descriptor's `rate_limit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DescriptorLimit {
+pub(crate) struct DescriptorLimit {
     /// `requests_per_unit` as written (reported back as `current_limit`).
     pub requests_per_unit: u32,
     /// Its `unit` (`Second` for an unlimited one, which has none).
@@ -132,7 +119,7 @@ impl DescriptorLimit {
     /// Above weir's largest limit (a billion), the limit counted is that: envoyproxy/
     /// ratelimit takes any 32-bit number, often the largest as "unlimited", and such a
     /// limit must not become a zero that denies everything.
-    pub fn counted(requests_per_unit: u32, unit: Unit) -> Self {
+    pub(crate) fn counted(requests_per_unit: u32, unit: Unit) -> Self {
         let quota = Policy::new(
             Algorithm::FixedWindow,
             u64::from(requests_per_unit).min(weir_core::MAX_LIMIT),
@@ -157,7 +144,7 @@ impl DescriptorLimit {
 
     /// Its counted limits, each with the rule its counter is kept under: its own
     /// (when counted), then `also`'s.
-    pub fn counters(&self) -> impl Iterator<Item = (&Policy, &str)> {
+    pub(crate) fn counters(&self) -> impl Iterator<Item = (&Policy, &str)> {
         let own = match &self.quota {
             Quota::Counted(policy) => Some((policy, &*self.rule)),
             _ => None,
@@ -167,7 +154,7 @@ impl DescriptorLimit {
     }
 
     /// An `unlimited: true` limit.
-    pub fn unlimited() -> Self {
+    pub(crate) fn unlimited() -> Self {
         Self {
             quota: Quota::Unlimited,
             ..Self::counted(0, Unit::Second)
@@ -177,7 +164,7 @@ impl DescriptorLimit {
 
 /// Where a descriptor is in a [`Descriptors`] tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeId(usize);
+pub(crate) struct NodeId(usize);
 
 #[derive(Debug, Clone, Default)]
 struct Node {
@@ -194,7 +181,7 @@ struct Node {
 
 /// Why a descriptor cannot be added: envoyproxy/ratelimit refuses the same.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TreeError {
+pub(crate) enum TreeError {
     /// A second file for one domain.
     #[error(
         "duplicate domain `{0}`: each domain is configured in one file (unless `merge_domains: true` in the `envoy` section)"
@@ -208,7 +195,7 @@ pub enum TreeError {
 /// Every domain's descriptors: what envoyproxy/ratelimit's configuration directory
 /// describes, and the options of weir's `envoy:` section.
 #[derive(Debug, Clone, Default)]
-pub struct Descriptors {
+pub(crate) struct Descriptors {
     domains: HashMap<String, usize>,
     nodes: Vec<Node>,
     /// Decide a request's descriptors all-or-nothing: when one is over the limit, the
@@ -237,17 +224,17 @@ pub struct Descriptors {
 
 impl Descriptors {
     /// How many domains are configured.
-    pub fn domains(&self) -> usize {
+    pub(crate) fn domains(&self) -> usize {
         self.domains.len()
     }
 
     /// Whether `domain` is configured.
-    pub fn has_domain(&self, domain: &str) -> bool {
+    pub(crate) fn has_domain(&self, domain: &str) -> bool {
         self.domains.contains_key(domain)
     }
 
     /// Starts a domain's tree.
-    pub fn add_domain(&mut self, domain: &str) -> Result<NodeId, TreeError> {
+    pub(crate) fn add_domain(&mut self, domain: &str) -> Result<NodeId, TreeError> {
         if let Some(&root) = self.domains.get(domain) {
             return match self.merge_domains {
                 true => Ok(NodeId(root)),
@@ -262,7 +249,7 @@ impl Descriptors {
     /// Adds a descriptor under `parent`: `key` with `value` (none or empty: the
     /// default for the key; with `*`: a wildcard), and its limit if it has one.
     /// `path` names the parent in an error (`domain.key_value.`).
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         parent: NodeId,
         path: &str,
@@ -288,7 +275,7 @@ impl Descriptors {
     }
 
     /// The leased rules of the descriptors, and their plans (for the leasing store).
-    pub fn leases(&self) -> impl Iterator<Item = (&str, LeasePlan)> {
+    pub(crate) fn leases(&self) -> impl Iterator<Item = (&str, LeasePlan)> {
         self.nodes
             .iter()
             .filter_map(|node| node.limit.as_ref())
@@ -306,13 +293,14 @@ impl Descriptors {
 
     /// Marks `node`, a wildcard descriptor of `value`, `share_threshold`: every value
     /// it matches is counted as one.
-    pub fn share(&mut self, node: NodeId, value: &str) {
+    pub(crate) fn share(&mut self, node: NodeId, value: &str) {
         self.nodes[node.0].shared = Some(value.to_owned());
     }
 
+    #[cfg(test)]
     /// The limit for a request descriptor's entries in `domain`: none for an unknown
     /// domain, no match, or a match without a limit.
-    pub fn lookup<'e>(
+    pub(crate) fn lookup<'e>(
         &self,
         domain: &str,
         entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
@@ -322,7 +310,7 @@ impl Descriptors {
 
     /// [`Descriptors::lookup`], with the entries matched by a `share_threshold`
     /// wildcard: their places, and the wildcard value each is counted as.
-    pub fn find<'e>(
+    pub(crate) fn find<'e>(
         &self,
         domain: &str,
         entries: impl ExactSizeIterator<Item = (&'e str, &'e str)>,
@@ -392,7 +380,7 @@ fn wildcard_match(parts: &[String], value: &str) -> bool {
 impl Quota {
     /// This quota divided among `instances` (rounded up): an instance's share while
     /// the shared store is down.
-    pub fn share(self, instances: u64) -> Self {
+    pub(crate) fn share(self, instances: u64) -> Self {
         match self {
             Quota::Counted(policy) if instances > 1 => Policy::new(
                 policy.algorithm(),

@@ -10,7 +10,7 @@ mod groups;
 mod limits;
 mod should_rate_limit;
 
-pub use self::also::AlsoLimit;
-pub use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk};
-pub use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, TreeError, Unit};
-pub use self::should_rate_limit::RULE as ENVOY_RULE;
+pub(crate) use self::also::AlsoLimit;
+pub(crate) use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk};
+pub(crate) use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, Unit};
+pub(crate) use self::should_rate_limit::RULE as ENVOY_RULE;

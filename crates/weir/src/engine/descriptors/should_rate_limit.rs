@@ -25,13 +25,13 @@ use crate::engine::{Engine, key};
 use crate::metrics::EnvoyOutcome;
 
 /// The rule name the descriptors' counters are kept under.
-pub const RULE: &str = "envoy";
+pub(crate) const RULE: &str = "envoy";
 
 impl Engine {
     /// Decides a `ShouldRateLimit` request against `limits`. An unknown domain, or a
     /// descriptor that matches no limit, is OK. A store that cannot decide is an
     /// error: the door answers `UNAVAILABLE`, and Envoy's own failure mode decides.
-    pub async fn should_rate_limit(
+    pub(crate) async fn should_rate_limit(
         &self,
         limits: &Descriptors,
         ask: &EnvoyAsk<'_>,

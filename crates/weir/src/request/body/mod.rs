@@ -59,18 +59,18 @@ use self::json::json_field;
 use self::media::{Kind, media_kind};
 
 /// The deepest nesting of arrays and objects accepted in a JSON body.
-pub const MAX_DEPTH: usize = 64;
+pub(super) const MAX_DEPTH: usize = 64;
 
 /// The most names with non-ASCII characters compared with the field in one list of
 /// names (the query string, a form, a JSON body's top-level keys). Comparing such a name means
 /// normalising it (a few microseconds); ASCII names cost next to nothing. A request
 /// with more is refused rather than read partly: a login body has a handful of fields.
-pub const MAX_UNICODE_NAMES: usize = 256;
+pub(super) const MAX_UNICODE_NAMES: usize = 256;
 
 /// Why a body field cannot be read one way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum BodyError {
+pub(crate) enum BodyError {
     /// A media type that is not JSON or a form (or none, with a body).
     #[error(
         "the body must be JSON or a URL-encoded form (application/json or application/x-www-form-urlencoded), not {0}"
@@ -118,7 +118,7 @@ pub enum BodyError {
 impl BodyError {
     /// Whether the error is about the body's type or encoding (an HTTP 415) rather than
     /// its content (a 400).
-    pub fn is_unsupported_media_type(&self) -> bool {
+    pub(crate) fn is_unsupported_media_type(&self) -> bool {
         matches!(
             self,
             BodyError::UnsupportedMediaType(_)
@@ -130,7 +130,7 @@ impl BodyError {
 
 /// The string value of `field` in a request's body (see the [module docs](self)), given
 /// its headers (`Content-Type`, `Content-Encoding`) and its raw query string.
-pub fn body_field(
+pub(crate) fn body_field(
     headers: &HeaderMap,
     body: &[u8],
     field: &str,

@@ -206,6 +206,9 @@ fn keys_are_ipv4_addresses_or_ipv6_networks() {
         ipv6_prefix: 56,
         ..ClientIpConfig::default()
     };
-    assert_eq!(c.key(ip("2001:db8:1:2ff::1")), "2001:db8:1:200::/56");
+    assert_eq!(
+        ip_key(ip("2001:db8:1:2ff::1"), c.ipv6_prefix),
+        "2001:db8:1:200::/56"
+    );
     assert_eq!(ClientIpConfig::default().ipv6_prefix, 64);
 }
