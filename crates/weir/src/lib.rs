@@ -5,6 +5,7 @@
 //! ```text
 //! server                  listeners, threads, reloads: builds the rest from a Config
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
+//! auth                    the forward-auth door: a proxy's subrequest in, the engine asked
 //! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
 //! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
 //! step                    the one request step every HTTP door takes (read, decide, go on or stop)
@@ -50,6 +51,7 @@
 
 mod admin;
 mod api;
+mod auth;
 mod config;
 mod edge;
 mod engine;
@@ -66,7 +68,9 @@ mod step;
 pub use self::api::{
     MAX_BODY_BYTES, MAX_DECIDE_BYTES, MAX_KEY_BYTES, SETTLE_WITHIN, router as api_router,
 };
+pub use self::auth::{AuthDoor, router as auth_router};
 pub use self::config::EnvoyConfig;
+pub use self::config::{AUTH_PATH, AuthConfig, Convention, Reservations};
 pub use self::config::{
     AdminConfig, Config, ConfigBuilder, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT, Fallback,
     GatewayConfig, MAX_RULE_NAME, Period, PeriodError, RuleBuilder, SheddingConfig, StoreConfig,

@@ -8,6 +8,7 @@
 //! this, and `weir serve` refuses to start on an error.
 
 mod admin;
+mod auth;
 mod builder;
 mod descriptors;
 mod error;
@@ -33,6 +34,7 @@ use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
 
 pub use self::admin::AdminConfig;
+pub use self::auth::{AUTH_PATH, AuthConfig, Convention, Reservations};
 pub use self::builder::{ConfigBuilder, RuleBuilder};
 pub use self::descriptors::EnvoyConfig;
 pub use self::error::ConfigError;
@@ -64,6 +66,8 @@ pub struct Config {
     pub admin: Option<AdminConfig>,
     /// Envoy's rate limit service, when an `envoy` section is configured.
     pub envoy: Option<EnvoyConfig>,
+    /// The forward-auth door, when an `auth` section is configured.
+    pub auth: Option<AuthConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
@@ -141,6 +145,7 @@ impl Config {
         )?;
         let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;
         let admin = admin::admin(raw.admin.as_ref(), &errors)?;
+        let auth = auth::auth(raw.auth.as_ref(), &raw.rules, &raw.identities, &errors)?;
         let envoy_leases = envoy
             .iter()
             .flat_map(|e| e.descriptors.leases())
@@ -159,6 +164,7 @@ impl Config {
             gateway,
             admin,
             envoy,
+            auth,
             sha256: sha256_hex(text.as_bytes()),
         })
     }

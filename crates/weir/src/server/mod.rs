@@ -16,6 +16,7 @@ use weir_store::{Breaker, BreakerConfig, MemoryStore, RedisStore, Store, StoreEr
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
 pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
+use crate::auth::AuthDoor;
 use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::{Engine, EngineHandle};
 use crate::envoy::{RateLimitDoor, SharedDescriptors};
@@ -47,6 +48,10 @@ pub struct Service {
     /// `envoy` section: a reload may change them, not add or remove the section (the
     /// gRPC listener is opened at start).
     pub envoy: Option<SharedDescriptors>,
+    /// The forward-auth door, when the configuration has an `auth` section: a reload
+    /// may change it, not add or remove the section (`--auth-listen` is opened at
+    /// start).
+    pub auth: Option<Shared<AuthDoor>>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
@@ -109,6 +114,10 @@ impl Service {
                 .gateway
                 .clone()
                 .map(|g| shared(Gateway::new(g, Arc::clone(&engine)))),
+            auth: config
+                .auth
+                .clone()
+                .map(|auth| shared(AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine)))),
             engine: EngineHandle::from_arc(engine),
             store,
             store_config: config.store.clone(),
