@@ -4,8 +4,9 @@
 //! Caddy with `forward_auth`, and Envoy with `ext_authz` (HTTP service). Through each:
 //! the limit holds exactly under concurrent requests, the client's 429 carries
 //! `Retry-After` and the RateLimit fields, allowed answers carry the RateLimit fields,
-//! path and host spellings share one budget, and a caller of the door outside its
-//! trusted proxies is refused.
+//! path and host spellings share one budget, a login rule settled by the app (its
+//! `Weir-Reservation`, reported with `/v1/settle`) counts only failures, and a caller
+//! of the door outside its trusted proxies is refused.
 //!
 //! Every process (weir, the proxy, and the app on a runtime of the test's) is started
 //! on free loopback ports and killed by its PID however the test ends. nginx and Caddy
@@ -25,7 +26,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::Server;
 
@@ -79,6 +85,55 @@ fn program(name: &str, env: &str, venv: Option<&str>) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The app behind the proxy: `POST /login` (200 with `x-password: right`, else 401),
+/// which settles the reservation weir's door made with its status before answering;
+/// anything else echoed.
+#[derive(Default)]
+struct App {
+    /// weir's decision API (`/v1/settle`).
+    weir: OnceLock<String>,
+    /// The `Weir-Reservation` of each login the app received.
+    reservations: Mutex<Vec<Option<String>>>,
+}
+
+async fn login(State(app): State<Arc<App>>, headers: HeaderMap) -> StatusCode {
+    let status = if headers.get("x-password").is_some_and(|p| p == "right") {
+        StatusCode::OK
+    } else {
+        StatusCode::UNAUTHORIZED
+    };
+    let reservation = headers
+        .get("weir-reservation")
+        .map(|v| v.to_str().unwrap().to_owned());
+    app.reservations.lock().unwrap().push(reservation.clone());
+    if let Some(id) = reservation {
+        let body = format!("{{\"settlement\":\"{id}\",\"status\":{}}}", status.as_u16());
+        let mut stream = tokio::net::TcpStream::connect(app.weir.get().unwrap())
+            .await
+            .unwrap();
+        let request = format!(
+            "POST /v1/settle HTTP/1.1\r\nHost: weir\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+    }
+    status
+}
+
+async fn start_app(app: Arc<App>) -> SocketAddr {
+    let router = axum::Router::new()
+        .route("/login", axum::routing::post(login))
+        .fallback(common::echo::echo)
+        .with_state(app);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
 /// weir, a proxy in front of the app asking weir's door, and the app.
 struct Stack {
     /// Where clients send requests: the proxy.
@@ -86,8 +141,9 @@ struct Stack {
     /// weir's forward-auth door.
     door: SocketAddr,
     _proxy: Process,
-    _weir: Server,
-    _app: tokio::runtime::Runtime,
+    weir: Server,
+    app: Arc<App>,
+    _runtime: tokio::runtime::Runtime,
     dir: tempfile::TempDir,
 }
 
@@ -112,11 +168,13 @@ impl Stack {
     fn start(weir_config: &str, start: impl FnOnce(&Path, &Ports) -> Process) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let runtime = tokio::runtime::Runtime::new().unwrap();
-        let app = runtime.block_on(common::echo::start());
+        let state = Arc::new(App::default());
+        let app = runtime.block_on(start_app(Arc::clone(&state)));
         let config = dir.path().join("weir.yaml");
         std::fs::write(&config, example(weir_config)).unwrap();
         let weir = Server::start_with(&config, &["--auth-listen", "127.0.0.1:0"], Stdio::null());
         let door: SocketAddr = weir.auth.clone().unwrap().parse().unwrap();
+        state.weir.set(weir.addr.clone()).unwrap();
         let ports = Ports {
             listen: free_port(),
             app: app.port(),
@@ -143,14 +201,26 @@ impl Stack {
             listen,
             door,
             _proxy: proxy,
-            _weir: weir,
-            _app: runtime,
+            weir,
+            app: state,
+            _runtime: runtime,
             dir,
         }
     }
 
     fn get(&self, host: &str, path: &str) -> Answer {
         get(self.listen, host, path)
+            .unwrap_or_else(|| panic!("no answer; logs: {}", logs(self.dir.path())))
+    }
+
+    /// A login with `password`, sending a forged reservation id of its own.
+    fn login(&self, password: &str) -> Answer {
+        let stream = TcpStream::connect(self.listen).unwrap();
+        let request = format!(
+            "POST /login HTTP/1.1\r\nHost: api.example\r\nx-password: {password}\r\n\
+             Weir-Reservation: {FORGED}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        exchange(stream, &request)
             .unwrap_or_else(|| panic!("no answer; logs: {}", logs(self.dir.path())))
     }
 }
@@ -398,7 +468,55 @@ fn holds_the_limit(stack: &Stack) {
     assert_eq!(statuses, [200, 200, 200, 429], "{}", logs(stack.dir.path()));
     // The door refuses a caller outside its trusted proxies (127.0.0.1/32), whatever
     // it claims: nothing is decided, so no victim's budget is spent.
+    counts_only_failed_logins(stack);
     untrusted_caller_is_refused(stack);
+    // Every answer of the door counted: allowed (5 books, 3 shelf, 5 logins), denied
+    // (7 books, 1 shelf, 2 logins) and the untrusted caller.
+    let metrics = get(stack.weir.addr.parse().unwrap(), "weir", "/metrics").unwrap();
+    for (status, count) in [("2xx", 13), ("4xx", 11)] {
+        let line = format!("weir_auth_requests_total{{status=\"{status}\"}} {count}");
+        assert!(metrics.body.contains(&line), "{line} in:\n{}", metrics.body);
+    }
+}
+
+/// A reservation id a client makes up.
+const FORGED: &str = "00000000000000000000000000000001";
+
+/// Failed logins count, successes do not: the app settles each attempt with its
+/// status through the reservation the door made (never the client's).
+fn counts_only_failed_logins(stack: &Stack) {
+    let statuses: Vec<u16> = ["right", "right", "right", "wrong", "wrong", "right"]
+        .iter()
+        .map(|password| stack.login(password).status)
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 401, 401, 429],
+        "{}",
+        logs(stack.dir.path())
+    );
+    let locked = stack.login("right");
+    assert_eq!(locked.status, 429, "{locked:?}");
+    assert!(locked.header("retry-after").is_some(), "{locked:?}");
+    assert!(
+        locked
+            .header("ratelimit")
+            .is_some_and(|v| v.starts_with("\"login\";r=0;t=")),
+        "{locked:?}"
+    );
+    // Five logins reached the app, each with the door's reservation (32 hex digits,
+    // all different), never the client's.
+    let seen = stack.app.reservations.lock().unwrap().clone();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    let mut ids: Vec<String> = seen.into_iter().map(Option::unwrap).collect();
+    assert!(
+        ids.iter()
+            .all(|id| id != FORGED && id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{ids:?}"
+    );
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 5);
 }
 
 /// From 127.0.0.2 (loopback, but not the configured 127.0.0.1/32), a well-formed
