@@ -570,3 +570,94 @@ fn envoy_ext_authz_limits_through_weir() {
     let stack = Stack::start("weir-envoy.yaml", envoy);
     holds_the_limit(&stack);
 }
+
+/// A subrequest as Caddy or Traefik send it for `GET path` on `host`, from 127.0.0.1.
+fn ask_door(door: SocketAddr, host: &str, path: &str) -> Answer {
+    let stream = TcpStream::connect(door).unwrap();
+    exchange(
+        stream,
+        &format!(
+            "GET /v1/auth HTTP/1.1\r\nHost: weir\r\nX-Forwarded-Method: GET\r\n\
+             X-Forwarded-Proto: https\r\nX-Forwarded-Host: {host}\r\nX-Forwarded-Uri: {path}\r\n\
+             X-Forwarded-For: 198.51.100.7\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .unwrap()
+}
+
+/// A reload replaces the door with the rest: its settings and its rules.
+#[test]
+fn the_door_follows_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("weir.yaml");
+    let text = example("weir-forwarded.yaml");
+    std::fs::write(&config, &text).unwrap();
+    let weir = Server::start_with(&config, &["--auth-listen", "127.0.0.1:0"], Stdio::null());
+    let door: SocketAddr = weir.auth.clone().unwrap().parse().unwrap();
+    let statuses: Vec<u16> = (0..4)
+        .map(|_| ask_door(door, "api.example", "/shelf").status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    // The denial's status, as nginx needs it: taken at the next look at the file.
+    std::fs::write(
+        &config,
+        text.replace(
+            "  reservations: app\n",
+            "  reservations: app\n  denied_status: 403\n",
+        ),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = ask_door(door, "api.example", "/shelf");
+        if answer.status == 403 {
+            assert!(answer.header("retry-after").is_some(), "{answer:?}");
+            assert!(answer.body.contains("\"status\":403"), "{answer:?}");
+            break;
+        }
+        assert_eq!(answer.status, 429, "{answer:?}");
+        assert!(Instant::now() < deadline, "not reloaded after 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Removing the section needs a restart: refused, the door keeps serving.
+    let without = text
+        .split("\nrules:")
+        .nth(1)
+        .map(|rules| format!("rules:{rules}"))
+        .unwrap();
+    std::fs::write(&config, without).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(ask_door(door, "api.example", "/books").status, 200);
+}
+
+/// `--auth-listen` serves the door of an `auth` section; without one it is an error,
+/// not a door on defaults nobody checked the rules against.
+#[test]
+fn auth_listen_needs_an_auth_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("weir.yaml");
+    std::fs::write(
+        &config,
+        "rules:\n  - name: api\n    match: { path_prefix: / }\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",
+    )
+    .unwrap();
+    let out = common::weir()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--auth-listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("--auth-listen serves the forward-auth door, which needs an `auth` section"),
+        "{stderr}"
+    );
+}
