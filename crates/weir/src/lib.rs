@@ -5,6 +5,7 @@
 //! ```text
 //! server                  listeners, threads, reloads: builds the rest from a Config
 //! gateway api admin layer the front doors: HTTP in, the engine asked, HTTP out
+//! auth                    the forward-auth door: a proxy's subrequest in, the engine asked
 //! envoy                   the Envoy door: gRPC ShouldRateLimit in, the engine asked
 //! fleet                   `weir simulate fleet`: gateways' engines on simulated stores
 //! step                    the one request step every HTTP door takes (read, decide, go on or stop)
@@ -64,6 +65,7 @@
 
 mod admin;
 mod api;
+mod auth;
 mod config;
 mod edge;
 mod engine;
@@ -100,6 +102,7 @@ pub use self::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Metrics};
 pub use self::request::client_ip;
 #[doc(hidden)]
 pub use self::server::{
-    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, bind_shared,
-    decision_router, envoy_door, serve, serve_grpc_on_threads, serve_on_threads, service, shared,
+    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, auth_router,
+    bind_shared, decision_router, default_auth_router, envoy_door, serve, serve_grpc_on_threads,
+    serve_on_threads, service, shared,
 };

@@ -64,6 +64,14 @@ enum Command {
         /// served when the configuration has an `envoy` section.
         #[arg(long, default_value = "127.0.0.1:8081")]
         grpc_listen: SocketAddr,
+        /// The forward-auth door (/v1/auth, any method): what nginx `auth_request`,
+        /// ingress-nginx `auth-url`, Caddy `forward_auth`, Traefik `ForwardAuth` and
+        /// Envoy `ext_authz` ask before forwarding a request. Served when the
+        /// configuration has an `auth` section (default 127.0.0.1:8082); only the
+        /// section's `trusted_proxies` may call it. Prints `weir auth listening on
+        /// http://ADDR` once bound.
+        #[arg(long)]
+        auth_listen: Option<SocketAddr>,
         /// How log lines are written to standard error: `text` for people, `json` (one
         /// object a line) for log pipelines. The level comes from RUST_LOG (default
         /// info).
@@ -79,7 +87,7 @@ enum Command {
         #[arg(long, default_value_t = 60_000)]
         send_timeout_ms: u64,
         /// The most connections each listener (the main one, the admin one, the gRPC
-        /// one) holds at once; past it, new connections wait in the kernel's listen
+        /// one, the auth one) holds at once; past it, new connections wait in the kernel's listen
         /// queue until one closes. Default: a quarter of the file descriptors weir may
         /// open (its soft limit is raised to the hard one at start), less 256 kept for
         /// the store, the upstream and files; 10000 where that limit cannot be read.
@@ -144,6 +152,7 @@ fn main() -> ExitCode {
             listen,
             admin_listen,
             grpc_listen,
+            auth_listen,
             header_timeout_ms,
             send_timeout_ms,
             max_connections,
@@ -158,6 +167,7 @@ fn main() -> ExitCode {
                 listen,
                 admin: admin_listen,
                 grpc: grpc_listen,
+                auth: auth_listen,
                 max_connections,
             };
             serve(&config, listeners, limits, log_format)
@@ -213,8 +223,15 @@ struct Listeners {
     listen: SocketAddr,
     admin: SocketAddr,
     grpc: SocketAddr,
+    /// The forward-auth door's (`None`: its default, when there is an `auth` section).
+    auth: Option<SocketAddr>,
     max_connections: Option<u64>,
 }
+
+/// Where the forward-auth door listens when the configuration has an `auth` section
+/// and `--auth-listen` is not given.
+const DEFAULT_AUTH_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8082);
 
 /// File descriptors kept for what is not a client's connection: the store's and the
 /// upstream's connections beyond one a client, configuration files, the runtime.
@@ -249,12 +266,21 @@ fn serve(
         listen,
         admin: admin_listen,
         grpc: grpc_listen,
+        auth: auth_listen,
         max_connections: requested_connections,
     }: Listeners,
     limits: ConnectionLimits,
     log_format: LogFormat,
 ) -> anyhow::Result<()> {
     let config = Config::load(config_path)?;
+    let auth_listen = match (config.has_auth(), auth_listen) {
+        (true, listen) => Some(listen.unwrap_or(DEFAULT_AUTH_LISTEN)),
+        (false, None) => None,
+        (false, Some(_)) => anyhow::bail!(
+            "--auth-listen serves the forward-auth door, which needs an `auth` section in {}",
+            config_path.display()
+        ),
+    };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -291,6 +317,7 @@ fn serve(
         let envoy_door = weir::envoy_door(&service);
         let has_admin = service.has_admin();
         let gateway = service.gateway.clone();
+        let auth_door = weir::auth_router(&service);
         let metrics = Arc::clone(&service.metrics);
         // Each listener's connection slots, reported in the metrics.
         let listener_metrics = Arc::clone(&service.metrics);
@@ -367,8 +394,22 @@ fn serve(
             }
             None => None,
         };
+        // The forward-auth door: a thread per core, as the main listener.
+        let auth = match (auth_door, auth_listen) {
+            (Some(door), Some(address)) => {
+                let listeners = weir::bind_shared(address, threads)
+                    .with_context(|| format!("cannot listen on {address}"))?;
+                announce(&format!(
+                    "weir auth listening on http://{}",
+                    listeners[0].local_addr()?
+                ));
+                weir::serve_on_threads(listeners, door, limits, slots("auth"), stopped_rx.clone())?
+            }
+            _ => Vec::new(),
+        };
         tracing::info!(
             rules = config.engine.rules.len(),
+            auth = !auth.is_empty(),
             envoy = grpc.is_some(),
             gateway = config.has_gateway(),
             threads,
@@ -404,7 +445,7 @@ fn serve(
         }
         // The server threads finish their requests in flight, then end.
         tokio::task::spawn_blocking(move || {
-            for worker in workers {
+            for worker in workers.into_iter().chain(auth) {
                 worker
                     .join()
                     .map_err(|_| anyhow::anyhow!("a server thread panicked"))??;

@@ -434,3 +434,88 @@ fn a_cost_from_the_answer_needs_one_source_and_a_limit_that_can_owe() {
         error_of(&misspelled)
     );
 }
+
+#[test]
+fn the_auth_door_refuses_every_rule_it_could_not_decide_as_written() {
+    let file = |auth: &str, rule: &[&str]| -> String {
+        let mut lines = vec![
+            "identities:",
+            "  email: { body_field: email }",
+            "  api_key: { header: x-api-key }",
+            auth,
+            "rules:",
+            "  - name: login",
+            "    match: { path: /login }",
+            "    algorithm: sliding_log",
+            "    limit: 5",
+            "    period: 15m",
+        ];
+        lines.extend_from_slice(rule);
+        lines.join("\n") + "\n"
+    };
+    let door = "auth: { convention: original, denied_status: 403 }";
+    let app = "auth: { convention: original, reservations: app }";
+    let cases = [
+        (
+            file(door, &["    key: [api_key, email]"]),
+            "weir.yaml:11:10: rules[0].key: rule `login` is keyed on `email`, a body field: the auth door never sees a body, so it could not decide it (key it on a header, a token or the client address, or give it a `match` the proxy's requests do not reach)",
+        ),
+        // Settled by the app or not, a body is never seen.
+        (
+            file(app, &["    key: [email]"]),
+            "weir.yaml:11:10: rules[0].key: rule `login` is keyed on `email`, a body field: the auth door never sees a body, so it could not decide it (key it on a header, a token or the client address, or give it a `match` the proxy's requests do not reach)",
+        ),
+        (
+            file(door, &["    count_statuses: [401]"]),
+            "weir.yaml:6:11: rules[0].count_statuses: rule `login` is counted by the answer's status, which the auth door never sees: set `auth.reservations: app` for the app to settle it with /v1/settle (the door's answer carries a Weir-Reservation id), or keep the rule off the door's requests",
+        ),
+        (
+            file(door, &["    reset_statuses: [200]"]),
+            "weir.yaml:6:11: rules[0].reset_statuses: rule `login` is reset by the answer's status, which the auth door never sees: set `auth.reservations: app` for the app to settle it with /v1/settle (the door's answer carries a Weir-Reservation id), or keep the rule off the door's requests",
+        ),
+        (
+            file(
+                door,
+                &[
+                    "    algorithm: gcra",
+                    "    cost_from: { response_header: x-cost }",
+                ],
+            )
+            .replace("    algorithm: sliding_log\n", ""),
+            "weir.yaml:11:16: rules[0].cost_from: rule `login` is priced by the answer, which the auth door never sees: set `auth.reservations: app` for the app to settle it with /v1/settle (the door's answer carries a Weir-Reservation id), or keep the rule off the door's requests",
+        ),
+        (
+            file("auth: { denied_status: 503 }", &[]),
+            "weir.yaml:4:24: auth.denied_status: denied_status must be a 4xx status (429; 403 for nginx and ingress-nginx)",
+        ),
+        (
+            file("auth: { path_prefix: /check }", &[]),
+            "weir.yaml:4:22: auth.path_prefix: `path_prefix` is for `convention: envoy` (ext_authz's path_prefix); the other conventions are served at /v1/auth",
+        ),
+        (
+            file("auth: { convention: envoy, path_prefix: /v1/auth/ }", &[]),
+            "weir.yaml:4:41: auth.path_prefix: path_prefix must be a plain path such as /v1/auth: starting with `/`, not ending with one, of letters, digits, `-`, `.`, `_`, `~`",
+        ),
+        (
+            file("auth: { trusted_proxies: [10.0.0.0/33] }", &[]),
+            "weir.yaml:4:27: auth.trusted_proxies[0]: `10.0.0.0/33` is not an IP address or CIDR block",
+        ),
+        (
+            file("auth: { convention: traefik }", &[]),
+            "weir.yaml:4:21: auth.convention: unknown variant `traefik`, expected one of forwarded, original, envoy",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(error_of(&text), expected, "for:\n{text}");
+    }
+    // Settled by the app, a rule counted by outcome may be reached; one without a
+    // `match` is never reached through the door.
+    for text in [
+        file(app, &["    count_statuses: [401]", "    lockout: { growth: 2, max: 1h }"]),
+        file(door, &["    key: [api_key]"]),
+        "identities:\n  email: { body_field: email }\nauth: {}\nrules:\n  - name: quota\n    algorithm: gcra\n    limit: 5\n    period: 1m\n".to_owned(),
+    ] {
+        let config = Config::parse(&text, Path::new("weir.yaml")).unwrap();
+        assert!(config.has_auth(), "{text}");
+    }
+}

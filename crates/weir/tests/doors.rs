@@ -1,10 +1,12 @@
 //! Door parity: one table of requests through every door that takes HTTP requests (the
 //! gateway in front of a real upstream, the tower layer in front of the same app in
-//! process, and `/v1/decide` + `/v1/settle` called as a service would call them), each
+//! process, `/v1/decide` + `/v1/settle` called as a service would call them, and the
+//! forward-auth door `/v1/auth` asked as a trusted proxy asks it), each
 //! on an engine of its own built from one configuration. Every door must reach the same
 //! verdict for every request: the same status, the same RateLimit, `Retry-After` and
 //! shadow fields, the same problem type for weir's own answers, and the same decision
-//! and refusal counts in `/metrics`.
+//! and refusal counts in `/metrics`. The forward-auth door never sees a body: rows
+//! with one are refused there (`/problems/body-not-seen`), never decided without it.
 
 #![allow(
     clippy::unwrap_used,
@@ -35,6 +37,9 @@ const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
 
 /// Where every request comes from (no proxy is trusted: the client is the peer).
 const PEER: &str = "192.0.2.7";
+
+/// The proxy that asks the forward-auth door (trusted by its default, loopback).
+const PROXY: &str = "127.0.0.1:41000";
 
 /// Rules for every kind of row: limited, shadow, keyed by a header, by a body field
 /// and counted by outcome.
@@ -133,6 +138,28 @@ impl Ask {
         request.body(body).unwrap()
     }
 
+    /// The subrequest a proxy (Traefik, Caddy) sends the forward-auth door for this
+    /// request: the client's headers, the original request in `X-Forwarded-*`, from
+    /// the proxy's address.
+    fn forward_auth(&self) -> Request<Body> {
+        let host = self.headers.iter().find(|(name, _)| *name == "host");
+        let mut request = Request::get("/v1/auth")
+            .header("host", "weir-auth.internal")
+            .header("x-forwarded-method", self.method)
+            .header("x-forwarded-proto", "http")
+            .header("x-forwarded-host", host.map_or("", |(_, value)| *value))
+            .header("x-forwarded-uri", self.target)
+            .header("x-forwarded-for", PEER);
+        for (name, value) in self.headers.iter().filter(|(name, _)| *name != "host") {
+            request = request.header(*name, *value);
+        }
+        let proxy: SocketAddr = PROXY.parse().unwrap();
+        request
+            .extension(ConnectInfo(proxy))
+            .body(Body::empty())
+            .unwrap()
+    }
+
     /// The facts `/v1/decide` is sent for this request.
     fn facts(&self) -> Value {
         let mut headers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -198,6 +225,8 @@ enum Door {
     Gateway(Service),
     Layer(Service, weir::WeirService<Router>),
     Decide(Service),
+    /// `/v1/auth`, asked as Traefik or Caddy ask it (`convention: forwarded`).
+    Auth(Service, Router),
 }
 
 fn peer() -> SocketAddr {
@@ -210,26 +239,33 @@ impl Door {
             Door::Gateway(_) => "gateway",
             Door::Layer(..) => "layer",
             Door::Decide(_) => "/v1/decide",
+            Door::Auth(..) => "/v1/auth",
         }
     }
 
     fn service(&self) -> &Service {
         match self {
-            Door::Gateway(service) | Door::Layer(service, _) | Door::Decide(service) => service,
+            Door::Gateway(service)
+            | Door::Layer(service, _)
+            | Door::Decide(service)
+            | Door::Auth(service, _) => service,
         }
     }
 
-    /// The three doors, each on a service of its own built by `service` from `config`
+    /// The four doors, each on a service of its own built by `service` from `config`
     /// (the gateway's upstream, the layer's inner service and the decide caller's app
-    /// are one app).
-    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Service) -> [Door; 3] {
+    /// are one app; the forward-auth door's proxy has none).
+    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Service) -> [Door; 4] {
         let gateway = Door::Gateway(service(config).await);
         let layered = service(config).await;
         let layer = WeirLayer::new(config, layered.engine.clone()).layer(app());
+        let authed = service(config).await;
+        let auth = weir::default_auth_router(config, &authed);
         [
             gateway,
             Door::Layer(layered, layer),
             Door::Decide(service(config).await),
+            Door::Auth(authed, auth),
         ]
     }
 
@@ -245,6 +281,10 @@ impl Door {
                 reply(layer.clone().oneshot(request).await.unwrap()).await
             }
             Door::Decide(service) => decide(service, ask).await,
+            Door::Auth(_, router) => {
+                let response = router.clone().oneshot(ask.forward_auth()).await.unwrap();
+                reply(response).await
+            }
         }
     }
 
@@ -396,7 +436,23 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
             login_body("{\"email\":\"a@x.io\",\"email\":\"b@x.io\"}"),
         ),
     ];
-    let replies = agree(&doors, &table).await;
+    // The forward-auth door answers the rows without a body alike, and refuses the
+    // others: it never sees a body.
+    let (heads, bodies): (Vec<_>, Vec<_>) = table
+        .iter()
+        .cloned()
+        .partition(|(_, ask)| ask.body.is_none());
+    let mut replies = agree(&doors, &heads).await;
+    replies.extend(agree(&doors[..3], &bodies).await);
+    for (row, ask) in &bodies {
+        let refused = doors[3].send(ask).await;
+        assert_eq!(refused.status, 500, "{row}");
+        assert_eq!(
+            refused.problem.as_deref(),
+            Some("\"/problems/body-not-seen\""),
+            "{row}"
+        );
+    }
     // The table means what its rows say (on the gateway; every door agreed).
     let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
     assert_eq!(
@@ -476,6 +532,9 @@ fn method_calls(dir: &str) -> Vec<String> {
     let mut calls = Calls(Vec::new());
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
         let file = syn::parse_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
         syn::visit::Visit::visit_file(&mut calls, &file);
     }
@@ -488,7 +547,7 @@ fn method_calls(dir: &str) -> Vec<String> {
 /// read a head or ask for a verdict themselves.
 #[test]
 fn the_doors_that_pass_requests_on_take_the_one_request_step() {
-    for door in ["gateway", "layer"] {
+    for door in ["gateway", "layer", "auth"] {
         let calls = method_calls(door);
         assert!(
             calls.iter().any(|m| m == "run"),

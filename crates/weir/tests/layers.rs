@@ -30,6 +30,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("admin", 6),
     ("layer", 6),
     ("envoy", 6),
+    ("auth", 6),
     ("fleet", 6),
     ("server", 7),
 ];

@@ -33,6 +33,8 @@ pub(super) struct RawConfig {
     pub(super) envoy: Option<Spanned<super::descriptors::RawEnvoy>>,
     /// This instance's region, for rules with `scope: global`.
     pub(super) region: Option<Spanned<super::region::RawRegion>>,
+    /// The forward-auth door.
+    pub(super) auth: Option<Spanned<super::auth::RawAuth>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }

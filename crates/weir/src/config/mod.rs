@@ -8,6 +8,7 @@
 //! this, and `weir serve` refuses to start on an error.
 
 mod admin;
+mod auth;
 mod builder;
 mod descriptors;
 mod error;
@@ -36,6 +37,7 @@ use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
 
 pub(crate) use self::admin::AdminConfig;
+pub(crate) use self::auth::{AUTH_PATH, AuthConfig, Convention, Reservations};
 pub use self::builder::{ConfigBuilder, RuleBuilder};
 pub(crate) use self::descriptors::EnvoyConfig;
 pub use self::error::ConfigError;
@@ -67,6 +69,8 @@ pub struct Config {
     pub(crate) admin: Option<AdminConfig>,
     /// Envoy's rate limit service, when an `envoy` section is configured.
     pub(crate) envoy: Option<EnvoyConfig>,
+    /// The forward-auth door, when an `auth` section is configured.
+    pub(crate) auth: Option<AuthConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
@@ -75,6 +79,11 @@ impl Config {
     /// Whether it configures the gateway (an `upstream` section).
     pub fn has_gateway(&self) -> bool {
         self.gateway.is_some()
+    }
+
+    /// Whether it configures the forward-auth door (an `auth` section).
+    pub fn has_auth(&self) -> bool {
+        self.auth.is_some()
     }
 
     /// Whether it configures the admin API (an `admin` section).
@@ -169,6 +178,7 @@ impl Config {
         )?;
         let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;
         let admin = admin::admin(raw.admin.as_ref(), &errors)?;
+        let auth = auth::auth(raw.auth.as_ref(), &raw.rules, &raw.identities, &errors)?;
         let envoy_leases = envoy
             .iter()
             .flat_map(|e| e.descriptors.leases())
@@ -187,6 +197,7 @@ impl Config {
             gateway,
             admin,
             envoy,
+            auth,
             sha256: sha256_hex(text.as_bytes()),
         })
     }

@@ -184,6 +184,30 @@ impl Problem {
         )
     }
 
+    /// A rule that applies keys on a body field, at a door that never sees a body
+    /// (the forward-auth door): not decided without it (500, a fault of the
+    /// configuration, which `weir check-config` refuses).
+    pub(crate) fn body_not_seen() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "body-not-seen",
+            "Body not seen",
+            "a rule that applies to this request keys on a body field, and this door never sees a body: it is not decided without it",
+        )
+    }
+
+    /// The forward-auth door was called by an address outside its `trusted_proxies`
+    /// (403): nothing is decided, or anyone who reached it could spend a victim's
+    /// budget.
+    pub(crate) fn untrusted_caller() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "untrusted-caller",
+            "Not a trusted proxy",
+            "this door answers only the proxies listed in auth.trusted_proxies",
+        )
+    }
+
     /// The upstream could not be reached or failed (502).
     pub(crate) fn bad_gateway(detail: impl Into<String>) -> Self {
         Self::new(

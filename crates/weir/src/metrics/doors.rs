@@ -87,6 +87,19 @@ impl EngineMetrics {
         GatewayRequest { metrics: self }
     }
 
+    /// Counts an answer of the forward-auth door with `status`.
+    pub(crate) fn auth_answered(&self, status: u16) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        let labels = super::families::AuthLabels {
+            status: CLASSES[class],
+        };
+        self.metrics
+            .families
+            .auth_requests
+            .get_or_create(&labels)
+            .inc();
+    }
+
     /// Records the time the upstream took to answer.
     pub(crate) fn upstream_latency(&self, took: Duration) {
         self.metrics.families.upstream_latency.observe(took);

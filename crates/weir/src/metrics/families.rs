@@ -118,6 +118,12 @@ pub(super) struct GatewayLabels {
     pub(super) status: &'static str,
 }
 
+/// Forward-auth door answers: the status class (`2xx`...).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct AuthLabels {
+    pub(super) status: &'static str,
+}
+
 /// Requests the gateway shed: the shedding route (its path prefix; `(none)` for other
 /// requests) and its priority.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -174,6 +180,7 @@ pub(super) struct Families {
     pub(super) connections_max: Family<ListenerLabels, Gauge>,
     pub(super) cost_units: Family<CostLabels, Counter>,
     pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
+    pub(super) auth_requests: Family<AuthLabels, Counter>,
     pub(super) region_units: Family<ShareUseLabels, Counter>,
     pub(super) region_renewals: Family<RenewalLabels, Counter>,
     pub(super) region_share: Family<RuleLabels, Gauge>,
@@ -209,6 +216,7 @@ impl Families {
             connections_max: Family::default(),
             cost_units: Family::default(),
             envoy_descriptors: Family::default(),
+            auth_requests: Family::default(),
             region_units: Family::default(),
             region_renewals: Family::default(),
             region_share: Family::default(),
@@ -338,6 +346,11 @@ impl Families {
             "envoy_descriptors",
             "Descriptors of Envoy's ShouldRateLimit calls by outcome: ok, over_limit, over_limit_shadow (over, in shadow mode: answered OK), unlimited, no_limit (no limit matched), fallback (decided on this instance's local fallback), unavailable (the store could not decide)",
             f.envoy_descriptors.clone(),
+        );
+        registry.register(
+            "auth_requests",
+            "Forward-auth door (/v1/auth) answers by status class: 2xx allowed, 4xx denied (auth.denied_status), refused (400), or an untrusted caller (403), 5xx unavailable",
+            f.auth_requests.clone(),
         );
         registry.register(
             "region_units",

@@ -15,6 +15,7 @@ use weir_store::{BackingStore, StoreError, SystemClock};
 pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
 pub use self::reload::ReloadError;
 pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
+use crate::auth::AuthDoor;
 use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::{Engine, EngineHandle};
 use crate::envoy::{RateLimitDoor, SharedDescriptors};
@@ -44,6 +45,10 @@ pub struct Service {
     /// `envoy` section: a reload may change them, not add or remove the section (the
     /// gRPC listener is opened at start).
     pub(crate) envoy: Option<SharedDescriptors>,
+    /// The forward-auth door, when the configuration has an `auth` section: a reload
+    /// may change it, not add or remove the section (`--auth-listen` is opened at
+    /// start).
+    pub(crate) auth: Option<Shared<AuthDoor>>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     /// The primary store (the bottom of the stack), kept by a reload that does not
@@ -119,6 +124,10 @@ impl Service {
                 .gateway
                 .clone()
                 .map(|g| shared(Gateway::new(g, Arc::clone(&engine)))),
+            auth: config
+                .auth
+                .clone()
+                .map(|auth| shared(AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine)))),
             engine: EngineHandle::from_arc(engine),
             store,
             store_config: config.store.clone(),
@@ -151,6 +160,28 @@ pub fn admin_router(service: &Service) -> axum::Router {
         )),
         None => api,
     }
+}
+
+/// The forward-auth door's router (`/v1/auth`), when the configuration has an `auth`
+/// section: what `--auth-listen` serves.
+pub fn auth_router(service: &Service) -> Option<axum::Router> {
+    service
+        .auth
+        .as_ref()
+        .map(|door| crate::auth::router(Arc::clone(door)))
+}
+
+/// The forward-auth door with a default `auth` section (the `forwarded` convention,
+/// loopback proxies), on `service`'s engine, read with `config`'s `client_ip` section:
+/// what the door-parity test asks its table of, under a configuration whose rules an
+/// `auth` section would refuse (the other doors read bodies and settle outcomes).
+pub fn default_auth_router(config: &Config, service: &Service) -> axum::Router {
+    let door = AuthDoor::new(
+        crate::config::AuthConfig::default(),
+        &config.client_ip,
+        service.engine.current(),
+    );
+    crate::auth::router(shared(door))
 }
 
 /// The Envoy door of the service, when the configuration has an `envoy` section:

@@ -9,6 +9,7 @@ use std::time::Duration;
 use weir_store::StoreError;
 
 use super::Service;
+use crate::auth::AuthDoor;
 use crate::config::{Config, ConfigError, fingerprint_of};
 use crate::engine::Engine;
 use crate::gateway::Gateway;
@@ -36,6 +37,9 @@ pub enum ReloadError {
     /// start.
     #[error("adding or removing `envoy` needs a restart")]
     EnvoyChange,
+    /// It would add or remove the forward-auth door, whose listener is opened at start.
+    #[error("adding or removing `auth` needs a restart")]
+    AuthChange,
 }
 
 impl Service {
@@ -58,6 +62,9 @@ impl Service {
         }
         if config.envoy.is_some() != self.envoy.is_some() {
             return Err(ReloadError::EnvoyChange);
+        }
+        if config.auth.is_some() != self.auth.is_some() {
+            return Err(ReloadError::AuthChange);
         }
         if config.store != self.store_config {
             let (store, watch) = stack::open(&config.store, self.clock.clone()).await?;
@@ -90,6 +97,10 @@ impl Service {
         }
         if let (Some(shared), Some(envoy)) = (&self.envoy, config.envoy) {
             shared.store(Arc::new(envoy.descriptors));
+        }
+        if let (Some(shared), Some(auth)) = (&self.auth, config.auth) {
+            let door = AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine));
+            shared.store(Arc::new(door));
         }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.store(Arc::new(Gateway::new(gateway, engine)));

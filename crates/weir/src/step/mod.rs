@@ -33,12 +33,12 @@ use crate::edge::{self, Answer, BodyReader, Problem};
 use crate::engine::Engine;
 use crate::request::{ClientAddress, ClientIpConfig, Refusal};
 
-/// What a door reads every request with: where clients are, how bodies are bounded,
-/// and (the gateway's) shedding by priority.
+/// What a door reads every request with: where clients are, how bodies are bounded
+/// (none: the door never sees a body), and (the gateway's) shedding by priority.
 #[derive(Debug)]
 pub(crate) struct RequestStep {
     client_ip: ClientIpConfig,
-    bodies: BodyReader,
+    bodies: Option<BodyReader>,
     shedding: Option<Shedding>,
 }
 
@@ -76,7 +76,18 @@ impl RequestStep {
     pub(crate) fn new(client_ip: ClientIpConfig, bodies: BodyReader) -> Self {
         Self {
             client_ip,
-            bodies,
+            bodies: Some(bodies),
+            shedding: None,
+        }
+    }
+
+    /// A step for a door that never sees a body (the forward-auth door: a proxy's
+    /// subrequest carries none): a request reaching a rule keyed on a body field is
+    /// refused ([`Problem::body_not_seen`]), never decided without it.
+    pub(crate) fn without_bodies(client_ip: ClientIpConfig) -> Self {
+        Self {
+            client_ip,
+            bodies: None,
             shedding: None,
         }
     }
@@ -155,7 +166,10 @@ impl RequestStep {
         }
         // Read the body only when a rule identifies callers by it; then pass the copy on.
         let (body, bytes) = if routed.reads_body() {
-            match self.bodies.read(&parts.headers, body).await {
+            let Some(bodies) = &self.bodies else {
+                return (Step::Stop(Problem::body_not_seen().into_response()), route);
+            };
+            match bodies.read(&parts.headers, body).await {
                 Ok(bytes) => (Body::from(bytes.clone()), Some(bytes)),
                 Err(answer) => return (Step::Stop(answer), route),
             }

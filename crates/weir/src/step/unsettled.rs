@@ -4,11 +4,12 @@
 
 use std::time::Instant;
 
+use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::shed::Admitted;
 use crate::edge;
-use crate::engine::{Allowed, Engine};
+use crate::engine::{Allowed, Engine, Settlement};
 
 /// What is owed to a request that went on, paid by [`Unsettled::finish`]. Dropped
 /// unpaid (the client went away before the app answered), its settlement keeps the
@@ -36,6 +37,16 @@ impl<'s> Unsettled<'s> {
             admitted,
             started: Instant::now(),
         }
+    }
+
+    /// For a door that answers for the app without calling it (forward auth): adds
+    /// the RateLimit fields and the shadow rules that would have denied the request to
+    /// `headers`, and hands over the settlement unsettled (for the app to settle:
+    /// the door's own answer says nothing of the app's).
+    pub(crate) fn hand_over(self, headers: &mut HeaderMap) -> Option<Settlement> {
+        let allowed = self.allowed?;
+        edge::add_allowed_headers(headers, &allowed, self.engine.legacy_headers());
+        allowed.settlement
     }
 
     /// The answer to send, from the app's answer (`Ok`), or weir's own when the app

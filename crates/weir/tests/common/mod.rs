@@ -29,6 +29,9 @@ pub(crate) struct Server {
     pub admin: Option<String>,
     /// Where the gRPC door listens, with an `envoy` section (and `--grpc-listen`).
     pub grpc: Option<String>,
+    /// Where the forward-auth door listens, with an `auth` section (and
+    /// `--auth-listen`).
+    pub auth: Option<String>,
 }
 
 impl Server {
@@ -70,12 +73,14 @@ impl Server {
         let section = |name: &str| text.starts_with(name) || text.contains(&format!("\n{name}"));
         let admin = section("upstream:").then(|| next("weir admin listening on http://"));
         let grpc = section("envoy:").then(|| next("weir grpc listening on "));
+        let auth = section("auth:").then(|| next("weir auth listening on http://"));
         Self {
             child,
             _stdout: stdout,
             addr,
             admin,
             grpc,
+            auth,
         }
     }
 

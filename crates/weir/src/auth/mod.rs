@@ -1,0 +1,121 @@
+//! The forward-auth door: `/v1/auth`, which a proxy already at the edge (nginx
+//! `auth_request`, ingress-nginx `auth-url`, Caddy `forward_auth`, Traefik
+//! `ForwardAuth`, Envoy `ext_authz`) asks before it forwards a request.
+//!
+//! ```text
+//! caller outside auth.trusted_proxies                          -> 403, nothing decided
+//! the original request, from the convention's headers         -> 400 naming a missing
+//!   (original.rs)                                                or duplicated one
+//! the one request step (no body reader: a body rule is 500)   -> its stops as they are,
+//!                                                                a denial with denied_status
+//! allowed                                                      -> 200 + RateLimit fields
+//!                                                                (+ Weir-Reservation)
+//! ```
+//!
+//! The door answers for the app without calling it, so it never settles: a settlement
+//! (rules counted by outcome, costs stated by the answer) is parked for the app to
+//! settle with `/v1/settle` (`auth.reservations: app`; the configuration refuses such
+//! rules otherwise), as `/v1/decide` parks its own.
+
+mod answer;
+mod original;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::Request;
+use axum::response::{IntoResponse, Response};
+
+use crate::config::AuthConfig;
+use crate::edge::Problem;
+use crate::engine::Engine;
+use crate::request::{ClientIpConfig, ForwardedHeader, canonical_ip};
+use crate::step::{GoOn, RequestStep, Step};
+
+/// The forward-auth door of one engine: replaced whole by a reload.
+pub(crate) struct AuthDoor {
+    config: AuthConfig,
+    engine: Arc<Engine>,
+    /// The request step, reading the client from `X-Forwarded-For` past the door's
+    /// trusted proxies (and the `client_ip` section's), with no body reader.
+    step: RequestStep,
+}
+
+impl std::fmt::Debug for AuthDoor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthDoor")
+            .field("convention", &self.config.convention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuthDoor {
+    /// The door of `config`, deciding on `engine`. The client's address is read from
+    /// `X-Forwarded-For` right to left past the door's trusted proxies and those of
+    /// `client_ip` (the hops in front of the proxy), keyed by its IPv6 prefix: the
+    /// gateway's reading.
+    pub(crate) fn new(config: AuthConfig, client_ip: &ClientIpConfig, engine: Arc<Engine>) -> Self {
+        let mut trusted_proxies = config.trusted_proxies.clone();
+        trusted_proxies.extend(client_ip.trusted_proxies.iter().copied());
+        let reading = ClientIpConfig {
+            trusted_proxies,
+            header: ForwardedHeader::XForwardedFor,
+            ipv6_prefix: client_ip.ipv6_prefix,
+        };
+        Self {
+            step: RequestStep::without_bodies(reading),
+            config,
+            engine,
+        }
+    }
+
+    /// Whether `peer` may call the door.
+    fn trusts(&self, peer: IpAddr) -> bool {
+        let peer = canonical_ip(peer);
+        self.config
+            .trusted_proxies
+            .iter()
+            .any(|net| net.contains(&peer))
+    }
+
+    /// The door's answer to `request`, which came from `peer`.
+    async fn answer(&self, peer: IpAddr, request: Request<Body>) -> Response {
+        if !self.trusts(peer) {
+            return Problem::untrusted_caller().into_response();
+        }
+        let original = match original::rebuild(&self.config, request) {
+            Ok(original) => original,
+            Err(problem) => return problem.into_response(),
+        };
+        match self.step.run(&self.engine, peer, original).await.0 {
+            Step::Stop(answer) => answer::stopped(answer, self.config.denied_status).await,
+            Step::GoOn(GoOn { unsettled, .. }) => {
+                answer::allowed(unsettled, &self.engine, self.config.reservations)
+            }
+        }
+    }
+}
+
+/// The door as an axum router answering every method and path on its listener
+/// (`weir serve --auth-listen`): the door serving now, from the peer axum's
+/// `ConnectInfo` gives (a reload replaces the door for the requests after it).
+pub(crate) fn router(door: Arc<ArcSwap<AuthDoor>>) -> Router {
+    Router::new().fallback(handle).with_state(door)
+}
+
+async fn handle(
+    State(door): State<Arc<ArcSwap<AuthDoor>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request<Body>,
+) -> Response {
+    let door = door.load_full();
+    let response = door.answer(peer.ip(), request).await;
+    door.engine
+        .metrics()
+        .auth_answered(response.status().as_u16());
+    response
+}
