@@ -32,7 +32,7 @@ async fn main() {
     let config = Config::load(&path).unwrap_or_else(|error| panic!("{error}"));
     // The store the configuration names (memory here; Redis works the same), and the
     // engine on it.
-    let service = weir::service(&config).await.expect("the store opens");
+    let service = weir::instance(&config).await.expect("the store opens");
 
     let app = Router::new()
         .route("/books/{id}", get(|| async { "a book\n" }))

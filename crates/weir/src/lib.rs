@@ -11,7 +11,7 @@
 //! step                    the one request step every HTTP door takes (read, decide, go on or stop)
 //! stack                   the store stack, built in one place: a StoreConfig in, a StoreStack out
 //! config   edge           YAML -> the specs | what doors share (answers, bodies, accept loop)
-//! engine                  every decision, whichever door asked (EngineSpec, EngineHandle)
+//! engine                  every decision, whichever door asked (EngineSpec in, Verdict out)
 //! request  metrics        reading a request one way | what is counted
 //! weir-store, weir-core   stores | algorithms
 //! ```
@@ -22,8 +22,12 @@
 //!   [`Config::load`]) or built ([`ConfigBuilder`], [`RuleBuilder`]), then
 //!   [`Engine::new`] on a store of `weir_store` and a clock of `weir_core`, and
 //!   [`Engine::check`] to ask for one rule and one key, as `POST /v1/check` does.
+//! - **An engine on the configured store**: [`instance`] opens the store the
+//!   configuration names (memory, or Redis with its health loop and breaker, the
+//!   fallback, leases and regions) and builds the engine on it, an [`Instance`] whose
+//!   `engine` the layer takes (`examples/axum_app.rs`).
 //! - **The tower layer**: [`WeirLayer`] around an axum (or any tower HTTP) service,
-//!   deciding every request as the gateway does; [`EngineHandle`] lets a reload replace
+//!   deciding every request as the gateway does; [`Reloadable`] lets a reload replace
 //!   the engine under it.
 //!
 //! Everything else this crate exports is what the `weir` binary and weir's own tests
@@ -76,14 +80,17 @@ pub mod fleet;
 mod gateway;
 mod layer;
 mod metrics;
+mod reloadable;
 mod request;
 mod server;
 mod stack;
 mod step;
 
 pub use self::config::{Config, ConfigBuilder, ConfigError, RuleBuilder};
-pub use self::engine::{Engine, EngineHandle, EngineSpec, NamedPolicy};
+pub use self::engine::{Engine, EngineSpec, NamedPolicy};
 pub use self::layer::{WeirLayer, WeirService};
+pub use self::reloadable::Reloadable;
+pub use self::server::{Instance, instance};
 
 // What the binary and the tests are built from: not an embedding API.
 #[doc(hidden)]
@@ -102,7 +109,7 @@ pub use self::metrics::{CONTENT_TYPE as METRICS_CONTENT_TYPE, Metrics};
 pub use self::request::client_ip;
 #[doc(hidden)]
 pub use self::server::{
-    ConnectionLimits, Handler, ReloadError, Service, Shared, admin_router, auth_router,
-    bind_shared, decision_router, default_auth_router, envoy_door, serve, serve_grpc_on_threads,
-    serve_on_threads, service, shared,
+    ConnectionLimits, Handler, ReloadError, admin_router, auth_router, bind_shared,
+    decision_router, default_auth_router, envoy_door, serve, serve_grpc_on_threads,
+    serve_on_threads,
 };

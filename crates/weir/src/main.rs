@@ -300,7 +300,7 @@ fn serve(
         // so stops it gracefully, never by the signal's default action (the process
         // killed with its requests in flight).
         let stop_signal = shutdown_signal();
-        let service = weir::service(&config)
+        let service = weir::instance(&config)
             .await
             .context("cannot open the store")?;
         let (stop, stopped) = tokio::sync::watch::channel(());

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use weir::Engine;
-use weir::EngineHandle;
+use weir::Reloadable;
 use weir::api_router as router;
 use weir::{Config, StoreConfig};
 use weir_core::ManualClock;
@@ -53,7 +53,7 @@ fn service(max_keys: Option<usize>) -> (Arc<ManualClock>, Router) {
     let store = Arc::new(MemoryStore::new(memory, clock.clone()));
     (
         clock.clone(),
-        router(EngineHandle::new(Engine::new(&config.engine, store, clock))),
+        router(Reloadable::new(Engine::new(&config.engine, store, clock))),
     )
 }
 

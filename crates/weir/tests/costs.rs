@@ -28,7 +28,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
-use weir::{Config, ConnectionLimits, Gateway, Handler, Service, Shared, api_router, serve};
+use weir::{Config, ConnectionLimits, Gateway, Handler, Instance, Reloadable, api_router, serve};
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::{
     BackingStore, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
@@ -120,7 +120,7 @@ impl http_body::Body for Frames {
 
 /// The example in front of `model`, its `cost_from` replaced by `source`, on `store`.
 struct Weir {
-    gateway: Shared<Gateway>,
+    gateway: Reloadable<Gateway>,
     api: Router,
     store: Arc<dyn BackingStore>,
     clock: Arc<ManualClock>,
@@ -159,7 +159,7 @@ impl Weir {
             )),
         };
         let service =
-            Service::with_store(&config, Arc::clone(&store), clock.clone() as Arc<dyn Clock>);
+            Instance::with_store(&config, Arc::clone(&store), clock.clone() as Arc<dyn Clock>);
         Self {
             gateway: service.gateway.clone().unwrap(),
             api: api_router(service.engine.clone()),
@@ -529,7 +529,7 @@ async fn an_answer_streaming_past_a_reload_still_settles() {
     let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
     let store: Arc<dyn BackingStore> = Arc::new(memory);
     let mut service =
-        Service::with_store(&config, Arc::clone(&store), clock.clone() as Arc<dyn Clock>);
+        Instance::with_store(&config, Arc::clone(&store), clock.clone() as Arc<dyn Clock>);
     let gateway = service.gateway.clone().unwrap();
     let request = Request::post("/v1/chat/completions")
         .header("host", "api.test")

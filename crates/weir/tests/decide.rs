@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use weir::Config;
 use weir::Gateway;
-use weir::{Handler, Service, Shared};
+use weir::{Handler, Instance, Reloadable};
 use weir::{SETTLE_WITHIN, api_router as router};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
@@ -53,7 +53,7 @@ rules:
 
 struct Weir {
     api: Router,
-    gateway: Option<Shared<Gateway>>,
+    gateway: Option<Reloadable<Gateway>>,
     clock: Arc<ManualClock>,
 }
 
@@ -69,7 +69,7 @@ impl Weir {
             MemoryStoreConfig::default(),
             clock.clone(),
         ));
-        let service = Service::with_store(&config, store, clock.clone());
+        let service = Instance::with_store(&config, store, clock.clone());
         Self {
             api: router(service.engine.clone()),
             gateway: service.gateway.clone(),

@@ -27,7 +27,7 @@ use axum::routing::{get, post};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
-use weir::{Config, Handler, Service, WeirLayer, decision_router};
+use weir::{Config, Handler, Instance, WeirLayer, decision_router};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 use weir_testkit::RedisServer;
@@ -222,11 +222,11 @@ impl Reply {
 
 /// A door under test, on an engine of its own.
 enum Door {
-    Gateway(Service),
-    Layer(Service, weir::WeirService<Router>),
-    Decide(Service),
+    Gateway(Instance),
+    Layer(Instance, weir::WeirService<Router>),
+    Decide(Instance),
     /// `/v1/auth`, asked as Traefik or Caddy ask it (`convention: forwarded`).
-    Auth(Service, Router),
+    Auth(Instance, Router),
 }
 
 fn peer() -> SocketAddr {
@@ -243,7 +243,7 @@ impl Door {
         }
     }
 
-    fn service(&self) -> &Service {
+    fn service(&self) -> &Instance {
         match self {
             Door::Gateway(service)
             | Door::Layer(service, _)
@@ -255,7 +255,7 @@ impl Door {
     /// The four doors, each on a service of its own built by `service` from `config`
     /// (the gateway's upstream, the layer's inner service and the decide caller's app
     /// are one app; the forward-auth door's proxy has none).
-    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Service) -> [Door; 4] {
+    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Instance) -> [Door; 4] {
         let gateway = Door::Gateway(service(config).await);
         let layered = service(config).await;
         let layer = WeirLayer::new(config, layered.engine.clone()).layer(app());
@@ -311,7 +311,7 @@ impl Door {
 
 /// A service calling `/v1/decide` for `ask`: weir's answer when it stops the request,
 /// else the app's with the fields weir listed, settled with the app's status.
-async fn decide(service: &Service, ask: &Ask) -> Reply {
+async fn decide(service: &Instance, ask: &Ask) -> Reply {
     let api = decision_router(service);
     let post = |path: &str, body: Value| {
         Request::post(path)
@@ -387,13 +387,13 @@ async fn agree(doors: &[Door], table: &[(&str, Ask)]) -> Vec<Reply> {
     replies.swap_remove(0)
 }
 
-fn memory_service(config: &Config) -> Service {
+fn memory_service(config: &Config) -> Instance {
     let clock = Arc::new(ManualClock::new(MIDNIGHT));
     let store = Arc::new(MemoryStore::new(
         MemoryStoreConfig::default(),
         clock.clone(),
     ));
-    Service::with_store(config, store, clock)
+    Instance::with_store(config, store, clock)
 }
 
 async fn upstream() -> SocketAddr {
@@ -488,7 +488,10 @@ async fn every_door_applies_the_failure_policy_alike_when_the_store_is_down() {
         rule("tight", 2, "open"),
     );
     let config = Config::parse(&text, Path::new("doors.yaml")).unwrap();
-    let doors = Door::all(&config, async |config| weir::service(config).await.unwrap()).await;
+    let doors = Door::all(&config, async |config| {
+        weir::instance(config).await.unwrap()
+    })
+    .await;
     // Lost: every door decides on its own fallback, or refuses.
     redis.kill();
     let table = [

@@ -46,7 +46,7 @@ async fn serving_with(
     );
     let dir = config_dir(files, envoy, &store);
     let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     // The service reads Redis' clock; the harness's manual clock goes unused.
     Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await
 }
@@ -181,7 +181,7 @@ async fn weir_starts_while_redis_is_down_and_answers_once_it_is_back() {
         format!("store:\n  type: redis\n  url: redis://127.0.0.1:{port}\n  timeout: 100ms\n");
     let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
     let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
     unavailable_within_the_timeout(&weir).await;
     let _redis = RedisServer::start_on(port);
@@ -219,7 +219,7 @@ async fn two_instances_share_the_counts_on_a_redis_cluster() {
         );
         let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
         let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-        let service = weir::service(&config).await.unwrap();
+        let service = weir::instance(&config).await.unwrap();
         Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await
     };
     let (a, b) = (on_cluster().await, on_cluster().await);
@@ -294,7 +294,7 @@ async fn a_store_timeout_past_ten_seconds_still_falls_back() {
     );
     let dir = config_dir(&[fixture("basic_config.yaml")], "  failure: open\n", &store);
     let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
     weir.ask("test-domain", &[&[("key2", "value2")]]).await;
     redis.pause();

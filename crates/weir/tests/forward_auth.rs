@@ -452,6 +452,18 @@ fn holds_the_limit(stack: &Stack) {
             "{answer:?}"
         );
     }
+    // A client that writes addresses of its own into X-Forwarded-For is still itself:
+    // the proxy appends the address it saw, and the door never reads past it (a
+    // client on the proxy's own address included).
+    for forged in ["198.51.100.1", "198.51.100.2, 127.0.0.1", "::1"] {
+        let stream = TcpStream::connect(stack.listen).unwrap();
+        let request = format!(
+            "GET /books HTTP/1.1\r\nHost: api.example\r\nX-Forwarded-For: {forged}\r\n\
+             Connection: close\r\n\r\n"
+        );
+        let answer = exchange(stream, &request).unwrap();
+        assert_eq!(answer.status, 429, "forged {forged}: {answer:?}");
+    }
     // Path and host spellings are one budget (3): the fourth spelling is limited.
     let port = stack.listen.port();
     let host_with_port = format!("api.example:{port}");
@@ -471,9 +483,9 @@ fn holds_the_limit(stack: &Stack) {
     counts_only_failed_logins(stack);
     untrusted_caller_is_refused(stack);
     // Every answer of the door counted: allowed (5 books, 3 shelf, 5 logins), denied
-    // (7 books, 1 shelf, 2 logins) and the untrusted caller.
+    // (7 books, 3 forged addresses, 1 shelf, 2 logins) and the untrusted caller.
     let metrics = get(stack.weir.addr.parse().unwrap(), "weir", "/metrics").unwrap();
-    for (status, count) in [("2xx", 13), ("4xx", 11)] {
+    for (status, count) in [("2xx", 13), ("4xx", 14)] {
         let line = format!("weir_auth_requests_total{{status=\"{status}\"}} {count}");
         assert!(metrics.body.contains(&line), "{line} in:\n{}", metrics.body);
     }

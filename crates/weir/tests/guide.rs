@@ -3,7 +3,8 @@
 //! - Every relative link, in README.md and in each chapter, names a file that exists,
 //!   and every `#anchor` a heading of it.
 //! - Every ```` ```yaml ```` block passes `weir check-config`, unless its info string
-//!   says `fragment` (part of a file; the block says where it goes) or the comment
+//!   says `fragment` (part of a file; the block says where it goes) or `proxy` (another
+//!   program's configuration: ingress-nginx's annotations, Traefik's, Envoy's), or the comment
 //!   before it names it as a file a console block uses (`<!-- file: NAME -->`). A block
 //!   marked `envoy-ratelimit` is an envoyproxy/ratelimit file: it is checked in the
 //!   `config_dir` of an `envoy` section. Blocks run beside the entries of `examples/`,
@@ -325,7 +326,7 @@ fn every_yaml_block_passes_check_config() {
                 .marker
                 .as_deref()
                 .is_some_and(|m| m.starts_with("file:"));
-            if words.contains(&"fragment") || is_file {
+            if words.contains(&"fragment") || words.contains(&"proxy") || is_file {
                 continue;
             }
             // `<!-- yaml in: DIR -->`: beside the entries of DIR instead.

@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use axum::routing::{get, post};
 use serde_json::Value;
 use tower::{Layer, ServiceExt};
-use weir::{Config, Engine, EngineHandle, WeirLayer, WeirService};
+use weir::{Config, Engine, Reloadable, WeirLayer, WeirService};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 use weir_testkit::RedisServer;
@@ -113,7 +113,7 @@ fn service() -> Service {
         MemoryStoreConfig::default(),
         clock.clone(),
     ));
-    let engine = EngineHandle::new(Engine::new(&config.engine, store, clock.clone()));
+    let engine = Reloadable::new(Engine::new(&config.engine, store, clock.clone()));
     let calls = Arc::new(AtomicUsize::new(0));
     Service {
         app: WeirLayer::new(&config, engine).layer(app(calls.clone())),
@@ -354,7 +354,7 @@ async fn a_failing_store_follows_each_rules_failure_policy() {
         redis.url()
     );
     let config = Config::parse(&text, Path::new("layer-redis.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let app = WeirLayer::new(&config, service.engine.clone()).layer(app(calls));
     assert_eq!(
@@ -413,7 +413,7 @@ async fn a_custom_limit_holds_on_the_fallback() {
     )
     .unwrap();
     let config = Config::load(&path).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     let app =
         WeirLayer::new(&config, service.engine.clone()).layer(app(Arc::new(AtomicUsize::new(0))));
     let small = || get_books("/books").header("x-api-key", "small");
@@ -493,7 +493,7 @@ async fn costs_stated_in_the_answer_settle_as_in_the_gateway() {
         MemoryStoreConfig::default(),
         clock.clone(),
     ));
-    let engine = EngineHandle::new(Engine::new(&config.engine, store.clone(), clock.clone()));
+    let engine = Reloadable::new(Engine::new(&config.engine, store.clone(), clock.clone()));
     let chat = Router::new().route(
         "/chat",
         post(|body: String| async move {

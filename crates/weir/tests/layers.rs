@@ -18,6 +18,7 @@ use syn::visit::{self, Visit};
 
 /// Each module's layer: a module may name only modules of a lower layer.
 const LAYERS: &[(&str, u8)] = &[
+    ("reloadable", 0),
     ("request", 1),
     ("metrics", 2),
     ("engine", 3),

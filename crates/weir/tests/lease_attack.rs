@@ -68,7 +68,7 @@ async fn a_throttled_key_spends_the_lease_its_organisation_took() {
         let path = dir.path().join(format!("{rule}.yaml"));
         std::fs::write(&path, config_for(lease, rule)).unwrap();
         let config = Config::load(&path).unwrap();
-        let service = weir::service(&config).await.unwrap();
+        let service = weir::instance(&config).await.unwrap();
         let app = WeirLayer::new(&config, service.engine.clone())
             .layer(Router::new().route("/books", get(|| async { "books" })));
         assert_eq!(status(&app, "acme", "big").await, 200);

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, Request};
 use proptest::prelude::*;
 use tower::ServiceExt;
 use weir::Config;
-use weir::EngineHandle;
+use weir::Reloadable;
 use weir::client_ip;
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
@@ -77,7 +77,7 @@ proptest! {
         let config = Config::parse("rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1s\n", Path::new("t.yaml")).unwrap();
         let clock = Arc::new(ManualClock::new(0));
         let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default(), clock.clone()));
-        let app = weir::api_router(EngineHandle::new(weir::Engine::new(&config.engine, store, clock)));
+        let app = weir::api_router(Reloadable::new(weir::Engine::new(&config.engine, store, clock)));
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let status = runtime.block_on(async {
             let request = Request::post("/v1/check").body(Body::from(body)).unwrap();

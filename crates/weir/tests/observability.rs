@@ -27,7 +27,7 @@ use axum::http::{Request, header};
 use common::login_app::App;
 use serde_json::Value;
 use weir::Config;
-use weir::{Handler, Service};
+use weir::{Handler, Instance};
 use weir_core::{Clock, ManualClock};
 use weir_store::{MemoryStore, MemoryStoreConfig};
 
@@ -48,7 +48,7 @@ fn login_config(app: SocketAddr, dir: &Path) -> String {
 
 /// weir in process: the gateway, and the admin listener's router.
 struct Weir {
-    service: Service,
+    service: Instance,
     admin: Router,
     clock: Arc<ManualClock>,
 }
@@ -62,7 +62,7 @@ impl Weir {
             MemoryStoreConfig { max_keys: 10_000 },
             clock.clone(),
         ));
-        let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
+        let service = Instance::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
         assert!(service.has_admin(), "an admin section");
         let admin = weir::admin_router(&service);
         Self {
@@ -120,13 +120,13 @@ impl Weir {
 }
 
 /// `config`'s service in process, on a small memory store and a manual clock.
-fn small_service(config: &Config) -> Service {
+fn small_service(config: &Config) -> Instance {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(MIDNIGHT));
     let store = Arc::new(MemoryStore::new(
         MemoryStoreConfig { max_keys: 10 },
         clock.clone(),
     ));
-    Service::with_store(config, store, clock)
+    Instance::with_store(config, store, clock)
 }
 
 /// The samples of an OpenMetrics text, as read by the Prometheus project's Python
@@ -847,7 +847,7 @@ async fn reloads_are_counted_and_the_served_configuration_is_named_by_its_hash()
     std::fs::write(&path, first).unwrap();
     let config = Config::load(&path).unwrap();
     let mut service = small_service(&config);
-    let scrape = |service: &Service| parse_openmetrics(&service.metrics.encode());
+    let scrape = |service: &Instance| parse_openmetrics(&service.metrics.encode());
     let hash_of = |samples: &HashMap<String, f64>| {
         let loaded: Vec<&String> = samples
             .keys()

@@ -21,7 +21,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use weir::Config;
 use weir::Gateway;
-use weir::{Handler, Service, Shared};
+use weir::{Handler, Instance, Reloadable};
 use weir_core::ManualClock;
 use weir_store::{MemoryStore, MemoryStoreConfig};
 
@@ -29,7 +29,7 @@ use weir_store::{MemoryStore, MemoryStoreConfig};
 const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
 
 struct Weir {
-    gateway: Shared<Gateway>,
+    gateway: Reloadable<Gateway>,
 }
 
 /// What came back: the status, the RateLimit item, and what the upstream saw.
@@ -52,7 +52,7 @@ impl Weir {
             MemoryStoreConfig::default(),
             clock.clone(),
         ));
-        let service = Service::with_store(&config, store, clock);
+        let service = Instance::with_store(&config, store, clock);
         Self {
             gateway: service.gateway.clone().unwrap(),
         }

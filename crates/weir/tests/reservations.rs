@@ -23,7 +23,7 @@ use axum::response::Response;
 use common::login_app::App;
 use weir::Config;
 use weir::Gateway;
-use weir::{Handler, Service, Shared};
+use weir::{Handler, Instance, Reloadable};
 use weir_core::{Clock, ManualClock};
 use weir_store::{
     BackingStore, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
@@ -91,7 +91,7 @@ impl Backend {
 
 /// The login example in front of `app`, on `backend`, in process.
 struct Weir {
-    gateway: Shared<Gateway>,
+    gateway: Reloadable<Gateway>,
     clock: Arc<ManualClock>,
 }
 
@@ -114,7 +114,7 @@ impl Weir {
         .unwrap();
         let clock = Arc::new(ManualClock::new(MIDNIGHT));
         let store = backend.store(clock.clone()).await;
-        let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
+        let service = Instance::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
         Self {
             gateway: service.gateway.clone().unwrap(),
             clock,

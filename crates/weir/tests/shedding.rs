@@ -39,7 +39,7 @@ async fn start_upstream(workers: usize, work: Duration) -> SocketAddr {
 }
 
 /// The gateway in front of `upstream`, shedding or not.
-async fn start_gateway(upstream: SocketAddr, shedding: bool) -> (SocketAddr, weir::Service) {
+async fn start_gateway(upstream: SocketAddr, shedding: bool) -> (SocketAddr, weir::Instance) {
     let shedding = if shedding {
         "shedding:\n  routes:\n    - { path_prefix: /checkout, priority: critical }\n    - { path_prefix: /analytics, priority: sheddable }\n"
     } else {
@@ -52,10 +52,10 @@ async fn start_gateway(upstream: SocketAddr, shedding: bool) -> (SocketAddr, wei
 }
 
 /// The gateway in front of `upstream`, with these sections after `upstream`.
-async fn start_gateway_with(upstream: SocketAddr, sections: &str) -> (SocketAddr, weir::Service) {
+async fn start_gateway_with(upstream: SocketAddr, sections: &str) -> (SocketAddr, weir::Instance) {
     let yaml = format!("upstream:\n  url: http://{upstream}\n  timeout: 10s\n{sections}");
     let config = weir::Config::parse(&yaml, Path::new("shedding.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     let gateway = service.gateway.clone().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

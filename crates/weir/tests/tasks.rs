@@ -80,7 +80,7 @@ async fn store_faults_leak_no_tasks() {
         redis.url()
     );
     let config = Config::parse(&text, std::path::Path::new("tasks.yaml")).unwrap();
-    let service = weir::service(&config).await.unwrap();
+    let service = weir::instance(&config).await.unwrap();
     let gateway = service.gateway.clone().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

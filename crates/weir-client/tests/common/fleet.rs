@@ -27,7 +27,7 @@ pub(crate) struct Gateway {
     /// Where the gateway listens.
     pub addr: std::net::SocketAddr,
     /// Kept alive while the fleet runs.
-    _service: weir::Service,
+    _service: weir::Instance,
 }
 
 /// Starts the upstream and the gateway, on free loopback ports, deciding on the
@@ -48,7 +48,7 @@ pub(crate) async fn start_gateway(limit: &Limit, redis: Option<&str>) -> Gateway
     );
     let config =
         weir::Config::parse(&yaml, Path::new("fleet.yaml")).expect("a valid configuration");
-    let service = weir::service(&config).await.expect("the store");
+    let service = weir::instance(&config).await.expect("the store");
     let gateway = service
         .gateway
         .clone()

@@ -14,7 +14,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
@@ -25,11 +24,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use arc_swap::ArcSwap;
-
 use crate::config::AdminConfig;
 use crate::edge::{Problem, ceil_millis};
-use crate::engine::EngineHandle;
+use crate::engine::Engine;
+use crate::reloadable::Reloadable;
 
 /// The status page: one HTML file and its script, no build step, no external assets.
 const PAGE: &str = include_str!("page.html");
@@ -48,13 +46,13 @@ const MAX_RESET_BYTES: usize = 4096;
 
 #[derive(Clone)]
 struct Admin {
-    engine: EngineHandle,
-    config: Arc<ArcSwap<AdminConfig>>,
+    engine: Reloadable<Engine>,
+    config: Reloadable<AdminConfig>,
 }
 
 /// The admin routes, to merge into the admin listener's router. The token is read from
 /// `config` at each call: a reload that changes it takes effect at once.
-pub(crate) fn router(engine: EngineHandle, config: Arc<ArcSwap<AdminConfig>>) -> Router {
+pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>) -> Router {
     let page = || async {
         (
             [
@@ -97,7 +95,7 @@ fn authorize(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    if token.is_some_and(|token| admin.config.load().accepts(token)) {
+    if token.is_some_and(|token| admin.config.current().accepts(token)) {
         return None;
     }
     let mut response = Problem::unauthorized().into_response();

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use weir_core::Decision;
 
 use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit};
-use crate::engine::{Engine, EngineHandle, NamedPolicy};
+use crate::engine::{Engine, NamedPolicy};
+use crate::reloadable::Reloadable;
 
 /// The largest request body read, in bytes.
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -35,7 +36,7 @@ fn one() -> u64 {
     1
 }
 
-pub(super) async fn check(State(engine): State<EngineHandle>, body: Body) -> Response {
+pub(super) async fn check(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     // The engine as configured now; a reload while this request runs does not affect it.
     let engine = engine.current();
     // Awaits in this one function, the rest in plain ones: a nested future is copied

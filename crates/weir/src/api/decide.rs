@@ -24,7 +24,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::edge::{self, Answer, Problem, ceil_millis};
-use crate::engine::{Engine, EngineHandle, RuleDecision, SettlementId, Verdict};
+use crate::engine::{Engine, RuleDecision, SettlementId, Verdict};
+use crate::reloadable::Reloadable;
 use crate::request::canonical_ip;
 
 /// The largest `/v1/decide` request read, in bytes (the facts, a body included).
@@ -73,7 +74,7 @@ struct DecideResponse<'a> {
     headers: BTreeMap<String, String>,
 }
 
-pub(super) async fn decide(State(engine): State<EngineHandle>, body: Body) -> Response {
+pub(super) async fn decide(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     let engine = engine.current();
     match read(body).await {
         Ok(request) => answer(&engine, request).await,
@@ -218,7 +219,7 @@ struct SettleRequest {
     cost: Option<u64>,
 }
 
-pub(super) async fn settle(State(engine): State<EngineHandle>, body: Body) -> Response {
+pub(super) async fn settle(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     let engine = engine.current();
     let request: SettleRequest = match axum::body::to_bytes(body, 1024).await {
         Err(_) => return Problem::body_too_large(1024).into_response(),

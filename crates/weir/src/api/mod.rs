@@ -14,12 +14,13 @@ use axum::routing::{get, post};
 
 pub use self::decide::SETTLE_WITHIN;
 use crate::edge::Problem;
-use crate::engine::EngineHandle;
+use crate::engine::Engine;
+use crate::reloadable::Reloadable;
 
 /// The service: `POST /v1/check` (one rule), `POST /v1/decide` and `POST /v1/settle`
 /// (a request's facts, decided as the gateway would), `GET /healthz`, `GET /readyz`,
 /// `GET /metrics` (Prometheus), and problem+json for anything else.
-pub fn router(engine: EngineHandle) -> Router {
+pub fn router(engine: Reloadable<Engine>) -> Router {
     Router::new()
         .route("/v1/check", post(check::check))
         .route("/v1/decide", post(decide::decide))
@@ -33,7 +34,7 @@ pub fn router(engine: EngineHandle) -> Router {
 }
 
 /// `GET /metrics`: every metric in the OpenMetrics text format.
-async fn metrics(State(engine): State<EngineHandle>) -> Response {
+async fn metrics(State(engine): State<Reloadable<Engine>>) -> Response {
     let text = engine.current().metrics().metrics().encode();
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
@@ -42,7 +43,7 @@ async fn metrics(State(engine): State<EngineHandle>) -> Response {
 /// each rule's failure policy, but its limits are not shared right now). For Redis,
 /// what the store's health loop last saw and the circuit breaker's state: right within
 /// about a second with or without traffic (see `weir_store::StoreHealth`).
-async fn ready(State(engine): State<EngineHandle>) -> Response {
+async fn ready(State(engine): State<Reloadable<Engine>>) -> Response {
     if engine.current().store().is_ready() {
         "ready\n".into_response()
     } else {

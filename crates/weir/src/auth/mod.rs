@@ -23,16 +23,16 @@ mod original;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::Request;
+use axum::http::{HeaderName, Request};
 use axum::response::{IntoResponse, Response};
 
-use crate::config::AuthConfig;
+use crate::config::{AuthConfig, Convention};
 use crate::edge::Problem;
 use crate::engine::Engine;
+use crate::reloadable::Reloadable;
 use crate::request::{ClientIpConfig, ForwardedHeader, canonical_ip};
 use crate::step::{GoOn, RequestStep, Step};
 
@@ -43,6 +43,9 @@ pub(crate) struct AuthDoor {
     /// The request step, reading the client from `X-Forwarded-For` past the door's
     /// trusted proxies (and the `client_ip` section's), with no body reader.
     step: RequestStep,
+    /// The headers callers are identified by (`convention: envoy`: a value Envoy joined
+    /// from lines sent more than once is refused, never read as one key).
+    identity_headers: Vec<HeaderName>,
 }
 
 impl std::fmt::Debug for AuthDoor {
@@ -55,19 +58,22 @@ impl std::fmt::Debug for AuthDoor {
 
 impl AuthDoor {
     /// The door of `config`, deciding on `engine`. The client's address is read from
-    /// `X-Forwarded-For` right to left past the door's trusted proxies and those of
-    /// `client_ip` (the hops in front of the proxy), keyed by its IPv6 prefix: the
-    /// gateway's reading.
+    /// the `X-Forwarded-For` the calling proxy wrote, right to left past the
+    /// `client_ip` section's trusted proxies (the hops in front of the proxy), keyed by
+    /// its IPv6 prefix: the gateway's reading. The door's own callers are believed but
+    /// never skipped as hops: a calling proxy is not in the header it writes, and a
+    /// client sharing a caller's address would otherwise skip past the address the
+    /// proxy appended for it to one it wrote itself.
     pub(crate) fn new(config: AuthConfig, client_ip: &ClientIpConfig, engine: Arc<Engine>) -> Self {
-        let mut trusted_proxies = config.trusted_proxies.clone();
-        trusted_proxies.extend(client_ip.trusted_proxies.iter().copied());
         let reading = ClientIpConfig {
-            trusted_proxies,
+            trusted_proxies: client_ip.trusted_proxies.clone(),
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: client_ip.ipv6_prefix,
+            callers: config.trusted_proxies.clone(),
         };
         Self {
             step: RequestStep::without_bodies(reading),
+            identity_headers: engine.identity_headers(),
             config,
             engine,
         }
@@ -91,6 +97,11 @@ impl AuthDoor {
             Ok(original) => original,
             Err(problem) => return problem.into_response(),
         };
+        if self.config.convention == Convention::Envoy
+            && let Some(joined) = original::joined(original.headers(), &self.identity_headers)
+        {
+            return joined.into_response();
+        }
         match self.step.run(&self.engine, peer, original).await.0 {
             Step::Stop(answer) => answer::stopped(answer, self.config.denied_status).await,
             Step::GoOn(GoOn { unsettled, .. }) => {
@@ -103,16 +114,16 @@ impl AuthDoor {
 /// The door as an axum router answering every method and path on its listener
 /// (`weir serve --auth-listen`): the door serving now, from the peer axum's
 /// `ConnectInfo` gives (a reload replaces the door for the requests after it).
-pub(crate) fn router(door: Arc<ArcSwap<AuthDoor>>) -> Router {
+pub(crate) fn router(door: Reloadable<AuthDoor>) -> Router {
     Router::new().fallback(handle).with_state(door)
 }
 
 async fn handle(
-    State(door): State<Arc<ArcSwap<AuthDoor>>>,
+    State(door): State<Reloadable<AuthDoor>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request<Body>,
 ) -> Response {
-    let door = door.load_full();
+    let door = door.current();
     let response = door.answer(peer.ip(), request).await;
     door.engine
         .metrics()

@@ -200,5 +200,24 @@ fn header_value(value: &str, name: &HeaderName) -> Result<HeaderValue, Problem> 
         .map_err(|_| Problem::invalid_request(format!("`{name}` is not a header value")))
 }
 
+/// Envoy's ext_authz HTTP service sends a header the client sent on several lines as
+/// one line, the values joined with `,`: a key sent twice (`X-Api-Key: mine` and
+/// `X-Api-Key: r1`) would arrive as the one key `mine,r1`, a new key each time, where
+/// the gateway refuses a key sent twice. A header of `names` (those callers are
+/// identified by) holding a `,` is refused the same way; no API key, JWT or plan name
+/// weir reads holds one.
+pub(super) fn joined(headers: &HeaderMap, names: &[HeaderName]) -> Option<Problem> {
+    let name = names.iter().find(|name| {
+        headers
+            .get_all(*name)
+            .iter()
+            .any(|value| value.as_bytes().contains(&b','))
+    })?;
+    Some(Problem::invalid_request(format!(
+        "`{name}` holds a `,`: Envoy joins a header sent more than once into one, so it \
+         cannot be read as one value"
+    )))
+}
+
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ const SOURCE: &str = "<built in code>";
 ///
 /// use axum::{Router, routing::get};
 /// use tower::{Layer, ServiceExt};
-/// use weir::{ConfigBuilder, Engine, EngineHandle, RuleBuilder, WeirLayer};
+/// use weir::{ConfigBuilder, Engine, Reloadable, RuleBuilder, WeirLayer};
 /// use weir_core::{Algorithm, ManualClock, Policy};
 /// use weir_store::{MemoryStore, MemoryStoreConfig};
 ///
@@ -39,7 +39,7 @@ const SOURCE: &str = "<built in code>";
 ///
 /// let clock = Arc::new(ManualClock::new(0));
 /// let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default(), clock.clone()));
-/// let engine = EngineHandle::new(Engine::new(&config.engine, store, clock));
+/// let engine = Reloadable::new(Engine::new(&config.engine, store, clock));
 /// let app = WeirLayer::new(&config, engine)
 ///     .layer(Router::new().route("/books", get(|| async { "a book" })));
 ///

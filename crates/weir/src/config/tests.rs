@@ -117,3 +117,36 @@ fn the_regions_example_lists_the_same_regions_and_rules_everywhere() {
         assert_eq!(config.engine.rules, configs[0].engine.rules);
     }
 }
+
+/// The headers callers are identified or given plans by: what the forward-auth door
+/// under `convention: envoy` refuses joined.
+#[test]
+fn the_identity_headers_are_the_keys_tokens_and_plan_headers() {
+    let config = parse(&[
+        "identities:",
+        "  api_key: { header: X-Api-Key }",
+        "  user: { jwt: { claim: sub, hs256_secret: a-long-random-secret-for-tests } }",
+        "  email: { body_field: email }",
+        "plans: { header: X-Plan, default: free }",
+        "rules:",
+        "  - name: free",
+        "    match: { path_prefix: /api }",
+        "    plans: [free]",
+        "    key: [api_key]",
+        "    algorithm: gcra",
+        "    limit: 10",
+        "    period: 1m",
+    ]);
+    let clock = std::sync::Arc::new(weir_core::ManualClock::new(0));
+    let store = std::sync::Arc::new(weir_store::MemoryStore::new(
+        weir_store::MemoryStoreConfig::default(),
+        clock.clone(),
+    ));
+    let engine = crate::engine::Engine::new(&config.engine, store, clock);
+    let names: Vec<String> = engine
+        .identity_headers()
+        .iter()
+        .map(|h| h.as_str().to_owned())
+        .collect();
+    assert_eq!(names, ["authorization", "x-api-key", "x-plan"]);
+}

@@ -130,6 +130,7 @@ pub(super) fn client_ip(
         trusted_proxies,
         header,
         ipv6_prefix,
+        callers: Vec::new(),
     })
 }
 

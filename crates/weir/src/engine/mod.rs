@@ -21,7 +21,6 @@ mod decide;
 mod denial_log;
 mod descriptors;
 mod failover;
-mod handle;
 mod identity;
 mod key;
 mod pending;
@@ -51,7 +50,6 @@ pub(crate) use self::descriptors::{
     AlsoLimit, DescriptorAnswer, DescriptorAsk, DescriptorLimit, Descriptors, EnvoyAnswer,
     EnvoyAsk, NodeId, Quota, Unit,
 };
-pub use self::handle::EngineHandle;
 pub(crate) use self::identity::{IdentitySource, Normalize, Source};
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;

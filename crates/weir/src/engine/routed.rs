@@ -1,9 +1,9 @@
 //! Which rules apply to a request, found from its request line alone (before its body
 //! is read, which only some rules need).
 
-use axum::http::{HeaderMap, Method, Uri};
+use axum::http::{HeaderMap, HeaderName, Method, Uri};
 
-use super::Engine;
+use super::{Engine, PlanSource, Source};
 use crate::request::{Head, Refused, read_head};
 
 /// The rules whose route matches a request, found from its request line alone (before
@@ -83,5 +83,35 @@ impl Engine {
             }
         }
         Ok(routed)
+    }
+}
+
+impl Engine {
+    /// The request headers a caller is identified or given a plan by (API key headers,
+    /// JWT headers, a plan header): what must reach a door exactly as the client sent
+    /// it.
+    pub(crate) fn identity_headers(&self) -> Vec<HeaderName> {
+        let identities =
+            self.routing
+                .identities
+                .values()
+                .filter_map(|identity| match &identity.source {
+                    Source::Header(name) => Some(name.clone()),
+                    Source::Jwt(verifier) => Some(verifier.header().clone()),
+                    Source::BodyField(_) | Source::ClientIp => None,
+                });
+        let plans = self
+            .routing
+            .plans
+            .iter()
+            .filter_map(|plans| match &plans.source {
+                PlanSource::Header(name) => Some(name.clone()),
+                PlanSource::JwtClaim { verifier, .. } => Some(verifier.header().clone()),
+                PlanSource::File { .. } => None,
+            });
+        let mut names: Vec<HeaderName> = identities.chain(plans).collect();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        names.dedup();
+        names
     }
 }

@@ -17,7 +17,8 @@ use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 
 use super::RateLimitDoor;
-use crate::engine::EngineHandle;
+use crate::engine::Engine;
+use crate::reloadable::Reloadable;
 
 /// How often the rate limit service's health follows the store's readiness.
 const HEALTH_EVERY: Duration = Duration::from_millis(500);
@@ -38,7 +39,7 @@ pub(super) struct Health {
 impl Health {
     /// The health of a listener whose rate limit service decides with `engine`
     /// (following its store from now on).
-    pub(super) fn start(engine: EngineHandle) -> Self {
+    pub(super) fn start(engine: Reloadable<Engine>) -> Self {
         let reporter = HealthReporter::new();
         let follower = tokio::spawn(follow(engine, reporter.clone()));
         Self {
@@ -75,7 +76,7 @@ impl Health {
 
 /// Reports the rate limit service SERVING while `engine`'s store is ready and
 /// NOT_SERVING while it is not.
-async fn follow(engine: EngineHandle, reporter: HealthReporter) {
+async fn follow(engine: Reloadable<Engine>, reporter: HealthReporter) {
     let mut every = tokio::time::interval(HEALTH_EVERY);
     let mut last = None;
     loop {

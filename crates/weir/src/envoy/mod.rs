@@ -17,30 +17,25 @@ mod stopping;
 mod streams;
 mod translate;
 
-use std::sync::Arc;
-
-use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response, Status};
 
 pub(crate) use self::json::json_router;
 pub use self::serve::serve_grpc;
-use crate::engine::{Descriptors, EngineHandle};
-
-/// The descriptors a door answers by: replaced whole by a reload, as the engine is.
-pub(crate) type SharedDescriptors = Arc<ArcSwap<Descriptors>>;
+use crate::engine::{Descriptors, Engine};
+use crate::reloadable::Reloadable;
 
 /// Answers `ShouldRateLimit` with the engine, by the descriptors configured now.
 #[derive(Debug, Clone)]
 pub struct RateLimitDoor {
-    engine: EngineHandle,
-    descriptors: SharedDescriptors,
+    engine: Reloadable<Engine>,
+    descriptors: Reloadable<Descriptors>,
 }
 
 impl RateLimitDoor {
     /// A door deciding with `engine` by `descriptors`.
-    pub(crate) fn new(engine: EngineHandle, descriptors: SharedDescriptors) -> Self {
+    pub(crate) fn new(engine: Reloadable<Engine>, descriptors: Reloadable<Descriptors>) -> Self {
         Self {
             engine,
             descriptors,
@@ -63,7 +58,7 @@ impl RateLimitDoor {
     async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
         let ask = translate::ask(request)?;
         let engine = self.engine.current();
-        let descriptors = self.descriptors.load();
+        let descriptors = self.descriptors.current();
         // The engine logs the failure (at most every 10 s).
         let answer = engine
             .should_rate_limit(&descriptors, &ask)

@@ -9,7 +9,8 @@ use tower::Layer;
 pub use self::service::WeirService;
 use crate::config::{BODY_TIMEOUT, Config, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
 use crate::edge::BodyReader;
-use crate::engine::EngineHandle;
+use crate::engine::Engine;
+use crate::reloadable::Reloadable;
 use crate::step::RequestStep;
 
 /// weir inside your service: a tower [`Layer`] that enforces weir's rules on the
@@ -41,7 +42,7 @@ use crate::step::RequestStep;
 ///
 /// use axum::{Router, routing::get};
 /// use tower::{Layer, ServiceExt};
-/// use weir::{Config, Engine, EngineHandle, WeirLayer};
+/// use weir::{Config, Engine, Reloadable, WeirLayer};
 /// use weir_core::ManualClock;
 /// use weir_store::{MemoryStore, MemoryStoreConfig};
 ///
@@ -49,7 +50,7 @@ use crate::step::RequestStep;
 /// let config = Config::parse(yaml, Path::new("inline.yaml"))?;
 /// let clock = Arc::new(ManualClock::new(0));
 /// let store = Arc::new(MemoryStore::new(MemoryStoreConfig::default(), clock.clone()));
-/// let engine = EngineHandle::new(Engine::new(&config.engine, store, clock));
+/// let engine = Reloadable::new(Engine::new(&config.engine, store, clock));
 ///
 /// // Around the whole router: weir decides before it routes.
 /// let app = WeirLayer::new(&config, engine).layer(Router::new().route("/books", get(|| async { "a book" })));
@@ -72,7 +73,7 @@ use crate::step::RequestStep;
 /// ```
 #[derive(Debug, Clone)]
 pub struct WeirLayer {
-    engine: EngineHandle,
+    engine: Reloadable<Engine>,
     step: Arc<RequestStep>,
 }
 
@@ -82,7 +83,7 @@ impl WeirLayer {
     /// rule keys on a body field, are bounded by the `upstream` section's
     /// `max_body_bytes`, `body_timeout` and `max_buffered_bytes` when it has them, else
     /// 64 KiB, 10 s and 64 MiB.
-    pub fn new(config: &Config, engine: EngineHandle) -> Self {
+    pub fn new(config: &Config, engine: Reloadable<Engine>) -> Self {
         let bodies = match &config.gateway {
             Some(gateway) => {
                 let upstream = &gateway.upstream;

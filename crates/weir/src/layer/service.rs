@@ -15,19 +15,20 @@ use axum::response::{IntoResponse, Response};
 use tower::{Service, ServiceExt};
 
 use crate::edge::Problem;
-use crate::engine::{Engine, EngineHandle};
+use crate::engine::Engine;
+use crate::reloadable::Reloadable;
 use crate::step::{GoOn, RequestStep, Step};
 
 /// The service [`WeirLayer`](super::WeirLayer) wraps around an inner one.
 #[derive(Debug, Clone)]
 pub struct WeirService<S> {
     inner: S,
-    engine: EngineHandle,
+    engine: Reloadable<Engine>,
     step: Arc<RequestStep>,
 }
 
 impl<S> WeirService<S> {
-    pub(super) fn new(inner: S, engine: EngineHandle, step: Arc<RequestStep>) -> Self {
+    pub(super) fn new(inner: S, engine: Reloadable<Engine>, step: Arc<RequestStep>) -> Self {
         Self {
             inner,
             engine,

@@ -51,6 +51,12 @@ pub(crate) struct ClientIpConfig {
     pub header: ForwardedHeader,
     /// IPv6 clients are keyed by this prefix of their address (1 to 128).
     pub ipv6_prefix: u8,
+    /// Peers whose forwarding header is believed, though they never appear in it as a
+    /// hop: the forward-auth door's callers (`auth.trusted_proxies`), which forward a
+    /// client's request to weir only in a subrequest. Their header is walked past
+    /// `trusted_proxies` alone, so a client whose own address is a caller's cannot
+    /// skip past itself to an address it wrote. Empty for every other door.
+    pub callers: Vec<IpNet>,
 }
 
 impl Default for ClientIpConfig {
@@ -59,6 +65,7 @@ impl Default for ClientIpConfig {
             trusted_proxies: Vec::new(),
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: IPV6_PREFIX,
+            callers: Vec::new(),
         }
     }
 }
@@ -129,13 +136,30 @@ pub(crate) fn ip_key(ip: IpAddr, ipv6_prefix: u8) -> String {
 /// The client address with the defaults (`X-Forwarded-For`): what
 /// `ClientIpConfig { trusted_proxies: trusted.to_vec(), ..Default::default() }` reads.
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
-    read(peer, headers, trusted, ForwardedHeader::XForwardedFor).ip
+    read(
+        peer,
+        headers,
+        trusted,
+        ForwardedHeader::XForwardedFor,
+        false,
+    )
+    .ip
 }
 
 impl ClientIpConfig {
     /// Where a request that came from `peer` came from.
     pub(crate) fn read(&self, peer: IpAddr, headers: &HeaderMap) -> ClientAddress {
-        read(peer, headers, &self.trusted_proxies, self.header)
+        let peer_trusted = self
+            .callers
+            .iter()
+            .any(|net| net.contains(&canonical_ip(peer)));
+        read(
+            peer,
+            headers,
+            &self.trusted_proxies,
+            self.header,
+            peer_trusted,
+        )
     }
 }
 
@@ -144,13 +168,14 @@ fn read(
     headers: &HeaderMap,
     trusted: &[IpNet],
     header: ForwardedHeader,
+    caller: bool,
 ) -> ClientAddress {
     let peer = canonical_ip(peer);
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
     let mut address = ClientAddress {
         ip: peer,
         peer,
-        peer_trusted: is_trusted(&peer),
+        peer_trusted: caller || is_trusted(&peer),
         hops: Vec::new(),
         forwarded_elements: Vec::new(),
     };

@@ -18,11 +18,11 @@ use socket2::{Domain, Socket, Type};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-use super::Shared;
 use crate::edge::{
     Accept, Connection, ConnectionSlots, Http1, Http1Connection, Io, Protocol, SEND_TIMEOUT,
 };
 use crate::gateway::Gateway;
+use crate::reloadable::Reloadable;
 
 /// Limits on what a client may do with a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl Handler for Router {
     }
 }
 
-impl Handler for Shared<Gateway> {
+impl Handler for Reloadable<Gateway> {
     fn call(
         &self,
         request: Request<Body>,
@@ -115,7 +115,7 @@ impl Handler for Shared<Gateway> {
     ) -> impl Future<Output = Response> + Send + use<> {
         // The gateway as configured now: a reload while the request runs does not
         // affect it.
-        crate::gateway::handle(self.load_full(), peer, request)
+        crate::gateway::handle(self.current(), peer, request)
     }
 }
 

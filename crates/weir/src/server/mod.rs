@@ -8,7 +8,6 @@ mod workers;
 
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use weir_core::Clock;
 use weir_store::{BackingStore, StoreError, SystemClock};
 
@@ -17,38 +16,31 @@ pub use self::reload::ReloadError;
 pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
 use crate::auth::AuthDoor;
 use crate::config::{AdminConfig, Config, StoreConfig};
-use crate::engine::{Engine, EngineHandle};
-use crate::envoy::{RateLimitDoor, SharedDescriptors};
+use crate::engine::Descriptors;
+use crate::engine::Engine;
+use crate::envoy::RateLimitDoor;
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
+use crate::reloadable::Reloadable;
 use crate::stack;
 
-/// A value that handlers read per request and a reload replaces whole: requests in
-/// flight keep the value they started with.
-pub type Shared<T> = Arc<ArcSwap<T>>;
-
-/// Wraps a value for [`Shared`] use.
-pub fn shared<T>(value: T) -> Shared<T> {
-    Arc::new(ArcSwap::from_pointee(value))
-}
-
 /// What `weir serve` runs: the engine (decision API) and, with an upstream, the gateway.
-pub struct Service {
+pub struct Instance {
     /// The engine behind every door.
-    pub engine: EngineHandle,
+    pub engine: Reloadable<Engine>,
     /// The gateway, when the configuration has an `upstream`.
-    pub gateway: Option<Shared<Gateway>>,
+    pub gateway: Option<Reloadable<Gateway>>,
     /// The admin API's settings, when configured: a reload may change the token, not
     /// add or remove the section (the listener is opened at start).
-    pub(crate) admin: Option<Shared<AdminConfig>>,
+    pub(crate) admin: Option<Reloadable<AdminConfig>>,
     /// The descriptors of Envoy's rate limit service, when the configuration has an
     /// `envoy` section: a reload may change them, not add or remove the section (the
     /// gRPC listener is opened at start).
-    pub(crate) envoy: Option<SharedDescriptors>,
+    pub(crate) envoy: Option<Reloadable<Descriptors>>,
     /// The forward-auth door, when the configuration has an `auth` section: a reload
     /// may change it, not add or remove the section (`--auth-listen` is opened at
     /// start).
-    pub(crate) auth: Option<Shared<AuthDoor>>,
+    pub(crate) auth: Option<Reloadable<AuthDoor>>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     /// The primary store (the bottom of the stack), kept by a reload that does not
@@ -63,9 +55,9 @@ pub struct Service {
     clock: Arc<dyn Clock>,
 }
 
-impl std::fmt::Debug for Service {
+impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service")
+        f.debug_struct("Instance")
             .field("gateway", &self.gateway.is_some())
             .field("store", &self.store_config)
             .finish_non_exhaustive()
@@ -74,15 +66,15 @@ impl std::fmt::Debug for Service {
 
 /// Builds the service the configuration describes, on one store: connects to Redis, or
 /// starts the memory store's sweeper (so call it inside a Tokio runtime).
-pub async fn service(config: &Config) -> Result<Service, StoreError> {
+pub async fn instance(config: &Config) -> Result<Instance, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let (store, watch) = stack::open(&config.store, clock.clone()).await?;
-    let service = Service::with_store(config, store, clock);
+    let service = Instance::with_store(config, store, clock);
     service.metrics.watch_store(watch);
     Ok(service)
 }
 
-impl Service {
+impl Instance {
     /// Whether it serves the admin API (the configuration has an `admin` section).
     pub fn has_admin(&self) -> bool {
         self.admin.is_some()
@@ -113,22 +105,21 @@ impl Service {
             clock.clone(),
             Arc::clone(&metrics),
         ));
-        Service {
-            admin: config.admin.clone().map(shared),
+        Instance {
+            admin: config.admin.clone().map(Reloadable::new),
             envoy: config
                 .envoy
                 .as_ref()
-                .map(|envoy| shared(envoy.descriptors.clone())),
+                .map(|envoy| Reloadable::new(envoy.descriptors.clone())),
             metrics,
             gateway: config
                 .gateway
                 .clone()
-                .map(|g| shared(Gateway::new(g, Arc::clone(&engine)))),
-            auth: config
-                .auth
-                .clone()
-                .map(|auth| shared(AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine)))),
-            engine: EngineHandle::from_arc(engine),
+                .map(|g| Reloadable::new(Gateway::new(g, Arc::clone(&engine)))),
+            auth: config.auth.clone().map(|auth| {
+                Reloadable::new(AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine)))
+            }),
+            engine: Reloadable::from_arc(engine),
             store,
             store_config: config.store.clone(),
             config_sha256: config.fingerprint(),
@@ -141,7 +132,7 @@ impl Service {
 /// The decision API, `/healthz`, `/readyz` and `/metrics`; with an `envoy` section,
 /// envoyproxy/ratelimit's `POST /json` too: what `--listen` answers when there is no
 /// gateway.
-pub fn decision_router(service: &Service) -> axum::Router {
+pub fn decision_router(service: &Instance) -> axum::Router {
     let api = crate::api::router(service.engine.clone());
     match envoy_door(service) {
         Some(door) => api.merge(crate::envoy::json_router(door)),
@@ -151,45 +142,42 @@ pub fn decision_router(service: &Service) -> axum::Router {
 
 /// What the admin listener answers: [`decision_router`]'s routes, and the admin API
 /// and status page when the configuration has an `admin` section.
-pub fn admin_router(service: &Service) -> axum::Router {
+pub fn admin_router(service: &Instance) -> axum::Router {
     let api = decision_router(service);
     match &service.admin {
-        Some(admin) => api.merge(crate::admin::router(
-            service.engine.clone(),
-            Arc::clone(admin),
-        )),
+        Some(admin) => api.merge(crate::admin::router(service.engine.clone(), admin.clone())),
         None => api,
     }
 }
 
 /// The forward-auth door's router (`/v1/auth`), when the configuration has an `auth`
 /// section: what `--auth-listen` serves.
-pub fn auth_router(service: &Service) -> Option<axum::Router> {
+pub fn auth_router(service: &Instance) -> Option<axum::Router> {
     service
         .auth
         .as_ref()
-        .map(|door| crate::auth::router(Arc::clone(door)))
+        .map(|door| crate::auth::router(door.clone()))
 }
 
 /// The forward-auth door with a default `auth` section (the `forwarded` convention,
 /// loopback proxies), on `service`'s engine, read with `config`'s `client_ip` section:
 /// what the door-parity test asks its table of, under a configuration whose rules an
 /// `auth` section would refuse (the other doors read bodies and settle outcomes).
-pub fn default_auth_router(config: &Config, service: &Service) -> axum::Router {
+pub fn default_auth_router(config: &Config, service: &Instance) -> axum::Router {
     let door = AuthDoor::new(
         crate::config::AuthConfig::default(),
         &config.client_ip,
         service.engine.current(),
     );
-    crate::auth::router(shared(door))
+    crate::auth::router(Reloadable::new(door))
 }
 
 /// The Envoy door of the service, when the configuration has an `envoy` section:
 /// what `serve_grpc` serves.
-pub fn envoy_door(service: &Service) -> Option<RateLimitDoor> {
+pub fn envoy_door(service: &Instance) -> Option<RateLimitDoor> {
     let descriptors = service.envoy.as_ref()?;
     Some(RateLimitDoor::new(
         service.engine.clone(),
-        Arc::clone(descriptors),
+        descriptors.clone(),
     ))
 }

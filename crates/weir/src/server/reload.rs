@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use weir_store::StoreError;
 
-use super::Service;
+use super::Instance;
 use crate::auth::AuthDoor;
 use crate::config::{Config, ConfigError, fingerprint_of};
 use crate::engine::Engine;
@@ -42,7 +42,7 @@ pub enum ReloadError {
     AuthChange,
 }
 
-impl Service {
+impl Instance {
     /// Replaces the configuration with the one at `path`, if it is valid: requests in
     /// flight finish on the old one, new requests get the new one. The store is kept
     /// (with its state) when its section is unchanged.
@@ -93,17 +93,17 @@ impl Service {
         tokio::spawn(async move { replaced.release_leases().await });
         if let (Some(shared), Some(admin)) = (&self.admin, config.admin) {
             // A new token takes effect at once; the old one stops working.
-            shared.store(Arc::new(admin));
+            shared.replace(Arc::new(admin));
         }
         if let (Some(shared), Some(envoy)) = (&self.envoy, config.envoy) {
-            shared.store(Arc::new(envoy.descriptors));
+            shared.replace(Arc::new(envoy.descriptors));
         }
         if let (Some(shared), Some(auth)) = (&self.auth, config.auth) {
             let door = AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine));
-            shared.store(Arc::new(door));
+            shared.replace(Arc::new(door));
         }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
-            shared.store(Arc::new(Gateway::new(gateway, engine)));
+            shared.replace(Arc::new(Gateway::new(gateway, engine)));
         }
         Ok(())
     }

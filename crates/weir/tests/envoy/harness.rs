@@ -11,7 +11,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::transport::Channel;
-use weir::{Config, Service};
+use weir::{Config, Instance};
 use weir_core::{Clock, ManualClock};
 use weir_store::{BackingStore, MemoryStore, MemoryStoreConfig};
 
@@ -128,7 +128,7 @@ pub(crate) struct Harness {
     pub channel: Channel,
     pub clock: Arc<ManualClock>,
     pub dir: tempfile::TempDir,
-    pub service: Service,
+    pub service: Instance,
 }
 
 impl Harness {
@@ -140,13 +140,13 @@ impl Harness {
             clock.clone(),
         ));
         let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
-        let service = Service::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
+        let service = Instance::with_store(&config, store, clock.clone() as Arc<dyn Clock>);
         Self::serve(service, clock, dir).await
     }
 
     /// The door of `service` on a loopback port.
     pub(crate) async fn serve(
-        service: Service,
+        service: Instance,
         clock: Arc<ManualClock>,
         dir: tempfile::TempDir,
     ) -> Self {

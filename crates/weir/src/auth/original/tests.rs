@@ -166,3 +166,16 @@ fn the_envoy_convention_takes_the_path_after_the_prefix() {
         "no X-Forwarded-For"
     );
 }
+
+/// Envoy joins a header sent on several lines: a key header holding a `,` is refused,
+/// never read as one new key; other headers, and keys without one, pass.
+#[test]
+fn a_key_envoy_joined_from_several_lines_is_refused() {
+    let names = [HeaderName::from_static("x-api-key")];
+    let request = ask("/", &[("x-api-key", "mine,r1"), ("accept", "a, b")]);
+    let refused = joined(request.headers(), &names).unwrap();
+    let body = format!("{:?}", refused.into_response());
+    assert!(body.contains("400"), "{body}");
+    let request = ask("/", &[("x-api-key", "mine"), ("accept", "a, b")]);
+    assert!(joined(request.headers(), &names).is_none());
+}

@@ -30,5 +30,6 @@ pub(crate) fn config(header: ForwardedHeader) -> ClientIpConfig {
         ],
         header,
         ipv6_prefix: 64,
+        callers: Vec::new(),
     }
 }

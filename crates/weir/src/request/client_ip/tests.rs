@@ -25,6 +25,31 @@ fn an_untrusted_peer_is_the_client_whatever_it_claims() {
     }
 }
 
+/// The forward-auth door's callers are believed, but are no hop of the header they
+/// write: a client on a caller's own address cannot skip past the address the proxy
+/// appended for it.
+#[test]
+fn a_caller_is_believed_but_never_skipped_as_a_hop() {
+    let door = ClientIpConfig {
+        callers: vec!["127.0.0.0/8".parse().unwrap()],
+        ..ClientIpConfig::default()
+    };
+    let peer = ip("127.0.0.1");
+    let h = headers(&[("x-forwarded-for", "198.51.100.9, 127.0.0.1")]);
+    let read = door.read(peer, &h);
+    assert!(read.peer_trusted);
+    assert_eq!(read.ip, ip("127.0.0.1"), "the address the proxy appended");
+    let h = headers(&[("x-forwarded-for", "198.51.100.9, 203.0.113.5")]);
+    assert_eq!(door.read(peer, &h).ip, ip("203.0.113.5"));
+    // Past the client_ip section's proxies, as the gateway reads.
+    let door = ClientIpConfig {
+        trusted_proxies: vec!["10.0.0.0/8".parse().unwrap()],
+        ..door
+    };
+    let h = headers(&[("x-forwarded-for", "6.6.6.6, 203.0.113.5, 10.1.1.1")]);
+    assert_eq!(door.read(peer, &h).ip, ip("203.0.113.5"));
+}
+
 #[test]
 fn headers_are_read_right_to_left_past_trusted_proxies() {
     let peer = ip("10.0.0.2");
