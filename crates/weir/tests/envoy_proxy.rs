@@ -16,13 +16,15 @@
 
 mod common;
 
+use common::{Process, free_port};
+
 #[path = "envoy/harness.rs"]
 mod harness;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::WeirProcess;
@@ -47,24 +49,6 @@ fn envoy_binary() -> PathBuf {
          or set WEIR_ENVOY to an Envoy binary"
     );
     PathBuf::from("envoy")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed (by its PID, through `Child`) when the test ends.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `weir serve` of `examples/envoy/weir.yaml` on free ports: the process and its gRPC

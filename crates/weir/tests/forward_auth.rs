@@ -22,10 +22,12 @@
 
 mod common;
 
+use common::{Process, free_port};
+
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -41,24 +43,6 @@ fn workspace() -> PathBuf {
 
 fn example(name: &str) -> String {
     std::fs::read_to_string(workspace().join("examples/forward-auth").join(name)).unwrap()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed (by its PID, through `Child`) when the test ends.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A program the test needs, or a failure saying how to get it.

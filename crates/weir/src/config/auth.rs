@@ -29,7 +29,7 @@ use serde_saphyr::Spanned;
 use super::ConfigError;
 use super::error::Errors;
 use super::file::{RawIdentity, RawRule};
-use crate::request::canonical_net;
+use super::upstream::networks;
 
 /// Which headers carry the original request, by the proxy that asks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -147,23 +147,7 @@ pub(super) fn auth(
     };
     let trusted_proxies = match &raw.trusted_proxies {
         None => loopback(),
-        Some(list) => list
-            .iter()
-            .enumerate()
-            .map(|(i, net)| {
-                net.value
-                    .parse::<IpNet>()
-                    .or_else(|_| net.value.parse::<std::net::IpAddr>().map(IpNet::from))
-                    .map(canonical_net)
-                    .map_err(|_| {
-                        errors.at(
-                            net.referenced,
-                            format!("auth.trusted_proxies[{i}]"),
-                            format!("`{}` is not an IP address or CIDR block", net.value),
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?,
+        Some(list) => networks(list, "auth.trusted_proxies", errors)?,
     };
     let denied_status = match &raw.denied_status {
         None => StatusCode::TOO_MANY_REQUESTS,

@@ -82,17 +82,14 @@ pub(super) fn gateway(
     }))
 }
 
-/// The `client_ip` section.
-pub(super) fn client_ip(
-    raw: Option<&super::file::RawClientIp>,
+/// A list of addresses and CIDR blocks (`trusted_proxies`), canonical (IPv4-mapped
+/// blocks are IPv4 blocks); `field` names it in errors.
+pub(super) fn networks(
+    list: &[Spanned<String>],
+    field: &str,
     errors: &Errors<'_>,
-) -> Result<ClientIpConfig, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(ClientIpConfig::default());
-    };
-    let trusted_proxies = raw
-        .trusted_proxies
-        .iter()
+) -> Result<Vec<IpNet>, ConfigError> {
+    list.iter()
         .enumerate()
         .map(|(i, net)| {
             net.value
@@ -102,12 +99,23 @@ pub(super) fn client_ip(
                 .map_err(|_| {
                     errors.at(
                         net.referenced,
-                        format!("client_ip.trusted_proxies[{i}]"),
+                        format!("{field}[{i}]"),
                         format!("`{}` is not an IP address or CIDR block", net.value),
                     )
                 })
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// The `client_ip` section.
+pub(super) fn client_ip(
+    raw: Option<&super::file::RawClientIp>,
+    errors: &Errors<'_>,
+) -> Result<ClientIpConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(ClientIpConfig::default());
+    };
+    let trusted_proxies = networks(&raw.trusted_proxies, "client_ip.trusted_proxies", errors)?;
     let header = match raw.header {
         None | Some(ForwardedHeaderName::XForwardedFor) => ForwardedHeader::XForwardedFor,
         Some(ForwardedHeaderName::Forwarded) => ForwardedHeader::Forwarded,

@@ -132,3 +132,23 @@ pub(crate) fn failure_policies(
          \x20 - name: tight\n    match: {{ path_prefix: /tight }}\n    algorithm: fixed_window\n    limit: {tight_limit}\n    period: 1h\n    failure: {tight_failure}\n"
     )
 }
+
+/// A free loopback port (for a program the test starts: nginx, Caddy, Envoy).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed (by its PID, through `Child`) when the test ends, however it
+/// ends.
+pub(crate) struct Process(pub(crate) Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
