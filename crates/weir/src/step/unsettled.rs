@@ -19,10 +19,9 @@ pub(crate) struct Unsettled<'s> {
     engine: &'s Engine,
     /// The verdict, when a rule applied.
     allowed: Option<Allowed<'s>>,
-    /// The shedding ticket, when the door sheds.
-    admitted: Option<Admitted<'s>>,
-    /// When the request went on.
-    started: Instant,
+    /// The shedding ticket, when the door sheds, and when the request went on (read
+    /// only then: the clock is not read for every request).
+    admitted: Option<(Admitted<'s>, Instant)>,
 }
 
 impl<'s> Unsettled<'s> {
@@ -34,8 +33,7 @@ impl<'s> Unsettled<'s> {
         Self {
             engine,
             allowed,
-            admitted,
-            started: Instant::now(),
+            admitted: admitted.map(|admitted| (admitted, Instant::now())),
         }
     }
 
@@ -59,7 +57,8 @@ impl<'s> Unsettled<'s> {
             let status = match &answer {
                 Ok(response) | Err(response) => response.status().as_u16(),
             };
-            admitted.finish(self.started.elapsed(), status, self.engine.metrics());
+            let (admitted, started) = admitted;
+            admitted.finish(started.elapsed(), status, self.engine.metrics());
         }
         let (mut response, answered) = match answer {
             Ok(response) => (response, true),
