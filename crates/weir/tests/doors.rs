@@ -571,3 +571,37 @@ fn the_doors_that_pass_requests_on_take_the_one_request_step() {
         }
     }
 }
+
+/// A plan looked up by a body field (a plans file keyed by the account in the body) is
+/// read at every door that sees bodies, though no rule keys on the body: without it
+/// every caller would be anonymous, and the rules for plans would not count them. (The
+/// forward-auth door sees no body: `check-config` refuses such plans with an `auth`
+/// section.)
+#[tokio::test]
+async fn a_plan_looked_up_by_a_body_field_is_read_at_every_door_that_sees_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("accounts.yaml"), "keys:\n  ana@x.io: pro\n").unwrap();
+    let text = format!(
+        "upstream:\n  url: http://{}\nidentities:\n  email: {{ body_field: email }}\nplans:\n  file: accounts.yaml\n  identity: email\n  default: free\nrules:\n  - name: pro\n    match: {{ path_prefix: /login }}\n    plans: [pro]\n    algorithm: gcra\n    limit: 1\n    period: 1h\n",
+        upstream().await
+    );
+    let config = Config::parse(&text, &dir.path().join("weir.yaml")).unwrap();
+    let doors = Door::all(&config, async |config| memory_service(config)).await;
+    let table = [
+        ("a pro account", login("ana@x.io", "right")),
+        (
+            "a pro account, over its plan's limit",
+            login("ana@x.io", "right"),
+        ),
+    ];
+    let replies = agree(&doors[..3], &table).await;
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200, 429]);
+    // The door has no body to read: refused at load with an `auth` section.
+    let refused = Config::parse(
+        &format!("{text}auth: {{}}\n"),
+        &dir.path().join("weir.yaml"),
+    )
+    .unwrap_err();
+    assert!(refused.to_string().contains("plans.identity"), "{refused}");
+}

@@ -28,7 +28,7 @@ use serde_saphyr::Spanned;
 
 use super::ConfigError;
 use super::error::Errors;
-use super::file::{RawIdentity, RawRule};
+use super::file::{RawIdentity, RawPlans, RawRule};
 use super::upstream::networks;
 
 /// Which headers carry the original request, by the proxy that asks.
@@ -134,11 +134,28 @@ pub(super) fn auth(
     raw: Option<&Spanned<RawAuth>>,
     rules: &[RawRule],
     identities: &BTreeMap<String, Spanned<RawIdentity>>,
+    plans: Option<&Spanned<RawPlans>>,
     errors: &Errors<'_>,
 ) -> Result<Option<AuthConfig>, ConfigError> {
     let Some(section) = raw else {
         return Ok(None);
     };
+    // A plan looked up by a body field is never known at the door: every caller would
+    // be anonymous, and the rules for plans would not apply (uncounted).
+    if let Some(plans) = plans
+        && let Some(identity) = &plans.value.identity
+        && identities
+            .get(identity.as_str())
+            .is_some_and(|raw| raw.value.body_field.is_some())
+    {
+        return Err(errors.at(
+            plans.referenced,
+            "plans.identity",
+            format!(
+                "plans are looked up by `{identity}`, a body field: the auth door never sees a body, so it could not tell a caller's plan (look plans up by a header or a token)"
+            ),
+        ));
+    }
     let raw = &section.value;
     let convention = match raw.convention {
         ConventionName::Forwarded => Convention::Forwarded,

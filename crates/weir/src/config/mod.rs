@@ -178,7 +178,13 @@ impl Config {
         )?;
         let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;
         let admin = admin::admin(raw.admin.as_ref(), &errors)?;
-        let auth = auth::auth(raw.auth.as_ref(), &raw.rules, &raw.identities, &errors)?;
+        let auth = auth::auth(
+            raw.auth.as_ref(),
+            &raw.rules,
+            &raw.identities,
+            raw.plans.as_ref(),
+            &errors,
+        )?;
         let envoy_leases = envoy
             .iter()
             .flat_map(|e| e.descriptors.leases())

@@ -169,17 +169,21 @@ impl Engine {
             fallback,
         } = stack;
         let routing = spec.routing.clone();
+        let reads_body_field = |name: &str| {
+            routing
+                .identities
+                .get(name)
+                .is_some_and(IdentitySource::reads_body)
+        };
+        // A plan looked up by a body field is needed to know whether a rule for some
+        // plans applies at all: without the body every caller would be anonymous.
+        let plans_read_body = routing.plans.as_ref().is_some_and(|plans| {
+            matches!(&plans.source, PlanSource::File { identity, .. } if reads_body_field(identity))
+        });
         let reads_body = routing
             .rules
             .iter()
-            .map(|rule| {
-                rule.key.iter().any(|name| {
-                    routing
-                        .identities
-                        .get(name)
-                        .is_some_and(IdentitySource::reads_body)
-                })
-            })
+            .map(|rule| plans_read_body || rule.key.iter().any(|name| reads_body_field(name)))
             .collect();
         let mut named_hosts: Vec<String> = routing
             .rules
