@@ -8,13 +8,19 @@ use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::config::Reservations;
+use crate::config::{Convention, Reservations};
 use crate::engine::Engine;
 use crate::step::Unsettled;
 
 /// The header the allowed answer carries a reservation's id in, for the proxy to pass
 /// upstream (overwriting any a client sent) and the app to settle with `/v1/settle`.
 static WEIR_RESERVATION: HeaderName = HeaderName::from_static("weir-reservation");
+
+/// Envoy's ext_authz drops the request headers an allowed answer names here before the
+/// request goes upstream: a client's own `Weir-Reservation` when weir sends none (Envoy
+/// overwrites it only with one weir sends).
+static ENVOY_HEADERS_TO_REMOVE: HeaderName =
+    HeaderName::from_static("x-envoy-auth-headers-to-remove");
 
 /// How long a reservation waits for `/v1/settle` before it stays counted: as long as
 /// `/v1/decide`'s settlements wait (`SETTLE_WITHIN`).
@@ -30,6 +36,7 @@ pub(super) fn allowed(
     unsettled: Unsettled<'_>,
     engine: &Engine,
     reservations: Reservations,
+    convention: Convention,
 ) -> Response {
     let mut response = StatusCode::OK.into_response();
     let settlement = unsettled.hand_over(response.headers_mut());
@@ -45,6 +52,12 @@ pub(super) fn allowed(
             // reservation is dropped unsettled, so kept, as an attempt with no answer.
             Reservations::None => drop(settlement),
         }
+    }
+    if convention == Convention::Envoy && !response.headers().contains_key(&WEIR_RESERVATION) {
+        response.headers_mut().insert(
+            ENVOY_HEADERS_TO_REMOVE.clone(),
+            HeaderValue::from_static("weir-reservation"),
+        );
     }
     response
 }
