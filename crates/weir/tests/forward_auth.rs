@@ -466,7 +466,11 @@ fn holds_the_limit(stack: &Stack) {
          Connection: close\r\n\r\n"
     );
     let answer = exchange(stream, &request).unwrap();
-    assert_eq!((answer.status, answer.body.as_str()), (200, "none"), "{answer:?}");
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (200, "none"),
+        "{answer:?}"
+    );
     // Path and host spellings are one budget (3): the fourth spelling is limited.
     let port = stack.listen.port();
     let host_with_port = format!("api.example:{port}");

@@ -104,14 +104,12 @@ impl AuthDoor {
         }
         match self.step.run(&self.engine, peer, original).await.0 {
             Step::Stop(answer) => answer::stopped(answer, self.config.denied_status).await,
-            Step::GoOn(GoOn { unsettled, .. }) => {
-                answer::allowed(
-                    unsettled,
-                    &self.engine,
-                    self.config.reservations,
-                    self.config.convention,
-                )
-            }
+            Step::GoOn(GoOn { unsettled, .. }) => answer::allowed(
+                unsettled,
+                &self.engine,
+                self.config.reservations,
+                self.config.convention,
+            ),
         }
     }
 }

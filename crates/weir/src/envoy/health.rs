@@ -38,10 +38,14 @@ pub(super) struct Health {
 
 impl Health {
     /// The health of a listener whose rate limit service decides with `engine`
-    /// (following its store from now on).
-    pub(super) fn start(engine: Reloadable<Engine>) -> Self {
+    /// (following its store from now on). The service's status is set before this
+    /// returns, so that a `Watch` made as soon as the listener serves finds it (not
+    /// "service not registered").
+    pub(super) async fn start(engine: Reloadable<Engine>) -> Self {
         let reporter = HealthReporter::new();
-        let follower = tokio::spawn(follow(engine, reporter.clone()));
+        let ready = engine.current().store().is_ready();
+        reporter.set_service_status(RATE_LIMIT, status(ready)).await;
+        let follower = tokio::spawn(follow(engine, reporter.clone(), ready));
         Self {
             reporter,
             follower,
@@ -76,20 +80,23 @@ impl Health {
 
 /// Reports the rate limit service SERVING while `engine`'s store is ready and
 /// NOT_SERVING while it is not.
-async fn follow(engine: Reloadable<Engine>, reporter: HealthReporter) {
+async fn follow(engine: Reloadable<Engine>, reporter: HealthReporter, mut last: bool) {
     let mut every = tokio::time::interval(HEALTH_EVERY);
-    let mut last = None;
     loop {
         every.tick().await;
         let ready = engine.current().store().is_ready();
-        if last != Some(ready) {
-            let status = if ready {
-                ServingStatus::Serving
-            } else {
-                ServingStatus::NotServing
-            };
-            reporter.set_service_status(RATE_LIMIT, status).await;
-            last = Some(ready);
+        if last != ready {
+            reporter.set_service_status(RATE_LIMIT, status(ready)).await;
+            last = ready;
         }
+    }
+}
+
+/// The status of a service whose store is `ready` or not.
+fn status(ready: bool) -> ServingStatus {
+    if ready {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
     }
 }

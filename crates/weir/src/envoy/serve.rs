@@ -65,7 +65,7 @@ pub async fn serve_grpc(
     slots: ConnectionSlots,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let health = Health::start(door.engine.clone());
+    let health = Health::start(door.engine.clone()).await;
     let calls = Calls {
         rate_limit: RateLimitServiceServer::new(door),
         health: health.server(),
