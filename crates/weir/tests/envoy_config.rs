@@ -52,7 +52,7 @@ fn the_files_upstream_accepts_are_accepted() {
         let (ok, stdout, stderr) = check(&[fixture(name)]);
         assert!(ok, "{name}: {stderr}");
         assert!(
-            stdout.contains("ok (0 rules, 1 envoy domains from 1 files in rl)"),
+            stdout.contains("ok (0 rules, 1 envoy domain from 1 file in rl)"),
             "{name}: {stdout}"
         );
     }
@@ -245,11 +245,8 @@ fn a_missing_directory_names_the_section() {
 fn the_examples_are_valid() {
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/envoy");
     for (config, summary) in [
-        ("weir.yaml", "ok (0 rules, 1 envoy domains from 1 files in"),
-        (
-            "ai/weir.yaml",
-            "ok (0 rules, 1 envoy domains from 1 files in",
-        ),
+        ("weir.yaml", "ok (0 rules, 1 envoy domain from 1 file in"),
+        ("ai/weir.yaml", "ok (0 rules, 1 envoy domain from 1 file in"),
     ] {
         let out = weir()
             .arg("check-config")
@@ -278,7 +275,7 @@ fn merge_domains_reads_one_domain_from_several_files() {
     let (ok, stdout, stderr) = check_with(&files, "  merge_domains: true\n");
     assert!(ok, "{stderr}");
     assert!(
-        stdout.contains("ok (0 rules, 1 envoy domains from 2 files in rl)"),
+        stdout.contains("ok (0 rules, 1 envoy domain from 2 files in rl)"),
         "{stdout}"
     );
     let (ok, _, stderr) = check(&files);

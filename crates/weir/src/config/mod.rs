@@ -49,6 +49,14 @@ pub(crate) use self::upstream::GatewayConfig;
 pub(crate) use self::upstream::Upstream;
 pub(crate) use self::upstream::{BODY_TIMEOUT, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
 
+/// `n` things, in English: `1 rule`, `2 rules`.
+fn count(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        _ => format!("{n} {thing}s"),
+    }
+}
+
 /// The longest rule name: names appear in keys and in response headers.
 pub(crate) const MAX_RULE_NAME: usize = 64;
 
@@ -94,15 +102,15 @@ impl Config {
     /// What `weir check-config` says of it: how many rules, and with an `envoy`
     /// section, how many domains from how many files in which directory.
     pub fn summary(&self) -> String {
-        let rules = self.engine.rules.len();
+        let rules = count(self.engine.rules.len(), "rule");
         match &self.envoy {
             Some(envoy) => format!(
-                "{rules} rules, {} envoy domains from {} files in {}",
-                envoy.descriptors.domains(),
-                envoy.files.len(),
+                "{rules}, {} from {} in {}",
+                count(envoy.descriptors.domains(), "envoy domain"),
+                count(envoy.files.len(), "file"),
                 envoy.dir.display()
             ),
-            None => format!("{rules} rules"),
+            None => rules,
         }
     }
 

@@ -150,3 +150,19 @@ fn the_identity_headers_are_the_keys_tokens_and_plan_headers() {
         .collect();
     assert_eq!(names, ["authorization", "x-api-key", "x-plan"]);
 }
+
+/// What `check-config` says agrees with its numbers.
+#[test]
+fn the_summary_agrees_with_its_numbers() {
+    let one = parse(&[
+        "rules:",
+        "  - { name: a, algorithm: gcra, limit: 1, period: 1s }",
+    ]);
+    assert_eq!(one.summary(), "1 rule");
+    let two = parse(&[
+        "rules:",
+        "  - { name: a, algorithm: gcra, limit: 1, period: 1s }",
+        "  - { name: b, algorithm: gcra, limit: 1, period: 1s }",
+    ]);
+    assert_eq!(two.summary(), "2 rules");
+}

@@ -125,6 +125,7 @@ impl Problem {
     /// the caller adds `Retry-After` and the RateLimit fields.
     pub(crate) fn rate_limited(violated: Vec<String>, retry_after_secs: Option<u64>) -> Self {
         let detail = match retry_after_secs {
+            Some(1) => "Too many requests; try again in 1 second.".to_owned(),
             Some(secs) => format!("Too many requests; try again in {secs} seconds."),
             None => "This request costs more than the limit ever allows.".to_owned(),
         };
@@ -291,5 +292,25 @@ impl IntoResponse for Problem {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Problem;
+
+    /// The wait reads as English: one second, not "1 seconds".
+    #[test]
+    fn the_wait_agrees_with_its_number() {
+        let detail = |secs| Problem::rate_limited(vec!["api".into()], secs).detail;
+        assert_eq!(detail(Some(1)), "Too many requests; try again in 1 second.");
+        assert_eq!(
+            detail(Some(2)),
+            "Too many requests; try again in 2 seconds."
+        );
+        assert_eq!(
+            detail(None),
+            "This request costs more than the limit ever allows."
+        );
     }
 }
