@@ -238,6 +238,11 @@ async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
         ),
         7.0
     );
+    // On the memory store nothing decides on a fallback: no series says it could.
+    assert!(
+        !text.contains(r#"store="fallback""#),
+        "fallback series on the memory store:\n{text}"
+    );
     assert_eq!(
         sample(&samples, r#"weir_gateway_upstream_latency_seconds_count{}"#),
         5.0

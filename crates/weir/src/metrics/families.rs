@@ -143,7 +143,7 @@ pub(super) struct CostLabels {
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
-fn store_buckets() -> Histogram {
+pub(super) fn store_buckets() -> Histogram {
     // 50 µs to about 1.6 s.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
 }

@@ -12,7 +12,7 @@ use weir_store::{Check, StoreError};
 use super::doors::{CLASSES, EnvoyOutcome};
 use super::families::{
     CostLabels, DecisionLabels, EnvoyLabels, GatewayLabels, ReasonLabels, RuleLabels,
-    STORE_ERROR_KINDS, StoreErrorLabels, StoreOpLabels,
+    STORE_ERROR_KINDS, StoreErrorLabels, StoreOpLabels, store_buckets,
 };
 use super::sharded::{Counter, Histogram};
 use super::{Metrics, RuleLive};
@@ -191,9 +191,16 @@ impl EngineMetrics {
                     .collect(),
             })
             .collect::<Vec<_>>();
+        // The fallback's series exist only beside a shared store: on the memory store
+        // nothing decides on a fallback, and exported series that can never move would
+        // only mislead (they are kept, unexported, so that counting needs no branch).
         let stores = [kind, "fallback"];
+        let exported = |store: &str| store != "fallback" || shared_store;
         let latency = OPS.map(|op| {
             stores.map(|store| {
+                if !exported(store) {
+                    return store_buckets();
+                }
                 f.store_latency.get_or_create_owned(&StoreOpLabels {
                     store,
                     operation: op.as_str(),
@@ -202,6 +209,9 @@ impl EngineMetrics {
         });
         let errors = stores.map(|store| {
             STORE_ERROR_KINDS.map(|kind| {
+                if !exported(store) {
+                    return Counter::default();
+                }
                 f.store_errors
                     .get_or_create_owned(&StoreErrorLabels { store, kind })
             })
