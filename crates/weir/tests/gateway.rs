@@ -265,14 +265,34 @@ async fn a_dead_or_slow_upstream_is_a_502_or_504_problem() {
         Some("application/problem+json")
     );
     drop(weir);
-    let weir = Server::start(&example(dir.path(), "login.yaml", upstream, |t| {
+    let log = dir.path().join("weir.log");
+    let config = example(dir.path(), "login.yaml", upstream, |t| {
         t.replace("  url: http", "  timeout: 300ms\n  url: http")
-    }));
+    });
+    let weir = Server::start_with(
+        &config,
+        &[],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
     let started = std::time::Instant::now();
     let reply = send(&weir.addr, "GET", "/slow", &[], "").await;
     assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(reply.json()["type"], "/problems/gateway-timeout");
     assert!(started.elapsed() < Duration::from_secs(2));
+    // Logged with its reason, once: the second within 10 s is not.
+    let again = send(&weir.addr, "GET", "/slow", &[], "").await;
+    assert_eq!(again.status, StatusCode::GATEWAY_TIMEOUT);
+    drop(weir);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("the upstream gave no answer"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("504") && lines[0].contains("did not answer within 300ms"),
+        "{text}"
+    );
 }
 
 // ---------------------------------------------------------------- the public API example

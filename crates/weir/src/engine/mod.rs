@@ -65,6 +65,7 @@ pub(crate) use self::spec::RegionSpec;
 pub(crate) use self::spec::StoreKind;
 pub use self::spec::{EngineSpec, NamedPolicy};
 pub(crate) use self::stack::StoreStack;
+pub(crate) use self::throttle::Throttle;
 pub(crate) use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
 use crate::metrics::{EngineMetrics, Metrics};
 use crate::request::PathOptions;

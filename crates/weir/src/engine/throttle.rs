@@ -5,14 +5,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// When something was last logged (ns on the engine's clock), and how often it may be.
 #[derive(Debug)]
-pub(super) struct Throttle {
+pub(crate) struct Throttle {
     last: AtomicU64,
     every: u64,
 }
 
 impl Throttle {
     /// At most once every `every` nanoseconds.
-    pub(super) const fn new(every: u64) -> Self {
+    pub(crate) const fn new(every: u64) -> Self {
         Self {
             last: AtomicU64::new(0),
             every,
@@ -20,7 +20,7 @@ impl Throttle {
     }
 
     /// Whether to log at `now`: true for one caller once `every` has passed.
-    pub(super) fn due(&self, now: u64) -> bool {
+    pub(crate) fn due(&self, now: u64) -> bool {
         let last = self.last.load(Ordering::Relaxed);
         now.saturating_sub(last) >= self.every
             && self

@@ -3,6 +3,7 @@
 //! were written by the request step.)
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
@@ -11,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use super::pool::UpstreamPool;
 use crate::config::Upstream;
 use crate::edge::Problem;
+use crate::engine::Throttle;
 
 /// Headers that describe one connection (or how the message is framed on it), not the
 /// message: never forwarded. `Trailer` is not among them (RFC 9110 6.6.2: it names the
@@ -56,6 +58,45 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// How often, at most, weir's own 502 and 504 are logged.
+const FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
+/// weir's own 502 (the upstream could not be reached) and 504 (it did not answer in
+/// time), logged with their reason at most once every 10 s: an upstream failing every
+/// request must not flood the log, nor one failing now and then go unseen (a 504 on a
+/// login counts as a failed attempt).
+#[derive(Debug)]
+pub(super) struct FailureLog {
+    logged: Throttle,
+    since: Instant,
+}
+
+impl FailureLog {
+    pub(super) fn new() -> Self {
+        Self {
+            logged: Throttle::new(duration_ns(FAILURES_LOGGED_EVERY)),
+            since: Instant::now(),
+        }
+    }
+
+    /// Logs a failure answered `status` for `reason`, unless one was in the last 10 s.
+    fn log(&self, status: u16, reason: &dyn std::fmt::Display) {
+        // Offset by a period, so that the first failure is logged.
+        let now = duration_ns(self.since.elapsed() + FAILURES_LOGGED_EVERY);
+        if self.logged.due(now) {
+            tracing::warn!(
+                status,
+                %reason,
+                "the upstream gave no answer; weir answered for it (logged at most every 10 s)"
+            );
+        }
+    }
+}
+
+fn duration_ns(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Sends the request to the upstream and returns its answer, or `Err` with weir's own
 /// answer when the upstream gave none (a 502 or 504 problem, or a 400 for a target
 /// that cannot be forwarded).
@@ -63,6 +104,7 @@ pub(super) async fn forward(
     pool: &Arc<UpstreamPool>,
     upstream: &Upstream,
     request: Request<Body>,
+    failures: &FailureLog,
 ) -> Result<Response, Response> {
     let (mut parts, body) = request.into_parts();
     // Origin form (`/path?query`) on the connection to the upstream; the client's Host
@@ -94,13 +136,13 @@ pub(super) async fn forward(
         .insert(header::CONNECTION, HeaderValue::from_static("te"));
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(upstream.timeout, pool.send(request)).await {
-        Err(_) => Err(Problem::gateway_timeout(format!(
-            "the upstream did not answer within {:?}",
-            upstream.timeout
-        ))
-        .into_response()),
+        Err(_) => {
+            let reason = format!("the upstream did not answer within {:?}", upstream.timeout);
+            failures.log(504, &reason);
+            Err(Problem::gateway_timeout(reason).into_response())
+        }
         Ok(Err(error)) => {
-            tracing::warn!(%error, "upstream request failed");
+            failures.log(502, &error);
             Err(Problem::bad_gateway("the upstream could not be reached").into_response())
         }
         Ok(Ok(response)) => {

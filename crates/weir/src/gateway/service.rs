@@ -11,7 +11,7 @@ use axum::extract::Request;
 use axum::response::Response;
 
 use super::pool::UpstreamPool;
-use super::proxy::forward;
+use super::proxy::{FailureLog, forward};
 use crate::config::GatewayConfig;
 use crate::edge::BodyReader;
 use crate::engine::Engine;
@@ -23,6 +23,8 @@ pub struct Gateway {
     engine: Arc<Engine>,
     /// What every request is taken through before it is forwarded.
     step: RequestStep,
+    /// weir's own 502 and 504, logged now and then.
+    failures: FailureLog,
     /// Tells this gateway's upstream clients apart from a reloaded one's.
     id: u64,
 }
@@ -59,6 +61,7 @@ impl Gateway {
         }
         Self {
             step,
+            failures: FailureLog::new(),
             config,
             engine,
             id: GATEWAYS.fetch_add(1, Ordering::Relaxed),
@@ -99,7 +102,7 @@ pub(crate) async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Req
         Step::GoOn(GoOn { request, unsettled }) => {
             let pool = gateway.pool();
             let started = Instant::now();
-            let answer = forward(&pool, &gateway.config.upstream, request).await;
+            let answer = forward(&pool, &gateway.config.upstream, request, &gateway.failures).await;
             engine.metrics().upstream_latency(started.elapsed());
             unsettled.finish(answer).await
         }
