@@ -295,6 +295,35 @@ async fn a_dead_or_slow_upstream_is_a_502_or_504_problem() {
     );
 }
 
+/// An HTTP/1.0 upstream's answer goes to an HTTP/1.1 client as weir's own HTTP/1.1
+/// answer (a proxy answers in its own version, RFC 9110 6.2), its body whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_1_0_upstream_is_answered_in_http_1_1() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).await;
+            let _ = stream
+                .write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nold but fine")
+                .await;
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Server::start(&example(dir.path(), "login.yaml", upstream, |t| t));
+    let mut stream = tokio::net::TcpStream::connect(&weir.addr).await.unwrap();
+    stream
+        .write_all(b"GET /anything HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.contains("\r\nold but fine\r\n"), "{answer}");
+}
+
 // ---------------------------------------------------------------- the public API example
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

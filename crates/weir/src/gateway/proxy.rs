@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, Version, header};
 use axum::response::{IntoResponse, Response};
 
 use super::pool::UpstreamPool;
@@ -148,6 +148,9 @@ pub(super) async fn forward(
         Ok(Ok(response)) => {
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
+            // A proxy answers in its own HTTP version, whatever the upstream's (RFC 9110
+            // 6.2): an HTTP/1.0 upstream's answer is not an HTTP/1.0 answer to the client.
+            parts.version = Version::default();
             Ok(Response::from_parts(parts, Body::new(body)))
         }
     }
