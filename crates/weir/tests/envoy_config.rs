@@ -79,7 +79,7 @@ fn the_files_upstream_refuses_are_refused_with_file_line_and_field() {
         ),
         (
             "empty_domain.yaml",
-            "rl/empty_domain.yaml: domain: config file cannot have empty domain",
+            "rl/empty_domain.yaml:1:1: domain: config file cannot have empty domain",
         ),
         (
             "duplicate_key.yaml",
@@ -157,7 +157,7 @@ fn weir_refuses_what_it_does_not_implement_and_bad_values() {
         ),
         (
             "# nothing\n",
-            "rl/a.yaml: domain: config file cannot have empty domain",
+            "rl/a.yaml:1:1: domain: config file cannot have empty domain",
         ),
         (
             "domain: d\ndescriptors:\n  - key: k\n    x-weir: {period: 30s}\n",

@@ -33,12 +33,16 @@ pub(super) fn read(
         .lines()
         .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
     if empty {
-        return Err(fail(None, "domain", EMPTY_DOMAIN.to_owned()));
+        return Err(at_start(fail(None, "domain", EMPTY_DOMAIN.to_owned())));
     }
     let raw: RawFile = read_yaml(text, path).map_err(in_words)?;
     let Some(domain) = raw.domain.as_ref().filter(|d| !d.value.is_empty()) else {
-        let at = raw.domain.as_ref().map(|d| d.referenced);
-        return Err(fail(at, "domain", EMPTY_DOMAIN.to_owned()));
+        let error = match raw.domain.as_ref() {
+            Some(domain) => fail(Some(domain.referenced), "domain", EMPTY_DOMAIN.to_owned()),
+            // No `domain:` at all: the file's start is where it is missing.
+            None => at_start(fail(None, "domain", EMPTY_DOMAIN.to_owned())),
+        };
+        return Err(error);
     };
     let root = descriptors
         .add_domain(&domain.value)
@@ -58,6 +62,12 @@ pub(super) fn read(
 }
 
 const EMPTY_DOMAIN: &str = "config file cannot have empty domain";
+
+/// `error` placed at the file's first line: every error names a line.
+fn at_start(mut error: ConfigError) -> ConfigError {
+    error.position = Some((1, 1));
+    error
+}
 
 /// A reading error in this file's words: the field as written (without the
 /// `value` of the `Spanned` wrappers), and a key that is not a string named so.
