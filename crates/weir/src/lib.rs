@@ -94,11 +94,13 @@ pub use self::server::{Instance, instance};
 
 // What the binary and the tests are built from: not an embedding API.
 #[doc(hidden)]
-pub use self::api::{SETTLE_WITHIN, router as api_router};
+pub use self::api::router as api_router;
 #[doc(hidden)]
 pub use self::config::{Fallback, StoreConfig};
 #[doc(hidden)]
 pub use self::edge::ConnectionSlots;
+#[doc(hidden)]
+pub use self::engine::SETTLE_WITHIN;
 #[doc(hidden)]
 pub use self::envoy::{RateLimitDoor, serve_grpc};
 #[doc(hidden)]

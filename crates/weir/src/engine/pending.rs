@@ -18,6 +18,10 @@ use super::Settlement;
 /// The most settlements waiting at once.
 pub(super) const MAX_PENDING: usize = 100_000;
 
+/// How long a parked settlement waits for `POST /v1/settle` (from `/v1/decide`, or a
+/// forward-auth reservation) before it stays counted.
+pub const SETTLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Every how many parked settlements the expired ones are swept.
 const SWEEP_EVERY: u64 = 1024;
 

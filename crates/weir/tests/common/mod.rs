@@ -152,3 +152,56 @@ impl Drop for Process {
         let _ = self.0.wait();
     }
 }
+
+/// The workspace's root.
+pub(crate) fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A program a test needs: from the variable `env`, else `venv` (relative to the
+/// workspace) when it exists, else `name` on PATH; or a failure saying how to get it.
+pub(crate) fn program(name: &str, env: &str, venv: Option<&str>) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return std::path::PathBuf::from(path);
+    }
+    if let Some(venv) = venv.map(|v| workspace().join(v))
+        && venv.exists()
+    {
+        return venv;
+    }
+    let found = Command::new(name)
+        .arg(if name == "nginx" { "-v" } else { "version" })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        found.is_ok(),
+        "no {name}: run scripts/test (it installs it), or install it (Debian: apt-get install \
+         {}), or set {env} to its binary",
+        if name == "nginx" { "nginx-light" } else { name }
+    );
+    std::path::PathBuf::from(name)
+}
+
+/// A real Envoy (`WEIR_ENVOY`, else scripts/test's venv) on the configuration at
+/// `config`, one worker, its log in `log`: stopped by PID when the process is dropped.
+pub(crate) fn start_envoy(config: &Path, log: &Path) -> Process {
+    let envoy = program("envoy", "WEIR_ENVOY", Some("target/envoy-venv/bin/envoy"));
+    let child = Command::new(envoy)
+        .arg("-c")
+        .arg(config)
+        .args([
+            "--disable-hot-restart",
+            "--concurrency",
+            "1",
+            "-l",
+            "warning",
+        ])
+        .arg("--log-path")
+        .arg(log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Process(child)
+}
