@@ -25,8 +25,12 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
 use crate::config::AdminConfig;
+use crate::edge::contract::{
+    BodyTooLarge, InvalidRequest, StoreUnavailable, Unauthorized, UnknownRule,
+};
 use crate::edge::{Problem, ceil_millis};
 use crate::engine::Engine;
+use crate::metrics::Counted;
 use crate::reloadable::Reloadable;
 
 /// The status page: one HTML file and its script, no build step, no external assets.
@@ -84,6 +88,28 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
         .route("/admin/api/reset", post(reset))
         .route("/admin/api/top", get(top))
         .with_state(Admin { engine, config })
+}
+
+/// The admin API's part of the OpenAPI document, with its bearer token scheme.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(rules, key, reset, top), modifiers(&AdminToken))]
+pub(crate) struct AdminApi;
+
+/// The security scheme of the admin API: `Authorization: Bearer <admin token>`.
+struct AdminToken;
+
+impl utoipa::Modify for AdminToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some("The token of the configuration's `admin` section."))
+            .build();
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("admin_token", SecurityScheme::Http(scheme));
+    }
 }
 
 /// `None` when the request carries the admin token, else the 401 to answer.
@@ -150,20 +176,38 @@ fn required<'q>(query: &'q HashMap<String, String>, name: &str) -> Result<&'q st
         .ok_or_else(|| Problem::invalid_request(format!("`{name}` is required")))
 }
 
-#[derive(Serialize)]
-struct RuleView {
+/// A rule as configured, and what it decided lately.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct RuleView {
+    /// The rule's name.
     name: String,
+    /// Its algorithm (`token_bucket`, `fixed_window`, ...).
     algorithm: String,
+    /// Its limit.
     limit: u64,
+    /// Its period, in seconds.
     period_seconds: f64,
+    /// Requests allowed per second, over the last `rates_over_seconds`.
     allowed_per_second: f64,
+    /// Requests denied per second, over the last `rates_over_seconds`.
     denied_per_second: f64,
+    /// The span the rates are measured over.
     rates_over_seconds: f64,
+    /// Requests allowed since the start.
     allowed_total: u64,
+    /// Requests denied since the start.
     denied_total: u64,
+    /// About how many keys were allowed with less than 10% left, over the last minute.
     near_limit_keys: u64,
 }
 
+/// Every rule, its limit, its live decision rates and totals, and the keys near their
+/// limit over the last minute.
+#[utoipa::path(get, path = "/admin/api/rules", tag = "admin", security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "The rules, in configuration order.", body = Vec<RuleView>),
+        (status = 401, response = Unauthorized),
+    ))]
 async fn rules(State(admin): State<Admin>, headers: HeaderMap) -> Response {
     if let Some(refused) = authorize(&admin, &headers) {
         return refused;
@@ -195,18 +239,40 @@ async fn rules(State(admin): State<Admin>, headers: HeaderMap) -> Response {
     Json(views).into_response()
 }
 
-#[derive(Serialize)]
-struct KeyView {
+/// One key's state under one rule.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct KeyView {
+    /// The rule.
     rule: String,
+    /// The key, as stored.
     key: String,
+    /// Its limit.
     limit: u64,
+    /// What remains of its budget.
     remaining: u64,
+    /// Milliseconds until its budget is full again.
     reset_after_ms: u64,
+    /// Whether it is locked out (a `lockout` rule tripped).
     locked_out: bool,
+    /// For how much longer, in milliseconds.
     locked_for_ms: Option<u64>,
+    /// How many lockouts it has had in a row.
     lockouts: u64,
 }
 
+/// A key's state under a rule: what remains, when it resets, whether it is locked out.
+#[utoipa::path(get, path = "/admin/api/key", tag = "admin", security(("admin_token" = [])),
+    params(
+        ("rule" = String, Query, description = "The rule's name.", example = "api"),
+        ("key" = String, Query, description = "The key, as the rule builds it (see `weir explain`).", example = "203.0.113.7"),
+    ),
+    responses(
+        (status = 200, description = "The key's state.", body = KeyView),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = UnknownRule),
+        (status = 503, response = StoreUnavailable),
+    ))]
 async fn key(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Response {
     if let Some(refused) = authorize(&admin, &headers) {
         return refused;
@@ -238,13 +304,41 @@ async fn key(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
     answer.await.unwrap_or_else(|refused| refused)
 }
 
-#[derive(Deserialize)]
+/// A key to forget.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ResetRequest {
+pub(crate) struct ResetRequest {
+    /// The rule's name.
+    #[schema(example = "api")]
     rule: String,
+    /// The key, as the rule builds it.
+    #[schema(min_length = 1, example = "203.0.113.7")]
     key: String,
 }
 
+/// What a reset did.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ResetAnswer<'a> {
+    /// Always true: the key's state and lockouts are forgotten.
+    reset: bool,
+    /// The rule.
+    rule: &'a str,
+    /// The key.
+    key: &'a str,
+}
+
+/// Forgets a key's state and lockouts under a rule (unlocking a caller); logged with
+/// the caller's address.
+#[utoipa::path(post, path = "/admin/api/reset", tag = "admin", security(("admin_token" = [])),
+    request_body = ResetRequest,
+    responses(
+        (status = 200, description = "Forgotten.", body = ResetAnswer),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = UnknownRule),
+        (status = 413, response = BodyTooLarge),
+        (status = 503, response = StoreUnavailable),
+    ))]
 async fn reset(
     State(admin): State<Admin>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -273,9 +367,11 @@ async fn reset(
                     by = %peer,
                     "admin: key reset (state and lockouts forgotten)"
                 );
-                Ok(Json(
-                    serde_json::json!({"reset": true, "rule": request.rule, "key": request.key}),
-                )
+                Ok(Json(ResetAnswer {
+                    reset: true,
+                    rule: &request.rule,
+                    key: &request.key,
+                })
                 .into_response())
             }
             Ok(false) => Err(Problem::unknown_rule(&request.rule).into_response()),
@@ -288,6 +384,31 @@ async fn reset(
     answer.await.unwrap_or_else(|refused| refused)
 }
 
+/// The identities a rule denied most.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct TopAnswer<'a> {
+    /// The rule.
+    rule: &'a str,
+    /// Over how many minutes.
+    minutes: u64,
+    /// The identities, most denied first.
+    top: Vec<Counted>,
+}
+
+/// The identities a rule denied most over the last minutes (estimated in bounded
+/// memory: each count may overstate by its `error`).
+#[utoipa::path(get, path = "/admin/api/top", tag = "admin", security(("admin_token" = [])),
+    params(
+        ("rule" = String, Query, description = "The rule's name.", example = "api"),
+        ("minutes" = Option<u64>, Query, description = "Over the last how many minutes (1 to 5, default 5).", minimum = 1, maximum = 5),
+        ("n" = Option<u64>, Query, description = "How many identities (1 to 64, default 20).", minimum = 1, maximum = 64),
+    ),
+    responses(
+        (status = 200, description = "The most denied identities.", body = TopAnswer),
+        (status = 400, response = InvalidRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = UnknownRule),
+    ))]
 async fn top(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Response {
     if let Some(refused) = authorize(&admin, &headers) {
         return refused;
@@ -315,7 +436,7 @@ async fn top(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Respon
         let top = metrics
             .rule(rule)
             .top_denied(metrics.now(), minutes, n as usize);
-        Ok(Json(serde_json::json!({"rule": rule, "minutes": minutes, "top": top})).into_response())
+        Ok(Json(TopAnswer { rule, minutes, top }).into_response())
     };
     answer().unwrap_or_else(IntoResponse::into_response)
 }

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use weir_core::Decision;
 
+use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable, UnknownRule};
 use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit};
 use crate::engine::{Engine, NamedPolicy};
 use crate::reloadable::Reloadable;
@@ -23,19 +24,74 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 /// The longest key accepted, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
-#[derive(Debug, Deserialize)]
+/// One check: spend `cost` units of `key`'s budget under `rule`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CheckRequest {
+pub(crate) struct CheckRequest {
+    /// The rule's name, as in the configuration.
+    #[schema(example = "api", pattern = "^[A-Za-z0-9_.-]{1,64}$")]
     rule: String,
+    /// Whose budget: any identity of at most 1024 bytes, compared byte for byte.
+    #[schema(example = "user-42", min_length = 1, max_length = 1024)]
     key: String,
+    /// The units this request spends (default 1); 0 reads the state without spending.
     #[serde(default = "one")]
+    #[schema(default = 1, minimum = 0)]
     cost: u64,
+}
+
+/// The decision of a check (the body of its 200 and 429 answers). Written by hand in
+/// [`json`] for speed; this type is its contract, and a test holds the two together.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "the contract of `json`: only its test makes one")]
+pub(crate) struct CheckAnswer {
+    /// Whether the request may go on.
+    allowed: bool,
+    /// The rule that decided.
+    rule: String,
+    /// The rule's limit (this key's, when a plan sets it).
+    limit: u64,
+    /// What remains of the budget after this check.
+    remaining: u64,
+    /// Milliseconds until the budget is full again (rounded up).
+    reset_after_ms: u64,
+    /// When denied, the milliseconds to wait before the same request would be allowed;
+    /// `null` when allowed, or when it never will be (a cost above the limit).
+    retry_after_ms: Option<u64>,
+    /// The milliseconds to hold the request before going on (`delay` rules; else 0).
+    delay_ms: u64,
 }
 
 fn one() -> u64 {
     1
 }
 
+/// Spends from a key's budget under a rule and answers whether the request may go on.
+#[utoipa::path(
+    post,
+    path = "/v1/check",
+    tag = "decision",
+    request_body = CheckRequest,
+    responses(
+        (status = 200, description = "Allowed; the RateLimit fields describe the rule's quota.", body = CheckAnswer,
+            headers(
+                ("RateLimit-Policy" = String, description = "The rule's quota: `\"rule\";q=<limit>;w=<seconds>`"),
+                ("RateLimit" = String, description = "What remains: `\"rule\";r=<remaining>;t=<seconds to full>`"),
+            )),
+        (status = 429, description = "Denied; `Retry-After` and `Retry-After-Ms` say when to try again (absent when the cost is above the limit).", body = CheckAnswer,
+            headers(
+                ("RateLimit-Policy" = String),
+                ("RateLimit" = String),
+                ("Retry-After" = u64, description = "Seconds to wait (rounded up)"),
+                ("Retry-After-Ms" = u64, description = "Milliseconds to wait (rounded up)"),
+            )),
+        (status = 400, response = InvalidRequest),
+        (status = 404, response = UnknownRule),
+        (status = 413, response = BodyTooLarge),
+        (status = 503, response = StoreUnavailable),
+    )
+)]
 pub(super) async fn check(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     // The engine as configured now; a reload while this request runs does not affect it.
     let engine = engine.current();
@@ -166,6 +222,8 @@ mod tests {
             let body = json("api-v2.search_1", decision);
             let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(parsed, expected);
+            // ... and it is what the OpenAPI document says it is.
+            let _: CheckAnswer = serde_json::from_slice(&body).unwrap();
         }
     }
 }

@@ -22,7 +22,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, he
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::edge::{self, Answer, Problem, ceil_millis};
+use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable};
+use crate::edge::{self, Answer, Problem, ProblemJson, ceil_millis};
 use crate::engine::{Engine, RuleDecision, SettlementId, Verdict};
 use crate::reloadable::Reloadable;
 use crate::request::canonical_ip;
@@ -31,45 +32,101 @@ use crate::request::canonical_ip;
 pub(crate) const MAX_DECIDE_BYTES: usize = 256 * 1024;
 
 /// One header's value, or several for a header sent more than once.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
-enum HeaderValues {
+pub(crate) enum HeaderValues {
     One(String),
     Many(Vec<String>),
 }
 
-#[derive(Debug, Deserialize)]
+/// A request a service received, to be decided as the gateway would decide it.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct DecideRequest {
+pub(crate) struct DecideRequest {
+    /// The request's method (an HTTP token).
+    #[schema(example = "POST", pattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
     method: String,
+    /// Its target in origin form (path and query), as received.
+    #[schema(example = "/v1/login?next=%2F", pattern = "^/")]
     path: String,
+    /// Its host (else the `host` header among `headers`).
+    #[schema(example = "api.example.com")]
     host: Option<String>,
+    /// Its header fields, by name: one value, or a list for a field sent more than once.
     #[serde(default)]
     headers: BTreeMap<String, HeaderValues>,
+    /// The address of the client that sent it (IPv4 or IPv6).
+    #[schema(schema_with = ip_address, example = "203.0.113.7")]
     client_ip: IpAddr,
+    /// Its body as text, for rules keyed on a body field or plans found by one.
     body: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct QuotaJson<'a> {
+/// An IPv4 or IPv6 address, as the schema of `client_ip`.
+fn ip_address() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+    let address = |format| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(format)))
+    };
+    OneOfBuilder::new()
+        .item(address(KnownFormat::Ipv4))
+        .item(address(KnownFormat::Ipv6))
+        .build()
+        .into()
+}
+
+/// One rule's quota after the decision.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct QuotaJson<'a> {
+    /// The rule.
     rule: &'a str,
+    /// Its limit for this caller.
     limit: u64,
+    /// What remains.
     remaining: u64,
+    /// Milliseconds until the budget is full again (rounded up).
     reset_after_ms: u64,
 }
 
-#[derive(Debug, Serialize)]
-struct DecideResponse<'a> {
+/// The verdict on a request.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct DecideResponse<'a> {
+    /// Whether the request may go on.
     allowed: bool,
+    /// The quota of every rule that applied.
     quotas: Vec<QuotaJson<'a>>,
+    /// The rules that denied it.
     violated: Vec<&'a str>,
+    /// When denied, milliseconds to wait before retrying (`null`: never, at this cost).
     retry_after_ms: Option<u64>,
+    /// Shadow rules that would have denied it (they only report).
     shadow_denied: Vec<&'a str>,
+    /// When a rule is counted by outcome or its cost is known at the end: the id to
+    /// report the outcome with (`POST /v1/settle`, within 60 s).
     settlement: Option<String>,
     /// The header fields to add to the answer sent to the client.
     headers: BTreeMap<String, String>,
 }
 
+/// Decides a request a service received exactly as the gateway would, and says which
+/// header fields to send its client.
+#[utoipa::path(
+    post,
+    path = "/v1/decide",
+    tag = "decision",
+    request_body = DecideRequest,
+    responses(
+        (status = 200, description = "Allowed: go on. The same fields are on this answer and in `headers`.", body = DecideResponse),
+        (status = 429, description = "Denied: answer the client 429 with `headers`.", body = DecideResponse),
+        (status = 400, response = InvalidRequest),
+        (status = 413, response = BodyTooLarge),
+        (status = 415, description = "A rule keys on a body field this body does not give (not JSON or a form).", body = ProblemJson, content_type = "application/problem+json"),
+        (status = 421, description = "No rule names this host, and the configuration refuses unknown hosts.", body = ProblemJson, content_type = "application/problem+json"),
+        (status = 503, response = StoreUnavailable),
+    )
+)]
 pub(super) async fn decide(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     let engine = engine.current();
     match read(body).await {
@@ -202,10 +259,15 @@ fn header_map(headers: &BTreeMap<String, HeaderValues>) -> Result<HeaderMap, Pro
     Ok(map)
 }
 
-#[derive(Debug, Deserialize)]
+/// The outcome of a request decided with a settlement.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SettleRequest {
+pub(crate) struct SettleRequest {
+    /// The id `/v1/decide` (or `Weir-Reservation`) gave.
+    #[schema(pattern = "^[0-9a-fA-F]{32}$")]
     settlement: String,
+    /// The status the app answered: what outcome-counted rules count by.
+    #[schema(minimum = 100, maximum = 599)]
     status: u16,
     /// The request's actual cost, for the rules with `cost_from` (the others keep
     /// their cost).
@@ -213,6 +275,20 @@ struct SettleRequest {
     cost: Option<u64>,
 }
 
+/// Reports the outcome of a request decided with a settlement: its reservations are kept
+/// or given back, and a cost known only at the end is trued up.
+#[utoipa::path(
+    post,
+    path = "/v1/settle",
+    tag = "decision",
+    request_body = SettleRequest,
+    responses(
+        (status = 204, description = "Settled."),
+        (status = 400, response = InvalidRequest),
+        (status = 404, description = "No settlement waits under this id (settled already, expired, or made before a reload); its reservations stay counted.", body = ProblemJson, content_type = "application/problem+json"),
+        (status = 413, response = BodyTooLarge),
+    )
+)]
 pub(super) async fn settle(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     let engine = engine.current();
     let request: SettleRequest = match axum::body::to_bytes(body, 1024).await {

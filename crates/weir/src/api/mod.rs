@@ -12,7 +12,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::edge::Problem;
+use crate::edge::{Problem, ProblemJson};
 use crate::engine::Engine;
 use crate::reloadable::Reloadable;
 
@@ -24,7 +24,7 @@ pub fn router(engine: Reloadable<Engine>) -> Router {
         .route("/v1/check", post(check::check))
         .route("/v1/decide", post(decide::decide))
         .route("/v1/settle", post(decide::settle))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
         .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })
@@ -32,16 +32,36 @@ pub fn router(engine: Reloadable<Engine>) -> Router {
         .with_state(engine)
 }
 
-/// `GET /metrics`: every metric in the OpenMetrics text format.
+/// The decision API's part of the OpenAPI document: the operations above.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(check::check, decide::decide, decide::settle, healthz, ready, metrics))]
+pub(crate) struct DecisionApi;
+
+/// Whether the process is up (it answers `ok`; nothing else is checked).
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The process is up.", body = String, content_type = "text/plain")))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Every metric in the OpenMetrics text format.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "The metrics (OpenMetrics text).", body = String,
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")))]
 async fn metrics(State(engine): State<Reloadable<Engine>>) -> Response {
     let text = engine.current().metrics().metrics().encode();
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
 
-/// `GET /readyz`: 200 when the store is answering, else 503 (weir still serves, under
+/// 200 when the store is answering, else 503 (weir still serves, under
 /// each rule's failure policy, but its limits are not shared right now). For Redis,
 /// what the store's health loop last saw and the circuit breaker's state: right within
 /// about a second with or without traffic (see `weir_store::StoreHealth`).
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "The store is answering.", body = String, content_type = "text/plain"),
+        (status = 503, description = "The store is not answering: rules follow their failure policy.", body = ProblemJson, content_type = "application/problem+json"),
+    ))]
 async fn ready(State(engine): State<Reloadable<Engine>>) -> Response {
     if engine.current().store().is_ready() {
         "ready\n".into_response()

@@ -30,7 +30,8 @@ use axum::http::{HeaderName, Request};
 use axum::response::{IntoResponse, Response};
 
 use crate::config::{AuthConfig, Convention};
-use crate::edge::Problem;
+use crate::edge::contract::{InvalidRequest, RateLimited, StoreUnavailable};
+use crate::edge::{Problem, ProblemJson};
 use crate::engine::Engine;
 use crate::reloadable::Reloadable;
 use crate::request::{ClientIpConfig, ForwardedHeader, canonical_ip};
@@ -121,6 +122,65 @@ pub(crate) fn router(door: Reloadable<AuthDoor>) -> Router {
     Router::new().fallback(handle).with_state(door)
 }
 
+/// The forward-auth door's part of the OpenAPI document.
+#[derive(utoipa::OpenApi)]
+#[openapi(paths(handle), modifiers(&OperationPerMethod))]
+pub(crate) struct AuthApi;
+
+/// Names each method's operation on `/v1/auth` apart (`auth_get`, `auth_post`...):
+/// the path macro gives them all the handler's name, and an operation id is unique.
+struct OperationPerMethod;
+
+impl utoipa::Modify for OperationPerMethod {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                ("get", &mut item.get),
+                ("head", &mut item.head),
+                ("post", &mut item.post),
+                ("put", &mut item.put),
+                ("patch", &mut item.patch),
+                ("delete", &mut item.delete),
+                ("options", &mut item.options),
+                ("trace", &mut item.trace),
+            ];
+            for (method, operation) in operations {
+                if let Some(operation) = operation {
+                    operation.operation_id = Some(format!("auth_{method}"));
+                }
+            }
+        }
+    }
+}
+
+/// Decides the request a proxy is about to forward, read from the headers of the
+/// configured `auth.convention`; any method. Served on `--auth-listen` only, to callers
+/// in `auth.trusted_proxies`. With `convention: envoy` the original path follows the
+/// configured `path_prefix` (`/v1/auth/<original path>`).
+#[utoipa::path(method(get, head, post, put, patch, delete, options, trace), path = "/v1/auth", tag = "forward auth",
+    servers((url = "http://{auth_listen}", description = "The forward-auth listener (`weir serve --auth-listen`)",
+        variables(("auth_listen" = (default = "127.0.0.1:8082", description = "Its address"))))),
+    params(
+        ("X-Forwarded-For" = String, Header, description = "The client's address as the proxy appended it (every convention)."),
+        ("X-Forwarded-Method" = Option<String>, Header, description = "`convention: forwarded`: the original method."),
+        ("X-Forwarded-Proto" = Option<String>, Header, description = "`convention: forwarded`: the original scheme."),
+        ("X-Forwarded-Host" = Option<String>, Header, description = "`convention: forwarded`: the original host."),
+        ("X-Forwarded-Uri" = Option<String>, Header, description = "`convention: forwarded`: the original target."),
+        ("X-Original-Method" = Option<String>, Header, description = "`convention: original`: the original method."),
+        ("X-Original-URI" = Option<String>, Header, description = "`convention: original`: the original target (the host from `Host`)."),
+        ("X-Original-URL" = Option<String>, Header, description = "`convention: original` (ingress-nginx): the original absolute URL."),
+    ),
+    responses(
+        (status = 200, description = "Allowed: copy the RateLimit fields onto the answer; pass `Weir-Reservation` upstream (overwriting any the client sent) for the app to settle with `/v1/settle`.",
+            headers(
+                ("RateLimit-Policy" = String), ("RateLimit" = String),
+                ("Weir-Reservation" = String, description = "With `reservations: app`, when a rule is settled by the app."),
+            )),
+        (status = 429, response = RateLimited),
+        (status = 400, response = InvalidRequest),
+        (status = 403, description = "The caller is not in `auth.trusted_proxies` (nothing decided), or a denial when `auth.denied_status` is 403 (nginx).", body = ProblemJson, content_type = "application/problem+json"),
+        (status = 503, response = StoreUnavailable),
+    ))]
 async fn handle(
     State(door): State<Reloadable<AuthDoor>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

@@ -6,6 +6,7 @@
 
 mod accept;
 mod body;
+pub(crate) mod contract;
 mod cost;
 mod forwarding;
 mod problem;
@@ -21,7 +22,7 @@ pub(crate) use self::accept::{
 pub(crate) use self::body::BodyReader;
 pub(crate) use self::cost::settle;
 pub(crate) use self::forwarding::{host_of_target, write_forwarding};
-pub(crate) use self::problem::Problem;
+pub(crate) use self::problem::{Problem, ProblemJson};
 use self::ratelimit::insert_legacy;
 pub(crate) use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};
 use crate::engine::{Allowed, Denied, RuleDecision, Verdict};

@@ -17,14 +17,23 @@ pub(crate) struct Problem {
     violated: Vec<String>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// The body of every error answer (`application/problem+json`, RFC 9457).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Problem)]
+pub(crate) struct ProblemJson<'a> {
+    /// A stable path naming the kind of problem, e.g. `/problems/rate-limited`.
     #[serde(rename = "type")]
+    #[schema(example = "/problems/invalid-request")]
     kind: String,
+    /// A short human summary of the kind of problem.
     title: &'a str,
+    /// The HTTP status of the answer.
     status: u16,
+    /// What went wrong with this request, for a person to read.
     detail: &'a str,
+    /// The rules that denied the request (rate-limited answers only).
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    #[schema(required = false)]
     violated: &'a [String],
 }
 
@@ -274,7 +283,7 @@ impl Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let body = Body {
+        let body = ProblemJson {
             kind: format!("/problems/{}", self.kind),
             title: self.title,
             status: self.status.as_u16(),

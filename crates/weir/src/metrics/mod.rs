@@ -35,6 +35,7 @@ pub(crate) use self::rates::Rates;
 use self::rates::Samples;
 pub(crate) use self::regions::ShareMetrics;
 pub(crate) use self::series::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
+pub(crate) use self::top::Counted;
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus
 /// scrapes natively).

@@ -19,7 +19,7 @@ const MINUTES: u64 = 5;
 const MINUTE_NS: u64 = 60_000_000_000;
 
 /// An identity and about how many times it was denied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub(crate) struct Counted {
     /// The identity (the rule's key, as stored).
     pub identity: String,

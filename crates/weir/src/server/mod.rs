@@ -3,6 +3,7 @@
 //! `workers` runs one server thread per core, `reload` swaps the configuration.
 
 mod listen;
+mod openapi;
 mod reload;
 mod workers;
 
@@ -132,7 +133,18 @@ impl Instance {
 /// The decision API, `/healthz`, `/readyz` and `/metrics`; with an `envoy` section,
 /// envoyproxy/ratelimit's `POST /json` too: what `--listen` answers when there is no
 /// gateway.
+/// `GET /openapi.json` describes them.
 pub fn decision_router(service: &Instance) -> axum::Router {
+    let parts = openapi::Parts {
+        admin: false,
+        auth: service.auth.is_some(),
+    };
+    decision_routes(service).merge(openapi::route(parts))
+}
+
+/// The decision API's routes, and envoyproxy/ratelimit's `POST /json` with an `envoy`
+/// section.
+fn decision_routes(service: &Instance) -> axum::Router {
     let api = crate::api::router(service.engine.clone());
     match envoy_door(service) {
         Some(door) => api.merge(crate::envoy::json_router(door)),
@@ -141,9 +153,14 @@ pub fn decision_router(service: &Instance) -> axum::Router {
 }
 
 /// What the admin listener answers: [`decision_router`]'s routes, and the admin API
-/// and status page when the configuration has an `admin` section.
+/// and status page when the configuration has an `admin` section; `GET /openapi.json`
+/// describes them.
 pub fn admin_router(service: &Instance) -> axum::Router {
-    let api = decision_router(service);
+    let parts = openapi::Parts {
+        admin: service.admin.is_some(),
+        auth: service.auth.is_some(),
+    };
+    let api = decision_routes(service).merge(openapi::route(parts));
     match &service.admin {
         Some(admin) => api.merge(crate::admin::router(service.engine.clone(), admin.clone())),
         None => api,

@@ -25,7 +25,8 @@ pub(crate) struct Server {
     _stdout: BufReader<std::process::ChildStdout>,
     /// Where it listens.
     pub addr: String,
-    /// Where the decision API listens, in gateway mode.
+    /// Where the admin listener is: the decision API in gateway mode, and the admin
+    /// API with an `admin` section.
     pub admin: Option<String>,
     /// Where the gRPC door listens, with an `envoy` section (and `--grpc-listen`).
     pub grpc: Option<String>,
@@ -71,7 +72,8 @@ impl Server {
         let addr = next("weir listening on http://");
         let text = std::fs::read_to_string(config).unwrap();
         let section = |name: &str| text.starts_with(name) || text.contains(&format!("\n{name}"));
-        let admin = section("upstream:").then(|| next("weir admin listening on http://"));
+        let admin = (section("upstream:") || section("admin:"))
+            .then(|| next("weir admin listening on http://"));
         let grpc = section("envoy:").then(|| next("weir grpc listening on "));
         let auth = section("auth:").then(|| next("weir auth listening on http://"));
         Self {
