@@ -464,6 +464,12 @@ async fn descriptors_are_counted_in_the_metrics_by_outcome() {
     assert_eq!(count("unlimited"), "1");
     assert_eq!(count("no_limit"), "1");
     assert_eq!(count("unavailable"), "0");
+    // ... and the calls as the door's answers: one OK, one over the limit.
+    for (status, calls) in [("2xx", "1"), ("4xx", "1"), ("5xx", "0")] {
+        let series = format!("weir_door_answers_total{{door=\"envoy\",status=\"{status}\"}} ");
+        let found = text.lines().find_map(|line| line.strip_prefix(&series));
+        assert_eq!(found, Some(calls), "{series} in\n{text}");
+    }
 }
 
 /// weir's additions (`x-weir`): any algorithm, any period, a burst.

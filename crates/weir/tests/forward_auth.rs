@@ -443,7 +443,7 @@ fn holds_the_limit(stack: &Stack) {
     // (7 books, 3 forged addresses, 1 shelf, 2 logins) and the untrusted caller.
     let metrics = get(stack.weir.addr.parse().unwrap(), "weir", "/metrics").unwrap();
     for (status, count) in [("2xx", 14), ("4xx", 14)] {
-        let line = format!("weir_auth_requests_total{{status=\"{status}\"}} {count}");
+        let line = format!("weir_door_answers_total{{door=\"auth\",status=\"{status}\"}} {count}");
         assert!(metrics.body.contains(&line), "{line} in:\n{}", metrics.body);
     }
 }

@@ -231,6 +231,14 @@ async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
         ),
         7.0
     );
+    // ... and the door they came in by.
+    assert_eq!(
+        sample(
+            &samples,
+            r#"weir_door_answers_total{door="gateway",status="4xx"}"#
+        ),
+        7.0
+    );
     assert_eq!(
         sample(
             &samples,
@@ -683,6 +691,10 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
         r#"<tr data-rule="login-account-ip"><td>login-account-ip</td><td>sliding_log</td><td class="n">5</td><td class="n">15 min</td>"#,
         r#"<table data-rule="login-account-ip"><caption>login-account-ip</caption>"#,
         "<code>email=ana@example.com&amp;client_ip=127.0.0.1</code>",
+        // The traffic by door: 15 answers of the gateway, all 4xx (5 failed logins,
+        // then 10 denials).
+        r#"<tr data-door="gateway"><td>gateway</td>"#,
+        r#"<td class="n">0</td><td class="n deny">15</td><td class="n">0</td><td class="n">15</td></tr>"#,
         "updated ",
     ] {
         assert!(dom.contains(shown), "the page lacks {shown}:\n{dom}");

@@ -128,6 +128,7 @@ fn each_listener_serves_a_valid_document_of_what_it_serves() {
     assert_eq!(
         paths(&on_admin),
         [
+            "/admin/api/doors",
             "/admin/api/key",
             "/admin/api/reset",
             "/admin/api/rules",

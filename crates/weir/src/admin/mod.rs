@@ -10,9 +10,11 @@
 //! - `POST /admin/api/reset` with `{"rule": R, "key": K}`: forgets a key's state and
 //!   lockouts (unlocking a caller), logged;
 //! - `GET /admin/api/top?rule=R&minutes=5&n=20`: the identities the rule denied most
-//!   (estimated in bounded memory; see `metrics::top`).
+//!   (estimated in bounded memory; see `metrics::top`);
+//! - `GET /admin/api/doors`: each door's answers so far, by status class (the page's
+//!   traffic by door).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 use axum::Json;
@@ -30,7 +32,7 @@ use crate::edge::contract::{
 };
 use crate::edge::{Problem, ceil_millis};
 use crate::engine::Engine;
-use crate::metrics::Counted;
+use crate::metrics::{CLASSES, Counted};
 use crate::reloadable::Reloadable;
 
 /// The status page: one HTML file and its script, no build step, no external assets.
@@ -87,12 +89,13 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
         .route("/admin/api/key", get(key))
         .route("/admin/api/reset", post(reset))
         .route("/admin/api/top", get(top))
+        .route("/admin/api/doors", get(doors))
         .with_state(Admin { engine, config })
 }
 
 /// The admin API's part of the OpenAPI document, with its bearer token scheme.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(rules, key, reset, top), modifiers(&AdminToken))]
+#[openapi(paths(rules, key, reset, top, doors), modifiers(&AdminToken))]
 pub(crate) struct AdminApi;
 
 /// The security scheme of the admin API: `Authorization: Bearer <admin token>`.
@@ -382,6 +385,44 @@ async fn reset(
         }
     };
     answer.await.unwrap_or_else(|refused| refused)
+}
+
+/// A door's answers since the process started, by status class.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DoorView {
+    /// The door: `gateway`, `layer`, `check` (`/v1/check`), `decide` (`/v1/decide`),
+    /// `auth` (`/v1/auth`) or `envoy` (`ShouldRateLimit`).
+    door: &'static str,
+    /// Its answers by status class (`1xx` to `5xx`): 2xx allowed, 4xx denied or
+    /// refused, 5xx unavailable.
+    answers: BTreeMap<&'static str, u64>,
+    /// All its answers.
+    total: u64,
+}
+
+/// Each door's answers so far by status class (`weir_door_answers_total`): where the
+/// traffic comes in.
+#[utoipa::path(get, path = "/admin/api/doors", tag = "admin", security(("admin_token" = [])),
+    responses(
+        (status = 200, description = "Every door, answered through or not.", body = Vec<DoorView>),
+        (status = 401, response = Unauthorized),
+    ))]
+async fn doors(State(admin): State<Admin>, headers: HeaderMap) -> Response {
+    if let Some(refused) = authorize(&admin, &headers) {
+        return refused;
+    }
+    let engine = admin.engine.current();
+    let views: Vec<DoorView> = engine
+        .metrics()
+        .door_totals()
+        .into_iter()
+        .map(|(door, totals)| DoorView {
+            door: door.as_str(),
+            answers: CLASSES.into_iter().zip(totals).collect(),
+            total: totals.iter().sum(),
+        })
+        .collect();
+    Json(views).into_response()
 }
 
 /// The identities a rule denied most.

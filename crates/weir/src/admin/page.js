@@ -61,8 +61,31 @@ async function reset(rule, key) {
   refresh();
 }
 
+// Each door's answers at the last refresh, for its rate over the time since.
+let lastDoors = null;
+
+function renderDoors(doors) {
+  const now = performance.now();
+  const body = document.querySelector("#doors tbody");
+  body.replaceChildren();
+  for (const d of doors.filter((d) => d.total > 0)) {
+    const before = lastDoors && lastDoors.totals.get(d.door);
+    const seconds = lastDoors ? (now - lastDoors.at) / 1000 : 0;
+    const row = body.insertRow();
+    row.dataset.door = d.door;
+    cell(row, d.door);
+    cell(row, before !== undefined && seconds > 0 ? rate((d.total - before) / seconds) : "…", "n");
+    cell(row, d.answers["2xx"], "n");
+    cell(row, d.answers["4xx"], d.answers["4xx"] > 0 ? "n deny" : "n");
+    cell(row, d.answers["5xx"], d.answers["5xx"] > 0 ? "n deny" : "n");
+    cell(row, d.total, "n");
+  }
+  lastDoors = { at: now, totals: new Map(doors.map((d) => [d.door, d.total])) };
+}
+
 async function refresh() {
   try {
+    renderDoors(await api("doors"));
     const rules = await api("rules");
     const body = document.querySelector("#rules tbody");
     body.replaceChildren();

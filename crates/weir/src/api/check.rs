@@ -16,6 +16,7 @@ use weir_core::Decision;
 use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable, UnknownRule};
 use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit};
 use crate::engine::{Engine, NamedPolicy};
+use crate::metrics::Door;
 use crate::reloadable::Reloadable;
 
 /// The largest request body read, in bytes.
@@ -97,20 +98,26 @@ pub(super) async fn check(State(engine): State<Reloadable<Engine>>, body: Body) 
     let engine = engine.current();
     // Awaits in this one function, the rest in plain ones: a nested future is copied
     // whole when it is made, on every request.
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        return Problem::body_too_large(MAX_BODY_BYTES).into_response();
-    };
-    let (rule, request) = match read(&engine, &bytes) {
-        Ok(read) => read,
-        Err(problem) => return problem.into_response(),
-    };
-    match engine.check(rule, &request.key, request.cost).await {
-        Ok(decision) => answer(rule, &decision),
-        Err(error) => {
-            tracing::warn!(rule = %rule.name, %error, "the store could not decide");
-            Problem::store_unavailable().into_response()
+    let response = 'answer: {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+            break 'answer Problem::body_too_large(MAX_BODY_BYTES).into_response();
+        };
+        let (rule, request) = match read(&engine, &bytes) {
+            Ok(read) => read,
+            Err(problem) => break 'answer problem.into_response(),
+        };
+        match engine.check(rule, &request.key, request.cost).await {
+            Ok(decision) => answer(rule, &decision),
+            Err(error) => {
+                tracing::warn!(rule = %rule.name, %error, "the store could not decide");
+                Problem::store_unavailable().into_response()
+            }
         }
-    }
+    };
+    engine
+        .metrics()
+        .door_answered(Door::Check, response.status().as_u16());
+    response
 }
 
 /// The check asked for, and its rule.

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable};
 use crate::edge::{self, Answer, Problem, ProblemJson, ceil_millis};
 use crate::engine::{Engine, RuleDecision, SettlementId, Verdict};
+use crate::metrics::Door;
 use crate::reloadable::Reloadable;
 use crate::request::canonical_ip;
 
@@ -129,10 +130,14 @@ pub(crate) struct DecideResponse<'a> {
 )]
 pub(super) async fn decide(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     let engine = engine.current();
-    match read(body).await {
+    let response = match read(body).await {
         Ok(request) => answer(&engine, request).await,
         Err(problem) => problem.into_response(),
-    }
+    };
+    engine
+        .metrics()
+        .door_answered(Door::Decide, response.status().as_u16());
+    response
 }
 
 async fn read(body: Body) -> Result<DecideRequest, Problem> {

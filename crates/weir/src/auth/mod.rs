@@ -33,6 +33,7 @@ use crate::config::{AuthConfig, Convention};
 use crate::edge::contract::{InvalidRequest, RateLimited, StoreUnavailable};
 use crate::edge::{Problem, ProblemJson};
 use crate::engine::Engine;
+use crate::metrics::Door;
 use crate::reloadable::Reloadable;
 use crate::request::{ClientIpConfig, ForwardedHeader, canonical_ip};
 use crate::step::{GoOn, RequestStep, Step};
@@ -190,6 +191,6 @@ async fn handle(
     let response = door.answer(peer.ip(), request).await;
     door.engine
         .metrics()
-        .auth_answered(response.status().as_u16());
+        .door_answered(Door::Auth, response.status().as_u16());
     response
 }

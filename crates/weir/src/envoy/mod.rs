@@ -24,7 +24,9 @@ use tonic::{Request, Response, Status};
 pub(crate) use self::json::json_router;
 pub use self::serve::serve_grpc;
 use crate::engine::{Descriptors, Engine};
+use crate::metrics::Door;
 use crate::reloadable::Reloadable;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
 /// Answers `ShouldRateLimit` with the engine, by the descriptors configured now.
 #[derive(Debug, Clone)]
@@ -55,15 +57,28 @@ impl RateLimitService for RateLimitDoor {
 
 impl RateLimitDoor {
     /// The answer to one request: what gRPC and `/json` both send.
+    /// Counted as the door's answers are: over the limit as a 429, a request that
+    /// cannot be read as a 400, a store that cannot decide as a 503.
     async fn decide(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, Status> {
-        let ask = translate::ask(request)?;
         let engine = self.engine.current();
-        let descriptors = self.descriptors.current();
-        // The engine logs the failure (at most every 10 s).
-        let answer = engine
-            .should_rate_limit(&descriptors, &ask)
-            .await
-            .map_err(|_| Status::unavailable("the rate limit store cannot decide now"))?;
-        Ok(translate::response(&answer, descriptors.response_headers))
+        let answer: Result<RateLimitResponse, Status> = async {
+            let ask = translate::ask(request)?;
+            let descriptors = self.descriptors.current();
+            // The engine logs the failure (at most every 10 s).
+            let answer = engine
+                .should_rate_limit(&descriptors, &ask)
+                .await
+                .map_err(|_| Status::unavailable("the rate limit store cannot decide now"))?;
+            Ok(translate::response(&answer, descriptors.response_headers))
+        }
+        .await;
+        let status = match &answer {
+            Ok(response) if response.overall_code == Code::OverLimit as i32 => 429,
+            Ok(_) => 200,
+            Err(status) if status.code() == tonic::Code::Unavailable => 503,
+            Err(_) => 400,
+        };
+        engine.metrics().door_answered(Door::Envoy, status);
+        answer
     }
 }

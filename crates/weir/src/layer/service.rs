@@ -16,6 +16,7 @@ use tower::{Service, ServiceExt};
 
 use crate::edge::Problem;
 use crate::engine::Engine;
+use crate::metrics::Door;
 use crate::reloadable::Reloadable;
 use crate::step::{GoOn, RequestStep, Step};
 
@@ -81,13 +82,17 @@ where
         );
         return Problem::no_client_address().into_response();
     };
-    match step.run(engine, peer.ip(), request).await.0 {
+    let response = match step.run(engine, peer.ip(), request).await.0 {
         Step::Stop(answer) => answer,
         Step::GoOn(GoOn { request, unsettled }) => {
             let response = call(inner, request).await;
             unsettled.finish(Ok(response)).await
         }
-    }
+    };
+    engine
+        .metrics()
+        .door_answered(Door::Layer, response.status().as_u16());
+    response
 }
 
 /// The inner service's answer.

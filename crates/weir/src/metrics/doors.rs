@@ -5,11 +5,67 @@
 
 use std::time::Duration;
 
-use super::families::ShedLabels;
+use super::families::{DoorLabels, ShedLabels};
 use super::series::{EngineMetrics, NONE};
+use super::sharded::Counter;
 
 /// The status classes counted.
-pub(super) const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+pub(crate) const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// A way in to the engine, as its answers are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Door {
+    /// The gateway.
+    Gateway,
+    /// The tower layer (in process).
+    Layer,
+    /// `POST /v1/check`.
+    Check,
+    /// `POST /v1/decide`.
+    Decide,
+    /// `/v1/auth`, the forward-auth door.
+    Auth,
+    /// Envoy's `ShouldRateLimit`, over gRPC or `POST /json`.
+    Envoy,
+}
+
+impl Door {
+    /// Every door, in the order their series are kept.
+    pub(crate) const ALL: [Door; 6] = [
+        Self::Gateway,
+        Self::Layer,
+        Self::Check,
+        Self::Decide,
+        Self::Auth,
+        Self::Envoy,
+    ];
+
+    /// Its `door` label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Gateway => "gateway",
+            Self::Layer => "layer",
+            Self::Check => "check",
+            Self::Decide => "decide",
+            Self::Auth => "auth",
+            Self::Envoy => "envoy",
+        }
+    }
+}
+
+/// The door series of `families`, per door, per status class.
+pub(super) fn door_series(
+    families: &super::families::Families,
+) -> [[Counter; CLASSES.len()]; Door::ALL.len()] {
+    Door::ALL.map(|door| {
+        CLASSES.map(|status| {
+            families.door_answers.get_or_create_owned(&DoorLabels {
+                door: door.as_str(),
+                status,
+            })
+        })
+    })
+}
 
 /// What became of one descriptor of a `ShouldRateLimit` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,23 +143,25 @@ impl EngineMetrics {
         GatewayRequest { metrics: self }
     }
 
-    /// Counts an answer of the forward-auth door with `status`.
-    pub(crate) fn auth_answered(&self, status: u16) {
-        let class = usize::from(status / 100).clamp(1, 5) - 1;
-        let labels = super::families::AuthLabels {
-            status: CLASSES[class],
-        };
-        self.metrics
-            .families
-            .auth_requests
-            .get_or_create(&labels)
-            .inc();
+    /// Counts an answer of `door` with `status`.
+    pub(crate) fn door_answered(&self, door: Door, status: u16) {
+        self.doors[door as usize][class(status)].inc();
+    }
+
+    /// Every door's answers so far (since the process started: reloads keep them).
+    pub(crate) fn door_totals(&self) -> [(Door, [u64; CLASSES.len()]); Door::ALL.len()] {
+        Door::ALL.map(|door| (door, self.doors[door as usize].each_ref().map(|c| c.get())))
     }
 
     /// Records the time the upstream took to answer.
     pub(crate) fn upstream_latency(&self, took: Duration) {
         self.metrics.families.upstream_latency.observe(took);
     }
+}
+
+/// The index of `status`'s class in [`CLASSES`] (below 100: `1xx`; above 599: `5xx`).
+fn class(status: u16) -> usize {
+    usize::from(status / 100).clamp(1, 5) - 1
 }
 
 /// A gateway request being answered.
@@ -118,8 +176,8 @@ impl GatewayRequest<'_> {
         let routes = &self.metrics.gateway;
         let none = routes.len() - 1;
         let route = route.filter(|&r| r < none).unwrap_or(none);
-        let class = usize::from(status / 100).clamp(1, 5) - 1;
-        routes[route][class].inc();
+        routes[route][class(status)].inc();
+        self.metrics.door_answered(Door::Gateway, status);
     }
 }
 

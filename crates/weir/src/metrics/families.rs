@@ -118,9 +118,10 @@ pub(super) struct GatewayLabels {
     pub(super) status: &'static str,
 }
 
-/// Forward-auth door answers: the status class (`2xx`...).
+/// A door's answers: the door (`gateway`, `auth`...) and the status class (`2xx`...).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(super) struct AuthLabels {
+pub(super) struct DoorLabels {
+    pub(super) door: &'static str,
     pub(super) status: &'static str,
 }
 
@@ -180,7 +181,7 @@ pub(super) struct Families {
     pub(super) connections_max: Family<ListenerLabels, Gauge>,
     pub(super) cost_units: Family<CostLabels, Counter>,
     pub(super) envoy_descriptors: Family<EnvoyLabels, Counter>,
-    pub(super) auth_requests: Family<AuthLabels, Counter>,
+    pub(super) door_answers: Family<DoorLabels, Counter>,
     pub(super) region_units: Family<ShareUseLabels, Counter>,
     pub(super) region_renewals: Family<RenewalLabels, Counter>,
     pub(super) region_share: Family<RuleLabels, Gauge>,
@@ -216,7 +217,7 @@ impl Families {
             connections_max: Family::default(),
             cost_units: Family::default(),
             envoy_descriptors: Family::default(),
-            auth_requests: Family::default(),
+            door_answers: Family::default(),
             region_units: Family::default(),
             region_renewals: Family::default(),
             region_share: Family::default(),
@@ -348,9 +349,9 @@ impl Families {
             f.envoy_descriptors.clone(),
         );
         registry.register(
-            "auth_requests",
-            "Forward-auth door (/v1/auth) answers by status class: 2xx allowed, 4xx denied (auth.denied_status), refused (400), or an untrusted caller (403), 5xx unavailable",
-            f.auth_requests.clone(),
+            "door_answers",
+            "Answers by door (gateway, layer, check: /v1/check, decide: /v1/decide, auth: /v1/auth, envoy: ShouldRateLimit over gRPC) and status class: 2xx allowed, 4xx denied or refused, 5xx unavailable (an Envoy call over the limit is 4xx, one the store could not decide 5xx)",
+            f.door_answers.clone(),
         );
         registry.register(
             "region_units",

@@ -27,7 +27,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
-pub(crate) use self::doors::EnvoyOutcome;
+pub(crate) use self::doors::{CLASSES, Door, EnvoyOutcome};
 use self::families::{ConfigLabels, Families, ListenerLabels, StoreLabels};
 pub(crate) use self::leases::LeaseMetrics;
 pub(crate) use self::live::{RuleLive, RuleTotals};

@@ -9,7 +9,7 @@ use std::time::Instant;
 use weir_core::Decision;
 use weir_store::{Check, StoreError};
 
-use super::doors::{CLASSES, EnvoyOutcome};
+use super::doors::{CLASSES, Door, EnvoyOutcome};
 use super::families::{
     CostLabels, DecisionLabels, EnvoyLabels, GatewayLabels, ReasonLabels, RuleLabels,
     STORE_ERROR_KINDS, StoreErrorLabels, StoreOpLabels, store_buckets,
@@ -132,6 +132,8 @@ pub(crate) struct EngineMetrics {
     pub(super) gateway: Vec<[Counter; CLASSES.len()]>,
     /// The Envoy door's descriptors, per [`EnvoyOutcome`].
     pub(super) envoy: [Counter; EnvoyOutcome::ALL.len()],
+    /// Every door's answers, per door, per status class.
+    pub(super) doors: [[Counter; CLASSES.len()]; Door::ALL.len()],
 }
 
 impl std::fmt::Debug for EngineMetrics {
@@ -244,6 +246,7 @@ impl EngineMetrics {
                 outcome: outcome.as_str(),
             })
         });
+        let doors = super::doors::door_series(f);
         Self {
             metrics,
             rules,
@@ -251,6 +254,7 @@ impl EngineMetrics {
             errors,
             refused,
             envoy,
+            doors,
             gateway: routes,
         }
     }
