@@ -30,7 +30,7 @@ use crate::config::AdminConfig;
 use crate::edge::contract::{
     BodyTooLarge, InvalidRequest, StoreUnavailable, Unauthorized, UnknownRule,
 };
-use crate::edge::{Problem, ceil_millis};
+use crate::edge::{Problem, ceil_millis, json};
 use crate::engine::Engine;
 use crate::metrics::{CLASSES, Counted};
 use crate::reloadable::Reloadable;
@@ -355,9 +355,12 @@ async fn reset(
         let bytes = axum::body::to_bytes(body, MAX_RESET_BYTES)
             .await
             .map_err(|_| Problem::body_too_large(MAX_RESET_BYTES).into_response())?;
-        let request: ResetRequest = serde_json::from_slice(&bytes).map_err(|e| {
-            Problem::invalid_request(format!("invalid reset request: {e}")).into_response()
-        })?;
+        let request: ResetRequest = json::read(
+            &bytes,
+            "a reset",
+            r#"{"rule": "login", "key": "ana@example.com"}"#,
+        )
+        .map_err(IntoResponse::into_response)?;
         if request.key.is_empty() {
             return Err(Problem::invalid_request("`key` must not be empty").into_response());
         }

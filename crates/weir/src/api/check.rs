@@ -14,7 +14,7 @@ use serde::Deserialize;
 use weir_core::Decision;
 
 use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable, UnknownRule};
-use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit};
+use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit, json};
 use crate::engine::{Engine, NamedPolicy};
 use crate::metrics::Door;
 use crate::reloadable::Reloadable;
@@ -122,8 +122,8 @@ pub(super) async fn check(State(engine): State<Reloadable<Engine>>, body: Body) 
 
 /// The check asked for, and its rule.
 fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e NamedPolicy, CheckRequest), Problem> {
-    let request: CheckRequest = serde_json::from_slice(bytes)
-        .map_err(|e| Problem::invalid_request(format!("invalid check request: {e}")))?;
+    let request: CheckRequest =
+        json::read(bytes, "a check", r#"{"rule": "api", "key": "user-42"}"#)?;
     if request.key.is_empty() {
         return Err(Problem::invalid_request("`key` must not be empty"));
     }

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable};
-use crate::edge::{self, Answer, Problem, ProblemJson, ceil_millis};
+use crate::edge::{self, Answer, Problem, ProblemJson, ceil_millis, json};
 use crate::engine::{Engine, RuleDecision, SettlementId, Verdict};
 use crate::metrics::Door;
 use crate::reloadable::Reloadable;
@@ -144,8 +144,11 @@ async fn read(body: Body) -> Result<DecideRequest, Problem> {
     let bytes = axum::body::to_bytes(body, MAX_DECIDE_BYTES)
         .await
         .map_err(|_| Problem::body_too_large(MAX_DECIDE_BYTES))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Problem::invalid_request(format!("invalid decide request: {e}")))
+    json::read(
+        &bytes,
+        "a decide request",
+        r#"{"method": "GET", "path": "/", "client_ip": "203.0.113.7"}"#,
+    )
 }
 
 async fn answer(engine: &Arc<Engine>, request: DecideRequest) -> Response {
@@ -298,12 +301,13 @@ pub(super) async fn settle(State(engine): State<Reloadable<Engine>>, body: Body)
     let engine = engine.current();
     let request: SettleRequest = match axum::body::to_bytes(body, 1024).await {
         Err(_) => return Problem::body_too_large(1024).into_response(),
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
+        Ok(bytes) => match json::read(
+            &bytes,
+            "a settlement",
+            r#"{"settlement": "<the id /v1/decide gave>", "status": 200}"#,
+        ) {
             Ok(request) => request,
-            Err(e) => {
-                return Problem::invalid_request(format!("invalid settle request: {e}"))
-                    .into_response();
-            }
+            Err(problem) => return problem.into_response(),
         },
     };
     if !(100..=599).contains(&request.status) {

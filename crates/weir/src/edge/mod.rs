@@ -9,6 +9,7 @@ mod body;
 pub(crate) mod contract;
 mod cost;
 mod forwarding;
+pub(crate) mod json;
 mod problem;
 mod ratelimit;
 
