@@ -94,6 +94,19 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_connections: Option<u64>,
     },
+    /// A small app to try the gateway examples in front of, on their upstream's address.
+    ///
+    /// `POST /login` answers 200 when the JSON or form body's `password` is "correct
+    /// horse battery staple" and 401 otherwise (examples/login.yaml counts the 401s);
+    /// `POST /v1/chat/completions` answers with `usage.total_tokens` set to the body's
+    /// `max_tokens` (default 800; examples/ai-tokens.yaml charges them); anything else
+    /// is 200 with the method and path as JSON. Prints `weir demo-upstream listening on
+    /// http://ADDR` once bound.
+    DemoUpstream {
+        /// The address to listen on: the examples' `upstream.url`.
+        #[arg(long, short, default_value = "127.0.0.1:9000")]
+        listen: SocketAddr,
+    },
     /// Check a configuration file: exit 0 if it is valid, else print the error (file,
     /// line and field) and exit 1.
     CheckConfig {
@@ -147,6 +160,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { file } => Config::load(&file)
             .map(|config| println!("{}: ok ({})", file.display(), config.summary()))
             .map_err(anyhow::Error::from),
+        Command::DemoUpstream { listen } => demo_upstream(listen),
         Command::Serve {
             config,
             listen,
@@ -188,6 +202,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `weir demo-upstream`: the demo app on `listen`, until Ctrl-C or SIGTERM.
+fn demo_upstream(listen: SocketAddr) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = bind(listen).await?;
+        announce(&format!(
+            "weir demo-upstream listening on http://{}",
+            listener.local_addr()?
+        ));
+        axum::serve(listener, weir::demo::router())
+            .with_graceful_shutdown(shutdown_signal())
+            .await?;
+        Ok(())
+    })
 }
 
 /// `weir simulate`, with `--config` read by weir's own loader: the policies simulated

@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("envoy", 6),
     ("auth", 6),
     ("fleet", 6),
+    ("demo", 6),
     ("server", 7),
 ];
 

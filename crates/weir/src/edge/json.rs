@@ -182,7 +182,10 @@ mod tests {
                 "`inner.of` is not a field of a check; the fields are on",
             ),
             ("[1]", "the body of a check must be a JSON object, like"),
-            (r#"["api", "k"]"#, "the body of a check must be a JSON object, like"),
+            (
+                r#"["api", "k"]"#,
+                "the body of a check must be a JSON object, like",
+            ),
             ("", "the body of a check ends before its JSON does"),
             (
                 r#"{"rule": "a", "key": "k"} x"#,
