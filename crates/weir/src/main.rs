@@ -18,10 +18,12 @@ use weir::{Config, ConnectionLimits};
 
 /// weir: a rate limiter for real APIs.
 ///
-/// Rules are read from a YAML file (see examples/ and the README). With no `store:`
-/// section, state lives in this process (the memory store).
+/// Rules are read from a YAML file: `weir example` lists the examples built in, `weir
+/// example NAME --dir DIR` writes one to start from. With no `store:` section, state
+/// lives in this process (the memory store). The user guide:
+/// https://github.com/weir-rs/weir/tree/main/docs/guide/src
 #[derive(Debug, Parser)]
-#[command(version, about, long_about)]
+#[command(version, about = "weir: a rate limiter for real APIs.", long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -107,6 +109,20 @@ enum Command {
         #[arg(long, short, default_value = "127.0.0.1:9000")]
         listen: SocketAddr,
     },
+    /// List the example configurations, print one, or write one (and the files it
+    /// names) to start from.
+    ///
+    /// `weir example` lists them; `weir example NAME` prints NAME's YAML; `weir example
+    /// NAME --dir DIR` writes DIR/NAME.yaml and the files it names (never over an
+    /// existing file). Then: `weir check-config DIR/NAME.yaml`, `weir serve --config
+    /// DIR/NAME.yaml` (the gateway examples with `weir demo-upstream` running).
+    Example {
+        /// The example to print or write.
+        name: Option<String>,
+        /// Write it into this directory instead of printing it.
+        #[arg(long, requires = "name")]
+        dir: Option<PathBuf>,
+    },
     /// Check a configuration file: exit 0 if it is valid, else print the error (file,
     /// line and field) and exit 1.
     CheckConfig {
@@ -161,6 +177,7 @@ fn main() -> ExitCode {
             .map(|config| println!("{}: ok ({})", file.display(), config.summary()))
             .map_err(anyhow::Error::from),
         Command::DemoUpstream { listen } => demo_upstream(listen),
+        Command::Example { name, dir } => example(name.as_deref(), dir.as_deref()),
         Command::Serve {
             config,
             listen,
@@ -202,6 +219,35 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `weir example`: the list, one example's YAML, or the example written into `dir`.
+fn example(name: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use weir::demo::EXAMPLES;
+    let Some(name) = name else {
+        for example in EXAMPLES {
+            println!("{:<14} {}", example.name, example.about);
+        }
+        println!("\nweir example NAME prints one; weir example NAME --dir DIR writes it.");
+        return Ok(());
+    };
+    let Some(example) = EXAMPLES.iter().find(|e| e.name == name) else {
+        let names: Vec<&str> = EXAMPLES.iter().map(|e| e.name).collect();
+        anyhow::bail!(
+            "no example is named `{}`: the examples are {}",
+            name.escape_debug(),
+            names.join(", ")
+        );
+    };
+    match dir {
+        None => print!("{}", example.yaml),
+        Some(dir) => {
+            for path in weir::demo::write_example(example, dir)? {
+                println!("wrote {}", path.display());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `weir demo-upstream`: the demo app on `listen`, until Ctrl-C or SIGTERM.

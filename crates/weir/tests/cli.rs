@@ -117,3 +117,94 @@ fn serve_refuses_a_port_another_weir_serves() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// What `weir` with `args` printed on standard output and error, and whether it
+/// succeeded.
+fn run(args: &[&str]) -> (bool, String, String) {
+    let out = weir().args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn weir_example_lists_prints_and_writes_every_shipped_example() {
+    let (ok, list, _) = run(&["example"]);
+    assert!(ok);
+    // Every examples/*.yaml is built in, and printed as it ships.
+    let mut shipped = 0;
+    for entry in std::fs::read_dir(example("")).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .strip_suffix(".yaml")
+        else {
+            continue;
+        };
+        shipped += 1;
+        assert!(
+            list.lines()
+                .any(|l| l.split_whitespace().next() == Some(name)),
+            "{name} in:\n{list}"
+        );
+        let (ok, yaml, _) = run(&["example", name]);
+        assert!(ok);
+        assert_eq!(yaml, std::fs::read_to_string(&path).unwrap(), "{name}");
+    }
+    assert_eq!(
+        list.lines().filter(|l| !l.is_empty()).count(),
+        shipped + 1,
+        "{list}"
+    );
+    // Written with the files it names, it checks as it is.
+    let dir = tempfile::tempdir().unwrap();
+    let into = dir.path().join("mine");
+    let (ok, wrote, err) = run(&["example", "public-api", "--dir", into.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(wrote.lines().count(), 2, "{wrote}");
+    let plans = std::fs::read_to_string(into.join("plans/api-keys.yaml")).unwrap();
+    assert_eq!(
+        plans,
+        std::fs::read_to_string(example("plans/api-keys.yaml")).unwrap()
+    );
+    let (ok, checked, err) = run(&[
+        "check-config",
+        into.join("public-api.yaml").to_str().unwrap(),
+    ]);
+    assert!(ok && checked.contains(": ok (4 rules)"), "{checked}{err}");
+    // Never over a file that is there.
+    let (ok, _, err) = run(&["example", "public-api", "--dir", into.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("public-api.yaml") && err.contains("exists"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&["example", "publicapi"]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("no example is named `publicapi`: the examples are basic, login"),
+        "{err}"
+    );
+}
+
+#[test]
+fn weir_alone_and_its_help_describe_weir_alike_and_name_the_guide() {
+    let (_, _, alone) = run(&[]);
+    let (ok, help, _) = run(&["--help"]);
+    assert!(ok);
+    let first = |text: &str| text.lines().next().unwrap_or_default().to_owned();
+    assert_eq!(first(&alone), "weir: a rate limiter for real APIs.");
+    assert_eq!(first(&help), first(&alone));
+    assert!(
+        help.contains("docs/guide") && help.contains("weir example"),
+        "{help}"
+    );
+    assert!(
+        !help.contains("README"),
+        "an installed binary has no README: {help}"
+    );
+}
