@@ -117,21 +117,27 @@ impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicyError::LimitOutOfRange { limit, max } => {
-                write!(f, "limit must be between 1 and {max}, got {limit}")?;
+                write!(
+                    f,
+                    "limit must be a whole number from 1 to {max}, got {limit}"
+                )?;
                 if *max == MAX_SLIDING_LOG_LIMIT && *limit > *max {
                     f.write_str(" (sliding_log keeps a timestamp per request; use sliding_window for large limits)")?;
                 }
                 Ok(())
             }
             PolicyError::BurstOutOfRange(burst) => {
-                write!(f, "burst must be between 1 and {MAX_LIMIT}, got {burst}")
+                write!(
+                    f,
+                    "burst must be a whole number from 1 to {MAX_LIMIT}, got {burst}"
+                )
             }
             PolicyError::BurstNotApplicable(algorithm) => write!(
                 f,
                 "burst applies to token_bucket, gcra and leaky_bucket, not to {algorithm}"
             ),
             PolicyError::PeriodOutOfRange(period) => {
-                write!(f, "period must be between 1ms and 366d, got {period:?}")
+                write!(f, "period must be from 1ms to 366d, got {period:?}")
             }
             PolicyError::ShareNotApplicable(algorithm) => write!(
                 f,
@@ -362,9 +368,12 @@ mod tests {
         };
         assert_eq!(
             message(10_001),
-            "limit must be between 1 and 10000, got 10001 (sliding_log keeps a timestamp per request; use sliding_window for large limits)"
+            "limit must be a whole number from 1 to 10000, got 10001 (sliding_log keeps a timestamp per request; use sliding_window for large limits)"
         );
-        assert_eq!(message(0), "limit must be between 1 and 10000, got 0");
+        assert_eq!(
+            message(0),
+            "limit must be a whole number from 1 to 10000, got 0"
+        );
     }
 
     #[test]

@@ -215,7 +215,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("weir: {error:#}");
+            // A configuration's errors are several lines, one an error: each is weir's.
+            for line in format!("{error:#}").lines() {
+                eprintln!("weir: {line}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -49,7 +49,7 @@ fn check_config_names_file_line_and_field() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let expected = format!(
-        "weir: {}:4:12: rules[0].limit: limit must be between 1",
+        "weir: {}:4:12: rules[0].limit: limit must be a whole number from 1",
         file.display()
     );
     assert!(stderr.starts_with(&expected), "{stderr}");

@@ -70,7 +70,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "rules:\n  - name: api\n    algorithm: gcra\n    limit: 0\n    period: 1m\n",
-            "weir.yaml:4:12: rules[0].limit: limit must be between 1 and 1000000000, got 0",
+            "weir.yaml:4:12: rules[0].limit: limit must be a whole number from 1 to 1000000000, got 0",
         ),
         (
             "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n    burst: 0\n",
@@ -82,7 +82,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 0s\n",
-            "weir.yaml:5:13: rules[0].period: period must be between 1ms and 366d",
+            "weir.yaml:5:13: rules[0].period: period must be from 1ms to 366d",
         ),
         (
             "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",
@@ -102,7 +102,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "store:\n  type: memory\n  max_keys: 0\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n",
-            "weir.yaml:3:13: store.max_keys: max_keys must be at least 1",
+            "weir.yaml:3:13: store.max_keys: max_keys must be a whole number, at least 1",
         ),
         (
             "store:\n  type: postgres\nrules: []\n",

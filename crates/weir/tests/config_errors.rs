@@ -50,7 +50,7 @@ fn a_misindented_field_is_reported_on_its_own_line() {
                 "     limit: 10",
                 "    period: 1m",
             ],
-            "weir.yaml:4:6: rules[0].algorithm: this line is indented by 5 spaces, the line above by 4: the fields of one rule or section line up under each other",
+            "weir.yaml:4:6: rules[0].algorithm: this line is indented by 5 spaces, the line above by 4, so YAML reads it as more of the value above it: the fields of one rule or section line up under each other",
         ),
     ]);
 }
@@ -517,5 +517,67 @@ fn the_auth_door_refuses_every_rule_it_could_not_decide_as_written() {
     ] {
         let config = Config::parse(&text, Path::new("weir.yaml")).unwrap();
         assert!(config.has_auth(), "{text}");
+    }
+}
+
+#[test]
+fn every_error_the_checks_can_reach_is_reported_in_one_run_in_file_order() {
+    check(&[(
+        &[
+            "rules:",
+            "  - name: a",
+            "    algorithm: gcra",
+            "    limit: 0",
+            "    period: 1m",
+            "  - name: b",
+            "    algorithm: gcra",
+            "    limit: 5",
+            "    period: 1m",
+            "    burst: 0",
+            "  - name: a",
+            "    algorithm: fixed_window",
+            "    limit: 5",
+            "    period: 1m",
+            "admin:",
+            "  token_file: no-such-token-file",
+        ],
+        "weir.yaml:4:12: rules[0].limit: limit must be a whole number from 1 to 1000000000, got 0\n\
+         weir.yaml:10:12: rules[1].burst: burst must be a whole number from 1 to 1000000000, got 0\n\
+         weir.yaml:11:11: rules[2].name: duplicate rule name `a`: every rule needs its own name\n\
+         weir.yaml:16:3: admin.token_file: cannot read `no-such-token-file`: No such file or directory (os error 2)",
+    )]);
+    // The rules' own checks (their matches, keys) run once every rule's policy is
+    // valid, and report every rule at once too.
+    check(&[(
+        &[
+            "identities:",
+            "  user: { header: X-User }",
+            "rules:",
+            "  - name: a",
+            "    algorithm: gcra",
+            "    limit: 5",
+            "    period: 1m",
+            "    key: [usr]",
+            "  - name: b",
+            "    algorithm: gcra",
+            "    limit: 5",
+            "    period: 1m",
+            "    match: { path_prefix: books }",
+        ],
+        "weir.yaml:4:11: rules[0].key: `key` needs a `match`: it applies to gateway rules\n\
+         weir.yaml:13:12: rules[1].match: path_prefix `books` must start with `/`",
+    )]);
+}
+
+#[test]
+fn a_bound_is_worded_alike_whatever_breaks_it() {
+    let rule = |limit: &str| {
+        error_of(&format!(
+            "rules:\n  - name: a\n    algorithm: gcra\n    limit: {limit}\n    period: 1m\n"
+        ))
+    };
+    let bound = "rules[0].limit: limit must be a whole number from 1 to 1000000000";
+    for limit in ["0", "-5", "1.5", "x", "1000000001"] {
+        assert!(rule(limit).contains(bound), "{limit}: {}", rule(limit));
     }
 }

@@ -16,6 +16,9 @@ pub struct ConfigError {
     pub field: Option<String>,
     /// What is wrong.
     pub message: String,
+    /// The other errors found in the same file, in file order after this one:
+    /// `check-config` reports every error it can find in one run.
+    pub more: Vec<ConfigError>,
 }
 
 impl ConfigError {
@@ -25,7 +28,29 @@ impl ConfigError {
             position: None,
             field: None,
             message: message.into(),
+            more: Vec::new(),
         }
+    }
+
+    /// One error holding all of `errors` (the first, and the others in `more`), or
+    /// `None` when there are none.
+    /// They are put in file order (those with no line last), as found within a line.
+    pub(super) fn all(errors: Vec<ConfigError>) -> Option<ConfigError> {
+        let mut errors: Vec<ConfigError> = errors.into_iter().flat_map(ConfigError::each).collect();
+        errors.sort_by_key(|e| {
+            e.position
+                .map_or((1, 0, 0), |(line, column)| (0, line, column))
+        });
+        let mut errors = errors.into_iter();
+        let mut first = errors.next()?;
+        first.more = errors.collect();
+        Some(first)
+    }
+
+    /// This error and those in its `more`, each alone.
+    fn each(mut self) -> Vec<ConfigError> {
+        let more = std::mem::take(&mut self.more);
+        std::iter::once(self).chain(more).collect()
     }
 
     pub(super) fn at(mut self, location: Location) -> Self {
@@ -53,11 +78,32 @@ impl fmt::Display for ConfigError {
         if let Some(field) = &self.field {
             write!(f, ": {field}")?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", self.message)?;
+        // The others, a line each, as rustc lists its errors.
+        for other in &self.more {
+            write!(f, "\n{other}")?;
+        }
+        Ok(())
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// The errors found so far in one file, for the checks that can go on past one.
+#[derive(Default)]
+pub(super) struct Found(Vec<ConfigError>);
+
+impl Found {
+    /// The value of `result`, or `None` with its error kept.
+    pub(super) fn keep<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+        result.map_err(|error| self.0.push(error)).ok()
+    }
+
+    /// `Err` with every error found, if any.
+    pub(super) fn finish(self) -> Result<(), ConfigError> {
+        ConfigError::all(self.0).map_or(Ok(()), Err)
+    }
+}
 
 /// Builds errors that point into one file.
 pub(super) struct Errors<'a> {

@@ -41,6 +41,7 @@ pub(crate) use self::auth::{AUTH_PATH, AuthConfig, Convention, Reservations};
 pub use self::builder::{ConfigBuilder, RuleBuilder};
 pub(crate) use self::descriptors::EnvoyConfig;
 pub use self::error::ConfigError;
+use self::error::Found;
 use self::file::RawRule;
 pub(crate) use self::period::Period;
 pub(crate) use self::shedding::SheddingConfig;
@@ -144,55 +145,91 @@ impl Config {
             StoreConfig::Redis(_, fallback) => fallback.instances,
             StoreConfig::Memory(_) => 1,
         };
-        let envoy = descriptors::envoy(raw.envoy.as_ref(), &errors, instances, on_redis)?;
-        let region = region::region(raw.region.as_ref(), &store, source)?;
-        let rules = rules(
-            &raw.rules,
-            source,
-            on_redis,
-            envoy.is_some(),
-            region.as_ref(),
-        )?;
-        let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
-        // A policy a rule may take (a plan's custom limit): decided exactly on Redis,
-        // and shareable by the regions for a global rule.
-        let check_policy = |rule: &str, policy: &Policy| -> Result<(), String> {
-            if on_redis {
-                weir_store::check_redis_policy(policy).map_err(|e| e.to_string())?;
-            }
-            let global = rules.iter().any(|r| r.name == rule && r.global);
-            match (&region, global) {
-                (Some(region), true) => region::shareable(policy, region),
-                _ => Ok(()),
-            }
-        };
-        let fallback = match &store {
-            StoreConfig::Redis(_, fallback) => *fallback,
-            StoreConfig::Memory(_) => Fallback { instances: 1 },
-        };
-        // A global rule's fallback: this instance's part of its region's even split.
-        let regions = region.as_ref().map_or(1, RegionSpec::regions);
-        // Read once: the engine keys IPv6 clients by its prefix, the gateway reads
-        // clients by the rest.
-        let client_ip = upstream::client_ip(raw.client_ip.as_ref(), &errors)?;
-        let routing = rules::routing(
-            &raw,
-            &policies,
+        // Each section is checked on past another's error, so that one run reports
+        // every error it can; the rules need the region, the routing the rules.
+        let mut found = Found::default();
+        let envoy = found.keep(descriptors::envoy(
+            raw.envoy.as_ref(),
             &errors,
-            &check_policy,
-            fallback,
-            regions,
-            client_ip.ipv6_prefix,
-        )?;
-        let gateway = upstream::gateway(&raw, &errors, client_ip.clone())?;
-        let admin = admin::admin(raw.admin.as_ref(), &errors)?;
-        let auth = auth::auth(
+            instances,
+            on_redis,
+        ));
+        let region = found.keep(region::region(raw.region.as_ref(), &store, source));
+        let admin = found.keep(admin::admin(raw.admin.as_ref(), &errors));
+        let auth = found.keep(auth::auth(
             raw.auth.as_ref(),
             &raw.rules,
             &raw.identities,
             raw.plans.as_ref(),
             &errors,
-        )?;
+        ));
+        // Read once: the engine keys IPv6 clients by its prefix, the gateway reads
+        // clients by the rest.
+        let client_ip = found.keep(upstream::client_ip(raw.client_ip.as_ref(), &errors));
+        let with_envoy = raw.envoy.is_some();
+        // The rules are read with the region: not without it when it is wrong (a
+        // global rule would be told it has none).
+        let rules = region.as_ref().and_then(|region| {
+            found.keep(rules(
+                &raw.rules,
+                source,
+                on_redis,
+                with_envoy,
+                region.as_ref(),
+            ))
+        });
+        let region = region.flatten();
+        let routing = match (&rules, &client_ip) {
+            (Some(rules), Some(client_ip)) => {
+                let policies: Vec<Policy> = rules.iter().map(|r| r.policy).collect();
+                // A policy a rule may take (a plan's custom limit): decided exactly on
+                // Redis, and shareable by the regions for a global rule.
+                let check_policy = |rule: &str, policy: &Policy| -> Result<(), String> {
+                    if on_redis {
+                        weir_store::check_redis_policy(policy).map_err(|e| e.to_string())?;
+                    }
+                    let global = rules.iter().any(|r| r.name == rule && r.global);
+                    match (&region, global) {
+                        (Some(region), true) => region::shareable(policy, region),
+                        _ => Ok(()),
+                    }
+                };
+                let fallback = match &store {
+                    StoreConfig::Redis(_, fallback) => *fallback,
+                    StoreConfig::Memory(_) => Fallback { instances: 1 },
+                };
+                // A global rule's fallback: this instance's part of its region's even
+                // split.
+                let regions = region.as_ref().map_or(1, RegionSpec::regions);
+                found.keep(rules::routing(
+                    &raw,
+                    &policies,
+                    &errors,
+                    &check_policy,
+                    fallback,
+                    regions,
+                    client_ip.ipv6_prefix,
+                ))
+            }
+            _ => None,
+        };
+        let gateway = client_ip
+            .as_ref()
+            .and_then(|client_ip| found.keep(upstream::gateway(&raw, &errors, client_ip.clone())));
+        found.finish()?;
+        let (
+            Some(envoy),
+            Some(admin),
+            Some(auth),
+            Some(client_ip),
+            Some(rules),
+            Some(routing),
+            Some(gateway),
+        ) = (envoy, admin, auth, client_ip, rules, routing, gateway)
+        else {
+            // Each section missing has its error in `found`.
+            return Err(ConfigError::new(source, "the configuration is not valid"));
+        };
         let envoy_leases = envoy
             .iter()
             .flat_map(|e| e.descriptors.leases())
@@ -257,68 +294,14 @@ fn rules(
 ) -> Result<Vec<NamedPolicy>, ConfigError> {
     let mut names = HashSet::new();
     let mut rules = Vec::with_capacity(raw.len());
+    let mut found = Found::default();
     for (i, rule) in raw.iter().enumerate() {
-        let fail = |location: Location, field: &str, message: String| {
-            ConfigError::new(file, message)
-                .at(location)
-                .field(format!("rules[{i}].{field}"))
-        };
-        let name = rule.name.value.clone();
-        if let Err(message) = check_rule_name(&name) {
-            return Err(fail(rule.name.referenced, "name", message));
+        if let Some(rule) = found.keep(checked_rule(i, rule, &mut names, file, on_redis, region)) {
+            rules.push(rule);
         }
-        if !names.insert(name.clone()) {
-            return Err(fail(
-                rule.name.referenced,
-                "name",
-                format!("duplicate rule name `{name}`: every rule needs its own name"),
-            ));
-        }
-        let algorithm = Algorithm::from(rule.algorithm);
-        let burst = rule.burst.as_ref().map(|b| b.value);
-        let policy = Policy::new(algorithm, rule.limit.value, rule.period.value.0, burst).map_err(
-            |error| {
-                let message = error.to_string();
-                match error {
-                    PolicyError::PeriodOutOfRange(_) => {
-                        fail(rule.period.referenced, "period", message)
-                    }
-                    PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
-                        let at = rule
-                            .burst
-                            .as_ref()
-                            .map_or(rule.limit.referenced, |b| b.referenced);
-                        fail(at, "burst", message)
-                    }
-                    _ => fail(rule.limit.referenced, "limit", message),
-                }
-            },
-        )?;
-        if on_redis {
-            weir_store::check_redis_policy(&policy)
-                .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;
-        }
-        let lease = lease::lease_plan(rule, &policy).map_err(|message| {
-            let at = rule
-                .lease
-                .as_ref()
-                .map_or(rule.name.referenced, |l| l.referenced);
-            fail(at, "lease", message)
-        })?;
-        let global = region::scope(rule, &policy, lease.is_some(), region).map_err(|message| {
-            let at = rule
-                .scope
-                .as_ref()
-                .map_or(rule.name.referenced, |s| s.referenced);
-            fail(at, "scope", message)
-        })?;
-        rules.push(NamedPolicy {
-            name,
-            policy,
-            lease,
-            global,
-        });
     }
+    // Every rule's errors at once; the checks after need every rule's policy.
+    found.finish()?;
     if rules.is_empty() && !envoy {
         return Err(ConfigError::new(
             file,
@@ -327,6 +310,75 @@ fn rules(
         .field("rules"));
     }
     Ok(rules)
+}
+
+/// Rule `i` of the file, checked: its name (unique among `names`), its policy, its lease
+/// and its scope.
+fn checked_rule(
+    i: usize,
+    rule: &RawRule,
+    names: &mut HashSet<String>,
+    file: &Path,
+    on_redis: bool,
+    region: Option<&RegionSpec>,
+) -> Result<NamedPolicy, ConfigError> {
+    let fail = |location: Location, field: &str, message: String| {
+        ConfigError::new(file, message)
+            .at(location)
+            .field(format!("rules[{i}].{field}"))
+    };
+    let name = rule.name.value.clone();
+    if let Err(message) = check_rule_name(&name) {
+        return Err(fail(rule.name.referenced, "name", message));
+    }
+    if !names.insert(name.clone()) {
+        return Err(fail(
+            rule.name.referenced,
+            "name",
+            format!("duplicate rule name `{name}`: every rule needs its own name"),
+        ));
+    }
+    let algorithm = Algorithm::from(rule.algorithm);
+    let burst = rule.burst.as_ref().map(|b| b.value);
+    let policy =
+        Policy::new(algorithm, rule.limit.value, rule.period.value.0, burst).map_err(|error| {
+            let message = error.to_string();
+            match error {
+                PolicyError::PeriodOutOfRange(_) => fail(rule.period.referenced, "period", message),
+                PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
+                    let at = rule
+                        .burst
+                        .as_ref()
+                        .map_or(rule.limit.referenced, |b| b.referenced);
+                    fail(at, "burst", message)
+                }
+                _ => fail(rule.limit.referenced, "limit", message),
+            }
+        })?;
+    if on_redis {
+        weir_store::check_redis_policy(&policy)
+            .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;
+    }
+    let lease = lease::lease_plan(rule, &policy).map_err(|message| {
+        let at = rule
+            .lease
+            .as_ref()
+            .map_or(rule.name.referenced, |l| l.referenced);
+        fail(at, "lease", message)
+    })?;
+    let global = region::scope(rule, &policy, lease.is_some(), region).map_err(|message| {
+        let at = rule
+            .scope
+            .as_ref()
+            .map_or(rule.name.referenced, |s| s.referenced);
+        fail(at, "scope", message)
+    })?;
+    Ok(NamedPolicy {
+        name,
+        policy,
+        lease,
+        global,
+    })
 }
 
 /// Rule names go into store keys and into structured header fields, so they are kept to

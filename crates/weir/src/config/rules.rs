@@ -9,7 +9,7 @@ use axum::http::{HeaderName, Method};
 use serde_saphyr::Location;
 use weir_core::Policy;
 
-use super::error::Errors;
+use super::error::{Errors, Found};
 use super::file::{
     EscapedSlashesName, FailureName, RawConfig, RawCostFrom, RawMatch, RawRule, UnknownHostsName,
 };
@@ -35,16 +35,22 @@ pub(super) fn routing(
     regions: u64,
     ipv6_prefix: u8,
 ) -> Result<Routing, ConfigError> {
+    // Every identity's and every rule's errors at once.
+    let mut found = Found::default();
     let mut identities = HashMap::new();
     for (name, raw_identity) in &raw.identities {
-        identities.insert(name.clone(), identity(name, raw_identity, errors)?);
+        if let Some(identity) = found.keep(identity(name, raw_identity, errors)) {
+            identities.insert(name.clone(), identity);
+        }
     }
+    found.finish()?;
     let mut plans = raw
         .plans
         .as_ref()
         .map(|p| plans(p, &identities, errors))
         .transpose()?;
     let mut rules = Vec::new();
+    let mut found = Found::default();
     for (i, (rule, policy)) in raw.rules.iter().zip(policies).enumerate() {
         let global = rule
             .scope
@@ -56,10 +62,12 @@ pub(super) fn routing(
             .instances
             .saturating_mul(if global { regions } else { 1 });
         let shedding = raw.shedding.is_some();
-        if let Some(rule) = routed_rule(i, rule, *policy, &identities, errors, parts, shedding)? {
+        let routed = routed_rule(i, rule, *policy, &identities, errors, parts, shedding);
+        if let Some(Some(rule)) = found.keep(routed) {
             rules.push(rule);
         }
     }
+    found.finish()?;
     if let Some(plans) = &mut plans {
         plans.known = rules.iter().flat_map(|r| r.plans.iter().cloned()).collect();
     }
@@ -161,7 +169,11 @@ fn routed_rule(
     };
     let cost = match &raw.cost {
         Some(cost) if cost.value == 0 => {
-            return Err(errors.at(cost.referenced, field("cost"), "cost must be at least 1"));
+            return Err(errors.at(
+                cost.referenced,
+                field("cost"),
+                "cost must be a whole number, at least 1",
+            ));
         }
         Some(cost) => cost.value,
         None => 1,
@@ -184,7 +196,7 @@ fn routed_rule(
                 return Err(errors.at(
                     c.referenced,
                     field(&format!("costs[{j}].cost")),
-                    "cost must be at least 1",
+                    "cost must be a whole number, at least 1",
                 ));
             }
             Ok((route, c.value.cost))

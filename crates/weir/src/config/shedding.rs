@@ -104,7 +104,7 @@ pub(super) fn shedding(
         Some(value) => Err(errors.at(
             value.referenced,
             format!("shedding.{name}"),
-            format!("{name} must be between 1 and {MAX_LIMIT}"),
+            format!("{name} must be a whole number from 1 to {MAX_LIMIT}"),
         )),
     };
     let min_limit = limit(&section.min_limit, "min_limit", defaults.min_limit)?;

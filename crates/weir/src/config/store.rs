@@ -94,7 +94,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     return Err(fail(
                         max_keys.referenced,
                         "max_keys",
-                        "max_keys must be at least 1".into(),
+                        "max_keys must be a whole number, at least 1".into(),
                     ));
                 }
                 config.max_keys = max_keys.value;
@@ -201,7 +201,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     return Err(fail(
                         n.referenced,
                         "fallback_instances",
-                        "fallback_instances must be between 1 and 10000".into(),
+                        "fallback_instances must be a whole number from 1 to 10000".into(),
                     ));
                 }
                 Some(n) => n.value,

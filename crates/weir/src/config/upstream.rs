@@ -130,7 +130,7 @@ pub(super) fn client_ip(
                 errors.at(
                     p.referenced,
                     "client_ip.ipv6_prefix",
-                    "ipv6_prefix must be between 1 and 128",
+                    "ipv6_prefix must be a whole number from 1 to 128",
                 )
             })?,
     };
@@ -166,7 +166,7 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
             return Err(errors.at(
                 n.referenced,
                 "upstream.max_body_bytes",
-                "max_body_bytes must be between 1 and 16777216",
+                "max_body_bytes must be a whole number from 1 to 16777216",
             ));
         }
         Some(n) => n.value,
@@ -245,7 +245,7 @@ mod tests {
             assert_eq!(
                 section(&format!("ipv6_prefix: {bad}\n")),
                 Err(
-                    "weir.yaml:1:14: client_ip.ipv6_prefix: ipv6_prefix must be between 1 and 128"
+                    "weir.yaml:1:14: client_ip.ipv6_prefix: ipv6_prefix must be a whole number from 1 to 128"
                         .into()
                 ),
                 "{bad}"

@@ -131,10 +131,17 @@ fn syntax_error(text: &str) -> Option<((u64, u64), String)> {
     } else {
         match misindented(text, location.line()) {
             Some((own, above)) => {
+                // Deeper than the line above, it is read as more of that line's value
+                // (the field named is the one above): say so.
+                let read_as = if own > above {
+                    ", so YAML reads it as more of the value above it"
+                } else {
+                    ""
+                };
                 return Some((
                     (location.line(), own as u64 + 1),
                     format!(
-                        "this line is indented by {own} spaces, the line above by {above}: the fields of one rule or section line up under each other"
+                        "this line is indented by {own} spaces, the line above by {above}{read_as}: the fields of one rule or section line up under each other"
                     ),
                 ));
             }
@@ -271,7 +278,10 @@ fn value_message(error: &Error, text: &str, path: &str) -> Option<String> {
                 format!("a whole number from 1 to {MAX_LIMIT} (to 10000 for sliding_log)")
             }
             "burst" => format!("a whole number from 1 to {MAX_LIMIT}"),
-            "cost" => "a whole number, at least 1".to_owned(),
+            "cost" | "max_keys" => "a whole number, at least 1".to_owned(),
+            "ipv6_prefix" => "a whole number from 1 to 128".to_owned(),
+            "max_body_bytes" => "a whole number from 1 to 16777216".to_owned(),
+            "fallback_instances" => "a whole number from 1 to 10000".to_owned(),
             _ => "a whole number".to_owned(),
         },
         "bool" => "true or false".to_owned(),
