@@ -249,17 +249,34 @@ fn every_relative_link_and_anchor_exists() {
     for (path, text) in documents() {
         for (n, line) in prose(&text).iter().enumerate() {
             for target in link_targets(line) {
-                if target.contains("://") || target.starts_with("mailto:") {
+                // A file of the repository outside the book is linked on GitHub (a
+                // relative link would break in the book's HTML): it must exist here.
+                let (file, fragment) = if let Some(in_repo) = REPOSITORY
+                    .iter()
+                    .find_map(|prefix| target.strip_prefix(prefix))
+                {
+                    let (file, fragment) = split_fragment(in_repo);
+                    (root().join(file), fragment)
+                } else if target.contains("://") || target.starts_with("mailto:") {
                     continue;
-                }
-                let (file, fragment) = match target.split_once('#') {
-                    Some((f, a)) => (f, Some(a)),
-                    None => (target.as_str(), None),
-                };
-                let file = if file.is_empty() {
-                    path.clone()
                 } else {
-                    path.parent().unwrap().join(file)
+                    let (file, fragment) = split_fragment(&target);
+                    let file = if file.is_empty() {
+                        path.clone()
+                    } else {
+                        path.parent().unwrap().join(file)
+                    };
+                    let in_book = path.starts_with(book_src());
+                    if in_book && !normalized(&file).starts_with(book_src()) {
+                        broken.push(format!(
+                            "{}: {target}: leaves the book (broken in its HTML): link it as {}{}",
+                            place(&path, n + 1),
+                            REPOSITORY[0],
+                            "<path from the repository's root>"
+                        ));
+                        continue;
+                    }
+                    (file, fragment)
                 };
                 checked += 1;
                 if !file.exists() {
@@ -287,6 +304,41 @@ fn every_relative_link_and_anchor_exists() {
         checked > 50,
         "only {checked} links found: is the parser right?"
     );
+}
+
+/// Where the guide links a file of the repository outside the book: a file, a
+/// directory.
+const REPOSITORY: [&str; 2] = [
+    "https://github.com/weir-rs/weir/blob/main/",
+    "https://github.com/weir-rs/weir/tree/main/",
+];
+
+/// A link's file and its `#fragment`, if any.
+fn split_fragment(target: &str) -> (&str, Option<&str>) {
+    match target.split_once('#') {
+        Some((file, fragment)) => (file, Some(fragment)),
+        None => (target, None),
+    }
+}
+
+/// The book's chapters.
+fn book_src() -> std::path::PathBuf {
+    normalized(&root().join("docs/guide/src"))
+}
+
+/// `path` with its `..` and `.` taken out (the files need not exist).
+fn normalized(path: &Path) -> std::path::PathBuf {
+    let mut out = std::path::PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A directory holding `examples`, and each entry of `examples/` (so that a
