@@ -268,14 +268,24 @@ fn the_fleet_plot_reads_against_each_rules_bound(svg: &str) {
         .filter(|n| n.has_tag_name("polyline"))
         .filter_map(|n| n.attribute("stroke"))
         .collect();
+    // A shading is grey, or 30 degrees of hue from every line of a colour (the
+    // failure was red, over a red line).
     for band in ["shift eu-west -> us-east", "shard 1 of us-east down"] {
         let rect = swatch(band);
         assert_eq!(rect.tag_name().name(), "rect", "{band}");
         let fill = rect.attribute("fill").unwrap();
-        assert!(
-            !strokes.contains(&fill),
-            "{band}: {fill} is a line's colour too"
-        );
+        let Some(shade) = hue(fill).unwrap() else {
+            continue;
+        };
+        for stroke in &strokes {
+            if let Some(Some(line)) = hue(stroke) {
+                let apart = (shade - line).abs();
+                assert!(
+                    apart.min(360.0 - apart) >= 30.0,
+                    "{band}: {fill} near a line's {stroke}"
+                );
+            }
+        }
     }
     assert_eq!(swatch("free (bound 120)").tag_name().name(), "polyline");
     // No axis label like "5.0".
@@ -299,4 +309,25 @@ fn zero_fraction(text: &str) -> bool {
             && !fraction.is_empty()
             && fraction.chars().all(|c| c == '0')
     })
+}
+
+/// The hue (degrees) of an SVG colour `#RRGGBB`: `Some(None)` for a grey, which has
+/// none; `None` if it is not such a colour.
+fn hue(colour: &str) -> Option<Option<f64>> {
+    let hex = colour.strip_prefix('#').filter(|h| h.len() == 6)?;
+    let channel = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).ok().map(f64::from);
+    let (r, g, b) = (channel(0)?, channel(2)?, channel(4)?);
+    let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+    if max - min < 1.0 {
+        return Some(None);
+    }
+    let d = max - min;
+    let h = if max == r {
+        ((g - b) / d).rem_euclid(6.0)
+    } else if max == g {
+        (b - r) / d + 2.0
+    } else {
+        (r - g) / d + 4.0
+    };
+    Some(Some(h * 60.0))
 }

@@ -47,8 +47,9 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// The shift's shading: a cyan no line uses.
-const SHIFT: RGBAColor = RGBAColor(23, 190, 207, 0.18);
+/// The shift's shading: an olive yellow, 30 degrees of hue or more from every line's
+/// colour (cyan was too near the blue line).
+const SHIFT: RGBAColor = RGBAColor(188, 189, 34, 0.2);
 /// The failure's shading: a grey no line uses (it was red, and hid the red line).
 const FAILURE: RGBAColor = RGBAColor(127, 127, 127, 0.2);
 
