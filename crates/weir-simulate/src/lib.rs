@@ -8,7 +8,8 @@
 //! is handed each request's timestamp, as `weir-core`'s pure `check` is designed to
 //! be. The stages, one file each: the rules (`rules`), the traffic (`trace`,
 //! `access_log`, `pattern`, `clients`), the replay (`replay`, `run`), and what comes
-//! out (`report`, `plot`); `cli` is the command.
+//! out (`report`, `plot`, with `bucket` for the plot's round widths of time); `cli` is
+//! the command. [`chart`] holds what this plot and `weir simulate fleet`'s share.
 //!
 //! It depends on `weir-core` only, never on the `weir` service: rules come as
 //! [`Rule`]s, from inline specs or from a rules file read by the [`LoadRules`] the
@@ -17,6 +18,8 @@
 #![deny(missing_docs)]
 
 mod access_log;
+mod bucket;
+pub mod chart;
 mod cli;
 mod clients;
 mod error;

@@ -7,7 +7,8 @@ use super::rules::Rule;
 use super::run::Run;
 use super::trace::Trace;
 
-/// Buckets of time in the series kept for the plot.
+/// The most buckets of time in the series kept for the plot (their width is the
+/// narrowest round duration within this).
 const BUCKETS: u64 = 200;
 
 /// Replayed requests between two updates of the progress bar.

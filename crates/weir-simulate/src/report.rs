@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use weir_core::Policy;
 
+use super::bucket;
+
 /// The most a rule admitted to one key within one trailing period.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worst {
@@ -23,7 +25,9 @@ pub struct Worst {
 pub struct Series {
     /// Where the first bucket starts (ns).
     pub start: u64,
-    /// Each bucket's length (ns, at least 1).
+    /// Each bucket's length (ns): a round duration (1, 2, 5 x 10^k up to 500 ms, then
+    /// 1, 2, 5, 10, 15, 30 s and min, 1, 3, 6, 12 h, whole days), so the plot says
+    /// "per 500 ms", never "per 749.75ms".
     pub width: u64,
     /// Requests admitted per bucket.
     pub admitted: Vec<u64>,
@@ -37,10 +41,12 @@ pub struct Series {
 }
 
 impl Series {
-    /// `buckets` empty buckets covering `start..end` (ns).
-    pub(super) fn new(start: u64, end: u64, buckets: u64) -> Self {
-        let width = (end.saturating_sub(start)).div_ceil(buckets).max(1);
-        let len = (end.saturating_sub(start) / width + 1) as usize;
+    /// Empty buckets covering `start..=end` (ns), of the narrowest round width that
+    /// needs at most `most` buckets for the span (and one more for `end` itself).
+    pub(super) fn new(start: u64, end: u64, most: u64) -> Self {
+        let span = end.saturating_sub(start);
+        let width = bucket::width(span, most);
+        let len = (span / width + 1) as usize;
         Self {
             start,
             width,
@@ -246,13 +252,17 @@ mod tests {
 
     #[test]
     fn series_buckets_cover_the_span() {
-        let mut series = Series::new(1000, 2000, 10);
-        assert_eq!((series.width, series.admitted.len()), (100, 11));
-        series.count(1000, true);
-        series.count(1999, false);
-        series.count(5000, false);
+        // 1 ms in at most 10 buckets: 100 µs each, and one for the end itself.
+        let mut series = Series::new(1_000_000, 2_000_000, 10);
+        assert_eq!((series.width, series.admitted.len()), (100_000, 11));
+        series.count(1_000_000, true);
+        series.count(1_999_999, false);
+        series.count(5_000_000, false);
         assert_eq!(series.admitted[0], 1);
         assert_eq!(series.denied[9], 1);
         assert_eq!(series.denied[10], 1);
+        // 7 ms in at most 10 buckets: not 700 µs but the next round width, 1 ms.
+        let series = Series::new(0, 7_000_000, 10);
+        assert_eq!((series.width, series.admitted.len()), (1_000_000, 8));
     }
 }

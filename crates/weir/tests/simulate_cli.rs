@@ -229,7 +229,7 @@ fn simulate_fleet_writes_its_report_and_plot() {
     );
     let written = std::fs::read_to_string(&report).unwrap();
     assert_eq!(written.trim_end(), stdout.trim_end());
-    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    the_fleet_plot_reads_against_each_rules_bound(&std::fs::read_to_string(&plot).unwrap());
 
     let missing = weir()
         .args(["simulate", "fleet", "--scenario", "/nonexistent/fleet.yaml"])
@@ -237,4 +237,97 @@ fn simulate_fleet_writes_its_report_and_plot() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/fleet.yaml"));
+}
+
+/// The fleet plot, read as XML: each rule against its own bound (the legend gives it:
+/// free, 60 a minute with a burst of 60, is held to 120), the shaded shift and failure
+/// in colours no line uses and shown in the legend as filled swatches, and counts
+/// labelled as whole numbers.
+fn the_fleet_plot_reads_against_each_rules_bound(svg: &str) {
+    let doc = roxmltree::Document::parse(svg).unwrap();
+    let texts: Vec<&str> = doc.descendants().filter_map(svg_text).collect();
+    for label in [
+        "worst key / its bound, with leases",
+        "1.0: burst + a period's refill",
+        "free (bound 120)",
+        "enterprise (bound 2,400)",
+        "Redis calls per second",
+    ] {
+        assert!(texts.contains(&label), "{label:?} not in {texts:?}");
+    }
+    // A swatch is drawn just before its label.
+    let swatch = |label: &str| {
+        let text = doc
+            .descendants()
+            .find(|&n| svg_text(n) == Some(label))
+            .unwrap_or_else(|| panic!("no legend entry {label:?}"));
+        text.prev_sibling_element().unwrap()
+    };
+    let strokes: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .filter_map(|n| n.attribute("stroke"))
+        .collect();
+    // A shading is grey, or 30 degrees of hue from every line of a colour (the
+    // failure was red, over a red line).
+    for band in ["shift eu-west -> us-east", "shard 1 of us-east down"] {
+        let rect = swatch(band);
+        assert_eq!(rect.tag_name().name(), "rect", "{band}");
+        let fill = rect.attribute("fill").unwrap();
+        let Some(shade) = hue(fill).unwrap() else {
+            continue;
+        };
+        for stroke in &strokes {
+            if let Some(Some(line)) = hue(stroke) {
+                let apart = (shade - line).abs();
+                assert!(
+                    apart.min(360.0 - apart) >= 30.0,
+                    "{band}: {fill} near a line's {stroke}"
+                );
+            }
+        }
+    }
+    assert_eq!(swatch("free (bound 120)").tag_name().name(), "polyline");
+    // No axis label like "5.0".
+    let found: Vec<&str> = texts.iter().copied().filter(|t| zero_fraction(t)).collect();
+    assert!(found.is_empty(), "{found:?}");
+}
+
+/// A `<text>`'s content, without the line breaks plotters puts around it.
+fn svg_text<'a>(node: roxmltree::Node<'a, '_>) -> Option<&'a str> {
+    node.has_tag_name("text")
+        .then(|| node.text())
+        .flatten()
+        .map(str::trim)
+}
+
+/// A label that is a number written with a zero fraction: `5.0`, `120.00`.
+fn zero_fraction(text: &str) -> bool {
+    text.split_once('.').is_some_and(|(whole, fraction)| {
+        !whole.is_empty()
+            && whole.chars().all(|c| c.is_ascii_digit())
+            && !fraction.is_empty()
+            && fraction.chars().all(|c| c == '0')
+    })
+}
+
+/// The hue (degrees) of an SVG colour `#RRGGBB`: `Some(None)` for a grey, which has
+/// none; `None` if it is not such a colour.
+fn hue(colour: &str) -> Option<Option<f64>> {
+    let hex = colour.strip_prefix('#').filter(|h| h.len() == 6)?;
+    let channel = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).ok().map(f64::from);
+    let (r, g, b) = (channel(0)?, channel(2)?, channel(4)?);
+    let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+    if max - min < 1.0 {
+        return Some(None);
+    }
+    let d = max - min;
+    let h = if max == r {
+        ((g - b) / d).rem_euclid(6.0)
+    } else if max == g {
+        (b - r) / d + 2.0
+    } else {
+        (r - g) / d + 4.0
+    };
+    Some(Some(h * 60.0))
 }

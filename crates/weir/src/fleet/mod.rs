@@ -56,8 +56,9 @@ use crate::config::{Config, ConfigError, StoreConfig};
 /// closed; the most admitted to one key in a trailing period against its limit, in
 /// steady state, during the shift and during the failure, and where; Redis calls per
 /// second per shard with and without leases; the latency store calls added (p50, p99);
-/// and what the shard failure did. --plot draws admitted against limit per plan over
-/// time and calls per shard (SVG). A progress bar shows on a terminal.
+/// and what the shard failure did. --plot draws, per plan over time, the worst key
+/// against its rule's bound (burst plus a period's refill: 1.0 is at the bound, above
+/// it a real excess) and calls per shard (SVG). A progress bar shows on a terminal.
 ///
 /// Exit code 1 on a scenario or configuration that cannot be read (naming the file).
 #[derive(Debug, clap::Args)]

@@ -1,15 +1,21 @@
 //! The plot, as SVG (plotters, as `weir simulate` draws): above, per rule, the most
-//! admitted to one key in a trailing period against its limit, second by second, with
-//! leases; below, Redis calls per second per shard (the busiest shard and the mean
-//! shard) with and without leases, and the failed shard. The shift and the failure
-//! are shaded.
+//! admitted to one key in a trailing period as a multiple of the rule's bound (what one
+//! store admits at most: a bucket's burst plus a period's refill), second by second,
+//! with leases, so 1.0 is "at the bound" and above it a real excess; below, Redis
+//! calls per second per shard (the busiest shard and the mean shard) with and without
+//! leases, and the failed shard. The shift and the failure are shaded, translucent and
+//! behind the lines, in colours no line uses.
 
 use std::path::Path;
 
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use weir_simulate::chart::{self, Swatch};
 
 use super::FleetError;
-use super::report::{FleetReport, bound};
+use super::report::{FleetReport, most_in_a_period, thousands};
+use super::stats::RuleStats;
 
 const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 900;
@@ -31,7 +37,7 @@ pub(super) fn write_svg(report: &FleetReport, path: &Path) -> Result<(), FleetEr
 /// A line: its name, colour and points.
 type Series = (String, RGBAColor, Vec<(f64, f64)>);
 
-/// Colours for series, in order.
+/// Colours for lines, in order.
 const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -40,6 +46,19 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
 ];
+
+/// The shift's shading: an olive yellow, 30 degrees of hue or more from every line's
+/// colour (cyan was too near the blue line).
+const SHIFT: RGBAColor = RGBAColor(188, 189, 34, 0.2);
+/// The failure's shading: a grey no line uses (it was red, and hid the red line).
+const FAILURE: RGBAColor = RGBAColor(127, 127, 127, 0.2);
+
+/// A shaded span of the run: from, to (s), its colour and name.
+struct Band {
+    span: (f64, f64),
+    colour: RGBAColor,
+    name: String,
+}
 
 fn draw(report: &FleetReport, svg: &mut String) -> Result<(), Box<dyn std::error::Error>> {
     let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
@@ -54,66 +73,118 @@ fn draw(report: &FleetReport, svg: &mut String) -> Result<(), Box<dyn std::error
     let (charts, legend) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
     let (upper, lower) = charts.split_vertically(charts.dim_in_pixel().1 / 2);
     let (upper_legend, lower_legend) = legend.split_vertically(legend.dim_in_pixel().1 / 2);
-    let seconds = report.scenario.duration.as_secs_f64();
     let bands = bands(report);
+    draw_against_bound(report, &bands, &upper, &upper_legend)?;
+    draw_calls(report, &bands, &lower, &lower_legend)?;
+    root.present()?;
+    Ok(())
+}
 
-    // Admitted against limit.
-    let with = &report.with_leases;
-    let ratios: Vec<Vec<(f64, f64)>> = with
-        .rules
-        .iter()
-        .map(|rule| {
-            let limit = rule.policy.limit() as f64;
-            rule.per_second
-                .iter()
-                .enumerate()
-                .map(|(s, &n)| (s as f64 + 0.5, n as f64 / limit))
-                .collect()
-        })
-        .collect();
-    let most = ratios
-        .iter()
-        .flatten()
-        .map(|&(_, r)| r)
-        .chain(with.rules.iter().filter_map(|r| bound(&r.policy)))
-        .fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&upper)
+/// Per second, the most admitted to one key in a trailing period ending in it, over
+/// the rule's [`most_in_a_period`]: 1.0 is a key at its bound.
+pub(super) fn against_bound(rule: &RuleStats) -> Vec<(f64, f64)> {
+    let bound = most_in_a_period(&rule.policy) as f64;
+    (0..)
+        .zip(&rule.per_second)
+        .map(|(s, &n)| (f64::from(s) + 0.5, n as f64 / bound))
+        .collect()
+}
+
+/// The upper chart: each rule's worst key against its bound, with leases.
+fn draw_against_bound<DB: DrawingBackend>(
+    report: &FleetReport,
+    bands: &[Band],
+    area: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let seconds = report.scenario.duration.as_secs_f64();
+    let rules = &report.with_leases.rules;
+    let ratios: Vec<Vec<(f64, f64)>> = rules.iter().map(against_bound).collect();
+    let most = ratios.iter().flatten().map(|&(_, r)| r).fold(1.0, f64::max);
+    let top = most * 1.1;
+    let mut chart = ChartBuilder::on(area)
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(50)
-        .build_cartesian_2d(0.0..seconds, 0.0..most * 1.1)?;
+        .build_cartesian_2d(0.0..seconds, 0.0..top)?;
     chart
         .configure_mesh()
+        .x_label_formatter(&chart::number_label)
+        .y_label_formatter(&chart::number_label)
         .x_desc("seconds")
-        .y_desc("x limit (worst key, trailing period)")
+        .y_desc("worst key / its bound, with leases")
         .draw()?;
-    for (range, colour) in &bands {
-        chart.draw_series([Rectangle::new(
-            [(range.0, 0.0), (range.1, most * 1.1)],
-            colour.mix(0.12).filled(),
-        )])?;
-    }
+    let shaded = shade(&mut chart, bands, top)?;
     chart.draw_series(LineSeries::new(
         [(0.0, 1.0), (seconds, 1.0)],
         BLACK.stroke_width(1),
     ))?;
     let mut entries = Vec::new();
-    for (i, (name, points)) in report.rules.iter().zip(&ratios).enumerate() {
+    for (i, ((name, points), rule)) in report.rules.iter().zip(&ratios).zip(rules).enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         chart.draw_series(LineSeries::new(
             points.iter().copied().filter(|&(_, r)| r > 0.0),
             colour.stroke_width(2),
         ))?;
-        entries.push((colour.to_rgba(), format!("{name} (with leases)")));
+        let bound = thousands(most_in_a_period(&rule.policy));
+        let label = format!("{name} (bound {bound})");
+        entries.push((Swatch::Line(colour.to_rgba()), label));
     }
-    entries.push((BLACK.to_rgba(), "the limit (1.00x)".to_owned()));
-    for (range, colour) in &bands {
-        let _ = range;
-        entries.push((colour.mix(0.5), band_name(report, colour)));
-    }
-    legend_box(&upper_legend, &entries)?;
+    let label = "1.0: burst + a period's refill".to_owned();
+    entries.push((Swatch::Line(BLACK.to_rgba()), label));
+    entries.extend(shaded);
+    chart::draw_legend(legend, 40, &entries)?;
+    Ok(())
+}
 
-    // Calls per shard.
+/// The lower chart: Redis calls per second on the busiest and the mean shard, with
+/// and without leases, and on the failed shard.
+fn draw_calls<DB: DrawingBackend>(
+    report: &FleetReport,
+    bands: &[Band],
+    area: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let seconds = report.scenario.duration.as_secs_f64();
+    let series = calls(report);
+    let most = series
+        .iter()
+        .flat_map(|(_, _, p)| p.iter().map(|&(_, n)| n))
+        .fold(1.0, f64::max);
+    let top = most * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..seconds, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .y_labels(chart::count_labels(top))
+        .y_label_formatter(&chart::count_label)
+        .x_label_formatter(&chart::number_label)
+        .x_desc("seconds")
+        .y_desc("Redis calls per second")
+        .draw()?;
+    let shaded = shade(&mut chart, bands, top)?;
+    let mut entries = Vec::new();
+    for (name, colour, points) in series {
+        chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
+        entries.push((Swatch::Line(colour), name));
+    }
+    entries.extend(shaded);
+    chart::draw_legend(legend, 40, &entries)?;
+    Ok(())
+}
+
+/// The calls' lines: per run the busiest and the mean shard, then the failed shard
+/// with leases.
+fn calls(report: &FleetReport) -> Vec<Series> {
     let mut series: Vec<Series> = Vec::new();
     for (k, (run, stats)) in report.runs().into_iter().enumerate() {
         let shards: Vec<&Vec<u32>> = stats.calls.iter().flatten().collect();
@@ -133,7 +204,7 @@ fn draw(report: &FleetReport, svg: &mut String) -> Result<(), Box<dyn std::error
         series.push((format!("mean shard, {run}"), colour.mix(0.45), mean));
     }
     if let Some(f) = &report.scenario.failure {
-        let calls = &with.calls[f.region][f.shard];
+        let calls = &report.with_leases.calls[f.region][f.shard];
         series.push((
             format!(
                 "failed shard ({} {}), with leases",
@@ -147,80 +218,48 @@ fn draw(report: &FleetReport, svg: &mut String) -> Result<(), Box<dyn std::error
                 .collect(),
         ));
     }
-    let top = series
-        .iter()
-        .flat_map(|(_, _, p)| p.iter().map(|&(_, n)| n))
-        .fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&lower)
-        .margin(10)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..seconds, 0.0..top * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("Redis calls per second")
-        .draw()?;
-    for (range, colour) in &bands {
-        chart.draw_series([Rectangle::new(
-            [(range.0, 0.0), (range.1, top * 1.1)],
-            colour.mix(0.12).filled(),
-        )])?;
-    }
-    let mut entries = Vec::new();
-    for (name, colour, points) in series {
-        chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
-        entries.push((colour, name));
-    }
-    legend_box(&lower_legend, &entries)?;
-    root.present()?;
-    Ok(())
+    series
 }
 
-/// The shift (blue) and the failure (red), as spans of seconds.
-fn bands(report: &FleetReport) -> Vec<((f64, f64), RGBColor)> {
-    let mut bands = Vec::new();
-    if let Some(s) = &report.scenario.shift {
-        bands.push(((s.start.as_secs_f64(), s.end.as_secs_f64()), BLUE));
-    }
-    if let Some(f) = &report.scenario.failure {
-        bands.push(((f.start.as_secs_f64(), f.end.as_secs_f64()), RED));
-    }
-    bands
-}
-
-fn band_name(report: &FleetReport, colour: &RGBColor) -> String {
-    match (
-        *colour == BLUE,
-        &report.scenario.shift,
-        &report.scenario.failure,
-    ) {
-        (true, Some(s), _) => format!(
-            "shift {} -> {}",
-            report.scenario.regions[s.from].name, report.scenario.regions[s.to].name
-        ),
-        (false, _, Some(f)) => format!(
-            "shard {} of {} down",
-            f.shard, report.scenario.regions[f.region].name
-        ),
-        _ => String::new(),
-    }
-}
-
-fn legend_box<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    entries: &[(RGBAColor, String)],
-) -> Result<(), Box<dyn std::error::Error>>
+/// Shades each band from 0 to `top`, before the lines are drawn so that it lies
+/// behind them, and returns the bands' legend entries (filled swatches).
+fn shade<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    bands: &[Band],
+    top: f64,
+) -> Result<Vec<(Swatch, String)>, Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
 {
-    for (i, (colour, label)) in entries.iter().enumerate() {
-        let y = 40 + 22 * i as i32;
-        area.draw(&PathElement::new(
-            vec![(8, y), (32, y)],
-            colour.stroke_width(3),
-        ))?;
-        area.draw(&Text::new(label.clone(), (40, y - 7), ("sans-serif", 13)))?;
+    for band in bands {
+        chart.draw_series([Rectangle::new(
+            [(band.span.0, 0.0), (band.span.1, top)],
+            band.colour.filled(),
+        )])?;
     }
-    Ok(())
+    Ok(bands
+        .iter()
+        .map(|b| (Swatch::Area(b.colour), b.name.clone()))
+        .collect())
+}
+
+/// The shift and the failure, as spans of seconds.
+fn bands(report: &FleetReport) -> Vec<Band> {
+    let regions = &report.scenario.regions;
+    let mut bands = Vec::new();
+    if let Some(s) = &report.scenario.shift {
+        bands.push(Band {
+            span: (s.start.as_secs_f64(), s.end.as_secs_f64()),
+            colour: SHIFT,
+            name: format!("shift {} -> {}", regions[s.from].name, regions[s.to].name),
+        });
+    }
+    if let Some(f) = &report.scenario.failure {
+        bands.push(Band {
+            span: (f.start.as_secs_f64(), f.end.as_secs_f64()),
+            colour: FAILURE,
+            name: format!("shard {} of {} down", f.shard, regions[f.region].name),
+        });
+    }
+    bands
 }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use weir_core::Policy;
+use weir_core::{Algorithm, Policy};
 
 use super::run::{PLAN_HEADER, USER_HEADER};
 use super::scenario::Scenario;
@@ -429,12 +429,30 @@ pub(super) fn ratio(admitted: u64, policy: &Policy) -> f64 {
     admitted as f64 / policy.limit() as f64
 }
 
-/// A bucket's bound in a trailing period, as a multiple of its limit.
+/// A bucket's bound in a trailing period, as a multiple of its limit (the report's
+/// `bound` column; the windows' are left out there, as they were before the plot drew
+/// every rule against its [`most_in_a_period`]).
 pub(super) fn bound(policy: &Policy) -> Option<f64> {
     policy
         .algorithm()
         .takes_burst()
-        .then(|| (policy.capacity() + policy.limit()) as f64 / policy.limit() as f64)
+        .then(|| most_in_a_period(policy) as f64 / policy.limit() as f64)
+}
+
+/// The most cost one store can admit to one key in any trailing period of the rule's
+/// length, which is what a key that reaches one region is held to: a bucket's burst
+/// plus a period's refill (`capacity + limit`); a fixed or sliding window's limit in
+/// each of the two windows a trailing period overlaps (`2 x limit`); an exact sliding
+/// log's limit. Above it is a real excess: a key that reached two regions' buckets,
+/// or a gateway's fallback.
+pub(super) fn most_in_a_period(policy: &Policy) -> u64 {
+    match policy.algorithm() {
+        Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => {
+            policy.capacity() + policy.limit()
+        }
+        Algorithm::FixedWindow | Algorithm::SlidingWindow => 2 * policy.limit(),
+        Algorithm::SlidingLog => policy.limit(),
+    }
 }
 
 fn limit(policy: &Policy) -> String {

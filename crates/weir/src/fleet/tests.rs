@@ -182,6 +182,30 @@ fn the_report_names_every_plan_and_phase() {
     assert!(text.contains("## The shard failure") && text.contains("## The traffic shift"));
 }
 
+/// The plot draws each rule's worst key over its own bound: a key admitted exactly
+/// its bucket's burst plus a period's refill is at 1.0, half of it at 0.5, and a key
+/// that reached two regions' buckets above 1.0.
+#[test]
+fn the_plot_draws_each_rule_against_its_own_bound() {
+    let minute = std::time::Duration::from_secs(60);
+    let rule = |algorithm, limit, burst, per_second: Vec<u64>| super::stats::RuleStats {
+        policy: Policy::new(algorithm, limit, minute, burst).unwrap(),
+        worst: Default::default(),
+        per_second,
+    };
+    // A bucket of 60 a minute, burst 20: its bound is 80.
+    let bucket = rule(Algorithm::Gcra, 60, Some(20), vec![80, 40, 0, 120]);
+    assert_eq!(
+        super::plot::against_bound(&bucket),
+        [(0.5, 1.0), (1.5, 0.5), (2.5, 0.0), (3.5, 1.5)]
+    );
+    // A fixed window's bound is two windows' limits; an exact log's, its limit.
+    let window = rule(Algorithm::FixedWindow, 10, None, vec![20]);
+    assert_eq!(super::plot::against_bound(&window), [(0.5, 1.0)]);
+    let log = rule(Algorithm::SlidingLog, 10, None, vec![10]);
+    assert_eq!(super::plot::against_bound(&log), [(0.5, 1.0)]);
+}
+
 #[test]
 fn the_plot_is_an_svg() {
     let dir = tempfile::tempdir().unwrap();
