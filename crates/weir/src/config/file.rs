@@ -35,6 +35,8 @@ pub(super) struct RawConfig {
     pub(super) region: Option<Spanned<super::region::RawRegion>>,
     /// The forward-auth door.
     pub(super) auth: Option<Spanned<super::auth::RawAuth>>,
+    /// TLS on the main listener.
+    pub(super) tls: Option<Spanned<super::tls::RawTls>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }

@@ -21,6 +21,7 @@ mod region;
 mod rules;
 mod shedding;
 mod store;
+mod tls;
 mod upstream;
 mod yaml;
 
@@ -45,6 +46,7 @@ use self::file::RawRule;
 pub(crate) use self::period::Period;
 pub(crate) use self::shedding::SheddingConfig;
 pub use self::store::{Fallback, StoreConfig};
+pub(crate) use self::tls::TlsConfig;
 pub(crate) use self::upstream::GatewayConfig;
 pub(crate) use self::upstream::Upstream;
 pub(crate) use self::upstream::{BODY_TIMEOUT, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
@@ -79,6 +81,9 @@ pub struct Config {
     pub(crate) envoy: Option<EnvoyConfig>,
     /// The forward-auth door, when an `auth` section is configured.
     pub(crate) auth: Option<AuthConfig>,
+    /// TLS on the main listener, when a `tls` section is configured: its certificates,
+    /// loaded and checked.
+    pub(crate) tls: Option<TlsConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
@@ -92,6 +97,11 @@ impl Config {
     /// Whether it configures the forward-auth door (an `auth` section).
     pub fn has_auth(&self) -> bool {
         self.auth.is_some()
+    }
+
+    /// Whether the main listener speaks TLS (a `tls` section).
+    pub fn has_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// Whether it configures the admin API (an `admin` section).
@@ -193,6 +203,7 @@ impl Config {
             raw.plans.as_ref(),
             &errors,
         )?;
+        let tls = tls::tls(raw.tls.as_ref(), &errors)?;
         let envoy_leases = envoy
             .iter()
             .flat_map(|e| e.descriptors.leases())
@@ -212,6 +223,7 @@ impl Config {
             admin,
             envoy,
             auth,
+            tls,
             sha256: sha256_hex(text.as_bytes()),
         })
     }

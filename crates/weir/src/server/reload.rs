@@ -40,6 +40,10 @@ pub enum ReloadError {
     /// It would add or remove the forward-auth door, whose listener is opened at start.
     #[error("adding or removing `auth` needs a restart")]
     AuthChange,
+    /// It would add or remove TLS on the main listener, whose transport is chosen at
+    /// start.
+    #[error("adding or removing `tls` needs a restart")]
+    TlsChange,
 }
 
 impl Instance {
@@ -65,6 +69,9 @@ impl Instance {
         }
         if config.auth.is_some() != self.auth.is_some() {
             return Err(ReloadError::AuthChange);
+        }
+        if config.tls.is_some() != self.tls.is_some() {
+            return Err(ReloadError::TlsChange);
         }
         if config.store != self.store_config {
             let (store, watch) = stack::open(&config.store, self.clock.clone()).await?;
@@ -101,6 +108,10 @@ impl Instance {
         if let (Some(shared), Some(auth)) = (&self.auth, config.auth) {
             let door = AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine));
             shared.replace(Arc::new(door));
+        }
+        if let (Some(shared), Some(tls)) = (&self.tls, &config.tls) {
+            // New handshakes get the new certificates; connections open keep theirs.
+            shared.replace(Arc::new(super::tls_settings(tls)));
         }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.replace(Arc::new(Gateway::new(gateway, engine)));
