@@ -8,6 +8,7 @@ mod accept;
 mod body;
 mod cost;
 mod forwarding;
+mod grpc;
 mod problem;
 mod ratelimit;
 
@@ -17,11 +18,12 @@ use axum::response::{IntoResponse, Response};
 pub use self::accept::ConnectionSlots;
 pub(crate) use self::accept::{
     Accept, Auto, AutoConnection, Certificates, Connection, Http1, Http1Connection, Http2, Io,
-    Protocol, SEND_TIMEOUT, Tls, Version, server_config,
+    OverTls, Protocol, SEND_TIMEOUT, Tls, Version, server_config,
 };
 pub(crate) use self::body::BodyReader;
 pub(crate) use self::cost::settle;
 pub(crate) use self::forwarding::{host_of_target, write_forwarding};
+pub(crate) use self::grpc::{for_grpc, is_grpc};
 pub(crate) use self::problem::Problem;
 use self::ratelimit::insert_legacy;
 pub(crate) use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};

@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use crate::edge::{
-    Accept, Auto, AutoConnection, Connection, ConnectionSlots, Http1, Http1Connection, Io,
+    Accept, Auto, AutoConnection, Connection, ConnectionSlots, Http1, Http1Connection, Io, OverTls,
     Protocol, SEND_TIMEOUT, Tls, Version,
 };
 use crate::gateway::Gateway;
@@ -138,6 +138,7 @@ pub async fn serve(
             header_timeout: limits.header_timeout,
             max_header_bytes: limits.max_header_bytes,
         },
+        tls: false,
     };
     Accept::new(slots, limits.send_timeout)
         .serve(listener, http, shutdown)
@@ -161,6 +162,7 @@ pub fn serve_main(
             header_timeout: limits.header_timeout,
             max_header_bytes: limits.max_header_bytes,
         },
+        tls: tls.is_some(),
     };
     let accept = Accept::new(slots, limits.send_timeout);
     async move {
@@ -178,6 +180,8 @@ pub fn serve_main(
 struct Http<H, V> {
     handler: H,
     version: V,
+    /// Whether its connections come over TLS (their requests are marked [`OverTls`]).
+    tls: bool,
 }
 
 impl<H: Handler, V: Version + Copy> Protocol for Http<H, V>
@@ -195,6 +199,7 @@ where
         Requests {
             handler: self.handler.clone(),
             peer,
+            tls: self.tls,
         }
     }
 }
@@ -203,6 +208,7 @@ where
 struct Requests<H> {
     handler: H,
     peer: SocketAddr,
+    tls: bool,
 }
 
 impl<H: Handler> Requests<H> {
@@ -217,8 +223,11 @@ impl<H: Handler> Requests<H> {
         Future = impl Future<Output = Result<Response, std::convert::Infallible>> + Send + 'static,
     > + Send
     + 'static {
-        let Self { handler, peer } = self;
-        service_fn(move |request: Request<Incoming>| {
+        let Self { handler, peer, tls } = self;
+        service_fn(move |mut request: Request<Incoming>| {
+            if tls {
+                request.extensions_mut().insert(OverTls);
+            }
             let answer = handler.call(request.map(Body::new), peer);
             async move { Ok::<_, std::convert::Infallible>(answer.await) }
         })

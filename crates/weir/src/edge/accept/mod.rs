@@ -36,7 +36,7 @@ pub(crate) use self::auto::{Auto, AutoConnection};
 pub use self::slots::ConnectionSlots;
 use self::slots::Slot;
 pub(crate) use self::stall::{SEND_TIMEOUT, WriteStall};
-pub(crate) use self::tls::{Certificates, Tls, server_config};
+pub(crate) use self::tls::{Certificates, OverTls, Tls, server_config};
 pub(crate) use self::transport::{Plain, Transport};
 pub(crate) use self::version::{Http1, Http1Connection, Http2, Version};
 

@@ -23,6 +23,12 @@ use tokio_rustls::server::TlsStream;
 use super::{Transport, WriteStall};
 use crate::reloadable::Reloadable;
 
+/// A request's mark that it came over TLS (the `https` its forwarding headers tell
+/// the app), put in its extensions by the listener: never read from what a client
+/// wrote (an HTTP/2 client names any `:scheme`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OverTls;
+
 /// The certificates a listener offers, by the host name a client asks for: a name
 /// listed exactly, else a wildcard (`*.example.com` for `api.example.com`, one label
 /// deep), else the default (the first certificate listed without hosts). A client
