@@ -95,9 +95,10 @@ mod tests {
     #[test]
     fn a_denial_is_resource_exhausted_with_its_wait_as_metadata() {
         let mut denied = Problem::rate_limited(vec!["api".into()], Some(3)).into_response();
-        denied
-            .headers_mut()
-            .insert("ratelimit", HeaderValue::from_static("\"api\";r=0;t=3"));
+        // The fields every door adds to a denial.
+        let fields = denied.headers_mut();
+        fields.insert("ratelimit", HeaderValue::from_static("\"api\";r=0;t=3"));
+        fields.insert(header::RETRY_AFTER, HeaderValue::from(3));
         let answer = for_grpc(denied);
         assert_eq!(answer.status(), StatusCode::OK);
         let headers = answer.headers();
