@@ -643,3 +643,166 @@ async fn rapid_reset_and_continuation_floods_end_their_connection_and_no_other()
     let answer = get(&mut bystander, "localhost", "/", &[("x-api-key", "k")]).await;
     assert_eq!(answer.status(), StatusCode::OK);
 }
+
+// ------------------------------------------------------------------ upstreams
+
+/// An HTTPS upstream with `leaf`'s certificate, HTTP/1.1 and HTTP/2 by ALPN: answers
+/// like a gRPC server (a body, then `grpc-status: 0` in trailers), saying in
+/// `x-version` which HTTP version it was asked in.
+async fn https_upstream(leaf: &Leaf) -> std::net::SocketAddr {
+    use rustls::pki_types::PrivateKeyDer;
+    use rustls::pki_types::pem::PemObject;
+    let chain = CertificateDer::pem_slice_iter(leaf.chain.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(leaf.key.as_bytes()).unwrap();
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let answer = hyper::service::service_fn(
+                    |request: Request<hyper::body::Incoming>| async move {
+                        let mut trailers = hyper::HeaderMap::new();
+                        trailers.insert("grpc-status", "0".parse().unwrap());
+                        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"reply"))
+                            .with_trailers(async move { Some(Ok(trailers)) });
+                        let response = hyper::Response::builder()
+                            .header("content-type", "application/grpc")
+                            .header("x-version", format!("{:?}", request.version()))
+                            .body(body)
+                            .unwrap();
+                        Ok::<_, std::convert::Infallible>(response)
+                    },
+                );
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), answer)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// A gateway (h2c, no TLS of its own) in front of `upstream`, verified by `ca` (a
+/// PEM file in `dir`), in HTTP/2 or not.
+fn https_gateway(
+    dir: &Path,
+    upstream: std::net::SocketAddr,
+    ca: &str,
+    http2: bool,
+) -> std::path::PathBuf {
+    let config = format!(
+        "upstream:\n  url: https://{upstream}\n  ca_file: {ca}\n  http2: {http2}\nrules:\n  - name: all\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 1000\n    period: 1m\n"
+    );
+    let path = dir.join(format!("weir-{http2}-{ca}.yaml"));
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_upstreams_are_verified_and_grpc_passes_with_its_trailers_over_http2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, stranger) = (Pki::new(), Pki::new());
+    let upstream = https_upstream(&pki.leaf("127.0.0.1", 2099)).await;
+    std::fs::write(dir.path().join("ca.pem"), pki.ca.pem()).unwrap();
+    std::fs::write(dir.path().join("other-ca.pem"), stranger.ca.pem()).unwrap();
+
+    // HTTP/2 to the upstream: a gRPC call's trailers come back to the client.
+    let weir = Server::start(&https_gateway(dir.path(), upstream, "ca.pem", true));
+    let mut send = h2(TcpStream::connect(&weir.addr).await.unwrap()).await;
+    let call = Request::post(format!("http://{}/pkg.Svc/Call", weir.addr))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Body::from(&b"\0\0\0\0\0"[..]))
+        .unwrap();
+    let answer = send.send_request(call).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.headers()["x-version"], "HTTP/2.0");
+    assert!(answer.headers().contains_key("ratelimit"));
+    let body = answer.into_body().collect().await.unwrap();
+    assert_eq!(body.trailers().unwrap()["grpc-status"], "0");
+    assert_eq!(body.to_bytes(), "reply");
+
+    // HTTP/1.1 to the same upstream, over TLS.
+    let weir = Server::start(&https_gateway(dir.path(), upstream, "ca.pem", false));
+    let (status, _) = weir.request("GET", "/", "");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+
+    // Verified against another authority: a 502 problem, and the reason in the log.
+    let log = dir.path().join("weir.log");
+    let weir = Server::start_with(
+        &https_gateway(dir.path(), upstream, "other-ca.pem", false),
+        &[],
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    let (status, body) = weir.request("GET", "/", "");
+    assert_eq!(status, "HTTP/1.1 502 Bad Gateway", "{body}");
+    assert!(body.contains("/problems/"), "{body}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("failed: invalid peer certificate")
+    {
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "no log line names the reason: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn check_config_names_the_upstream_field_at_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.pem"), "").unwrap();
+    let check = |upstream: &str| {
+        let path = dir.path().join("check.yaml");
+        std::fs::write(
+            &path,
+            format!("upstream:\n{upstream}rules:\n  - {{ name: a, algorithm: gcra, limit: 1, period: 1s }}\n"),
+        )
+        .unwrap();
+        match weir::Config::load(&path) {
+            Ok(_) => "ok".to_owned(),
+            Err(error) => format!("{}: {}", error.field.unwrap_or_default(), error.message),
+        }
+    };
+    for (upstream, start) in [
+        (
+            "  url: https://api.internal:8443\n  ca_file: none.pem\n",
+            "upstream.ca_file: cannot read",
+        ),
+        (
+            "  url: https://api.internal:8443\n  ca_file: empty.pem\n",
+            "upstream.ca_file: no certificate in",
+        ),
+        (
+            "  url: http://api.internal:8080\n  ca_file: empty.pem\n",
+            "upstream.ca_file: ca_file verifies an https:// upstream",
+        ),
+        (
+            "  url: ftp://api.internal\n",
+            "upstream.url: `ftp://api.internal` is not an upstream URL",
+        ),
+    ] {
+        let said = check(upstream);
+        assert!(said.starts_with(start), "{said}");
+    }
+}

@@ -23,6 +23,7 @@ mod shedding;
 mod store;
 mod tls;
 mod upstream;
+mod upstream_tls;
 mod yaml;
 
 #[cfg(test)]

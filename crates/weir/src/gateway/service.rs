@@ -79,8 +79,7 @@ impl Gateway {
             if pools.len() >= 4 {
                 pools.remove(0);
             }
-            let upstream = &self.config.upstream;
-            let made = UpstreamPool::new(&upstream.base, upstream.connect_timeout);
+            let made = UpstreamPool::new(&self.config.upstream);
             pools.push((self.id, Arc::clone(&made)));
             made
         })
