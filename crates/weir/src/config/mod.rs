@@ -231,24 +231,45 @@ impl Config {
 }
 
 impl Config {
-    /// What a reload compares to see a change: the file's SHA-256, and with an
-    /// `envoy` section, its directory's.
+    /// What a reload compares to see a change: the file's SHA-256, with an `envoy`
+    /// section its directory's, and with a `tls` section its certificate files'.
     pub fn fingerprint(&self) -> String {
-        match &self.envoy {
-            Some(envoy) => format!("{}+{}", self.sha256, envoy.sha256),
-            None => self.sha256.clone(),
+        let mut fingerprint = self.sha256.clone();
+        if let Some(envoy) = &self.envoy {
+            fingerprint = format!("{fingerprint}+{}", envoy.sha256);
         }
+        if let Some(tls) = &self.tls {
+            fingerprint = format!("{fingerprint}+{}", tls.sha256);
+        }
+        fingerprint
+    }
+
+    /// The files besides the configuration a reload watches: the `tls` section's
+    /// certificates and keys.
+    pub(crate) fn watched_files(&self) -> Vec<std::path::PathBuf> {
+        self.tls
+            .as_ref()
+            .map(|tls| tls.files.clone())
+            .unwrap_or_default()
     }
 }
 
-/// [`Config::fingerprint`] of the files as they are now: the configuration at `path`
-/// and, if given, the envoy directory `envoy_dir`; none if one cannot be read.
-pub(crate) fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
-    let file = sha256_hex(&std::fs::read(path).ok()?);
-    match envoy_dir {
-        Some(dir) => Some(format!("{file}+{}", descriptors::dir_sha256(dir)?)),
-        None => Some(file),
+/// [`Config::fingerprint`] of the files as they are now: the configuration at `path`,
+/// if given the envoy directory `envoy_dir`, and the `files` of
+/// [`Config::watched_files`]; none if one cannot be read.
+pub(crate) fn fingerprint_of(
+    path: &Path,
+    envoy_dir: Option<&Path>,
+    files: &[std::path::PathBuf],
+) -> Option<String> {
+    let mut fingerprint = sha256_hex(&std::fs::read(path).ok()?);
+    if let Some(dir) = envoy_dir {
+        fingerprint = format!("{fingerprint}+{}", descriptors::dir_sha256(dir)?);
     }
+    if !files.is_empty() {
+        fingerprint = format!("{fingerprint}+{}", tls::files_sha256(files)?);
+    }
+    Some(fingerprint)
 }
 
 /// The SHA-256 of `bytes`, in lower-case hex: how a configuration file is named in

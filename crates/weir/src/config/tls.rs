@@ -14,8 +14,10 @@
 //! fault: a file that cannot be read or holds no certificate or key, a key of a kind
 //! rustls cannot sign with, a key that is not the certificate's, a certificate past its
 //! `notAfter`, and a host that is not a DNS name (`*.example.com` is one label of any
-//! name). Paths are relative to the configuration file.
+//! name). Paths are relative to the configuration file, and the files are watched
+//! with it: a certificate renewed in place is reloaded.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::sign::CertifiedKey;
@@ -49,6 +51,23 @@ struct RawCertificate {
 #[derive(Debug, Clone)]
 pub(crate) struct TlsConfig {
     pub(crate) certificates: Vec<(Arc<CertifiedKey>, Vec<String>)>,
+    /// The certificate and key files, watched for changes with the configuration (a
+    /// certificate renewed in place is reloaded).
+    pub(crate) files: Vec<PathBuf>,
+    /// [`files_sha256`] of them as loaded.
+    pub(crate) sha256: String,
+}
+
+/// One SHA-256 of `files`' names and contents as they are now, to see a change; none
+/// if one cannot be read.
+pub(crate) fn files_sha256(files: &[PathBuf]) -> Option<String> {
+    let mut all = Vec::new();
+    for file in files {
+        all.extend(file.as_os_str().as_encoded_bytes());
+        all.push(0);
+        all.extend(super::sha256_hex(&std::fs::read(file).ok()?).bytes());
+    }
+    Some(super::sha256_hex(&all))
 }
 
 /// The `tls` section, its certificates loaded now (see the [module docs](self)).
@@ -73,7 +92,19 @@ pub(super) fn tls(
         .enumerate()
         .map(|(i, certificate)| load(&certificate.value, i, errors))
         .collect::<Result<_, _>>()?;
-    Ok(Some(TlsConfig { certificates }))
+    let files: Vec<PathBuf> = raw
+        .value
+        .certificates
+        .iter()
+        .flat_map(|c| [&c.value.cert_file.value, &c.value.key_file.value])
+        .map(|name| errors.resolve(name))
+        .collect();
+    let sha256 = files_sha256(&files).unwrap_or_default();
+    Ok(Some(TlsConfig {
+        certificates,
+        files,
+        sha256,
+    }))
 }
 
 /// The `i`th certificate, loaded and checked.

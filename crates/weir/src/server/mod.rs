@@ -57,6 +57,8 @@ pub struct Instance {
     config_sha256: String,
     /// The envoy directory serving now, watched for changes with the file.
     envoy_dir: Option<std::path::PathBuf>,
+    /// The certificate files serving now, watched for changes with the file.
+    watched_files: Vec<std::path::PathBuf>,
     clock: Arc<dyn Clock>,
 }
 
@@ -133,6 +135,7 @@ impl Instance {
             store_config: config.store.clone(),
             config_sha256: config.fingerprint(),
             envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
+            watched_files: config.watched_files(),
             clock,
         }
     }
