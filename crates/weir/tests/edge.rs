@@ -610,11 +610,39 @@ async fn flood(addr: &str, flood: Vec<u8>) -> Option<u32> {
     code
 }
 
+/// Sends `frames` on a new connection to `addr`: the error code of the first stream
+/// reset (RST_STREAM) or GOAWAY weir sends, within 10 s.
+async fn reset(addr: &str, frames: Vec<u8>) -> u32 {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(&frames).await.unwrap();
+    let read = async {
+        let mut head = [0u8; 9];
+        loop {
+            stream.read_exact(&mut head).await.unwrap();
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let mut payload = vec![0u8; len];
+            stream.read_exact(&mut payload).await.unwrap();
+            match head[3] {
+                3 => return u32::from_be_bytes(payload[..4].try_into().unwrap()),
+                7 => return u32::from_be_bytes(payload[4..8].try_into().unwrap()),
+                1 => panic!("answered: {payload:?}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .unwrap()
+}
+
+/// HTTP/2's PROTOCOL_ERROR.
+const PROTOCOL_ERROR: u32 = 0x1;
+
 /// HTTP/2's ENHANCE_YOUR_CALM: what a server says to a client that abuses it.
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rapid_reset_and_continuation_floods_end_their_connection_and_no_other() {
+async fn floods_and_smuggled_framing_end_their_stream_or_connection_and_no_other() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = common::echo::start().await;
     let weir = Server::start(&gateway(dir.path(), "", upstream, 1_000_000));
@@ -639,6 +667,14 @@ async fn rapid_reset_and_continuation_floods_end_their_connection_and_no_other()
     }
     let ended = flood(&weir.addr, frames).await;
     assert_eq!(ended, Some(ENHANCE_YOUR_CALM));
+
+    // A request carrying Transfer-Encoding (which HTTP/2 has no use for, and which
+    // would reframe it as HTTP/1.1): its stream is reset, nothing is forwarded.
+    let mut frames = preface();
+    let mut block = GET_BLOCK.to_vec();
+    block.extend(b"\x00\x11transfer-encoding\x07chunked");
+    frames.extend(frame(1, 0x4 | 0x1, 1, &block));
+    assert_eq!(reset(&weir.addr, frames).await, PROTOCOL_ERROR);
 
     // The other connection was never touched.
     let answer = get(&mut bystander, "localhost", "/", &[("x-api-key", "k")]).await;
