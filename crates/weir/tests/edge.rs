@@ -635,6 +635,31 @@ async fn reset(addr: &str, frames: Vec<u8>) -> u32 {
         .unwrap()
 }
 
+/// Reads frames until the HEADERS of an answer: the PING and SETTINGS acknowledgements
+/// before it (within 10 s).
+async fn acks_then_answer(mut stream: impl tokio::io::AsyncRead + Unpin) -> (usize, usize) {
+    let read = async {
+        let (mut pings, mut settings) = (0, 0);
+        let mut head = [0u8; 9];
+        loop {
+            stream.read_exact(&mut head).await.unwrap();
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let mut payload = vec![0u8; len];
+            stream.read_exact(&mut payload).await.unwrap();
+            match (head[3], head[4] & 1) {
+                (6, 1) => pings += 1,
+                (4, 1) => settings += 1,
+                (1, _) => return (pings, settings),
+                (7, _) => panic!("told to go away after {pings} PINGs: {payload:?}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .unwrap()
+}
+
 /// HTTP/2's PROTOCOL_ERROR.
 const PROTOCOL_ERROR: u32 = 0x1;
 
@@ -675,6 +700,22 @@ async fn floods_and_smuggled_framing_end_their_stream_or_connection_and_no_other
     block.extend(b"\x00\x11transfer-encoding\x07chunked");
     frames.extend(frame(1, 0x4 | 0x1, 1, &block));
     assert_eq!(reset(&weir.addr, frames).await, PROTOCOL_ERROR);
+
+    // PING and SETTINGS floods, read as they are answered: each acknowledged (one at a
+    // time), the connection still serving after them.
+    let (reader, mut writer) = TcpStream::connect(&weir.addr).await.unwrap().into_split();
+    let mut frames = preface();
+    for i in 0..10_000u64 {
+        frames.extend(frame(6, 0, 0, &i.to_be_bytes())); // PING
+        frames.extend(frame(4, 0, 0, &[0, 3, 0, 0, 0, 100])); // SETTINGS: 100 streams
+    }
+    frames.extend(frame(1, 0x4 | 0x1, 1, GET_BLOCK));
+    let writing = tokio::spawn(async move {
+        writer.write_all(&frames).await.unwrap();
+        writer
+    });
+    assert_eq!(acks_then_answer(reader).await, (10_000, 10_001));
+    drop(writing.await.unwrap());
 
     // The other connection was never touched.
     let answer = get(&mut bystander, "localhost", "/", &[("x-api-key", "k")]).await;
