@@ -660,6 +660,33 @@ async fn acks_then_answer(mut stream: impl tokio::io::AsyncRead + Unpin) -> (usi
         .unwrap()
 }
 
+/// Reads frames until a RST_STREAM: its stream and error code (within 10 s).
+async fn first_reset(mut stream: impl tokio::io::AsyncRead + Unpin) -> (u32, u32) {
+    let read = async {
+        let mut head = [0u8; 9];
+        loop {
+            stream.read_exact(&mut head).await.unwrap();
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let mut payload = vec![0u8; len];
+            stream.read_exact(&mut payload).await.unwrap();
+            match head[3] {
+                3 => {
+                    let id = u32::from_be_bytes(head[5..9].try_into().unwrap());
+                    return (id, u32::from_be_bytes(payload[..4].try_into().unwrap()));
+                }
+                7 => panic!("told to go away: {payload:?}"),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .unwrap()
+}
+
+/// HTTP/2's REFUSED_STREAM.
+const REFUSED_STREAM: u32 = 0x7;
+
 /// HTTP/2's PROTOCOL_ERROR.
 const PROTOCOL_ERROR: u32 = 0x1;
 
@@ -700,6 +727,25 @@ async fn floods_and_smuggled_framing_end_their_stream_or_connection_and_no_other
     block.extend(b"\x00\x11transfer-encoding\x07chunked");
     frames.extend(frame(1, 0x4 | 0x1, 1, &block));
     assert_eq!(reset(&weir.addr, frames).await, PROTOCOL_ERROR);
+
+    // Streams past the concurrent bound: refused, the ones open kept. (The bound holds
+    // once the client has acknowledged weir's SETTINGS.)
+    let mut stream = TcpStream::connect(&weir.addr).await.unwrap();
+    stream.write_all(&preface()).await.unwrap();
+    let mut head = [0u8; 9];
+    stream.read_exact(&mut head).await.unwrap();
+    assert_eq!((head[3], head[4]), (4, 0), "weir's SETTINGS first");
+    let mut settings = vec![0u8; usize::from(head[2])];
+    stream.read_exact(&mut settings).await.unwrap();
+    let mut frames = frame(4, 1, 0, &[]); // SETTINGS ACK
+    for i in 0..101u32 {
+        // A POST whose body never comes: the stream stays open.
+        let post = b"\x83\x86\x84\x01\x09localhost";
+        frames.extend(frame(1, 0x4, 2 * i + 1, post));
+    }
+    let (reader, mut writer) = stream.into_split();
+    writer.write_all(&frames).await.unwrap();
+    assert_eq!(first_reset(reader).await, (201, REFUSED_STREAM));
 
     // PING and SETTINGS floods, read as they are answered: each acknowledged (one at a
     // time), the connection still serving after them.
