@@ -472,6 +472,16 @@ fn check_config_names_the_certificate_field_at_fault() {
             "tls.certificates: list at least one",
             "",
         ),
+        (
+            one("api.pem", "api.key", ", hosts: [www.example.com]"),
+            "tls.certificates[0].hosts[0]: the certificate does not name `www.example.com`",
+            "",
+        ),
+        (
+            one("www.pem", "www.key", ", hosts: [\"*.example.com\"]"),
+            "tls.certificates[0].hosts[0]: the certificate does not name `*.example.com`",
+            "",
+        ),
     ];
     for (said, start, part) in refused {
         assert!(said.starts_with(start) && said.contains(part), "{said}");

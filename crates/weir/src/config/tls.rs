@@ -14,7 +14,7 @@
 //! fault: a file that cannot be read or holds no certificate or key, a key of a kind
 //! rustls cannot sign with, a key that is not the certificate's, a certificate past its
 //! `notAfter`, and a host that is not a DNS name (`*.example.com` is one label of any
-//! name). Paths are relative to the configuration file, and the files are watched
+//! name) or that the certificate does not name. Paths are relative to the configuration file, and the files are watched
 //! with it: a certificate renewed in place is reloaded.
 
 use std::path::PathBuf;
@@ -168,9 +168,11 @@ fn load(
         .iter()
         .enumerate()
         .map(|(h, host)| {
-            dns_name(&host.value).map_err(|message| {
-                errors.at(host.referenced, field(&format!("hosts[{h}]")), message)
-            })
+            dns_name(&host.value)
+                .and_then(|name| covers(&certified.cert[0], &name).map(|()| name))
+                .map_err(|message| {
+                    errors.at(host.referenced, field(&format!("hosts[{h}]")), message)
+                })
         })
         .collect::<Result<_, _>>()?;
     Ok((Arc::new(certified), hosts))
@@ -186,6 +188,29 @@ fn dns_name(host: &str) -> Result<String, String> {
         ));
     }
     Ok(host.to_ascii_lowercase())
+}
+
+/// Whether the certificate `leaf` names `host` (a wildcard host, any one label under
+/// it), as a client checks it: a certificate offered for a host it does not name
+/// fails every client.
+fn covers(leaf: &CertificateDer<'_>, host: &str) -> Result<(), String> {
+    let probe = match host.strip_prefix("*.") {
+        Some(parent) => format!("weir-probe.{parent}"),
+        None => host.to_owned(),
+    };
+    let (Ok(certificate), Ok(name)) = (
+        webpki::EndEntityCert::try_from(leaf),
+        rustls_pki_types::ServerName::try_from(probe.as_str()),
+    ) else {
+        return Err(format!(
+            "the certificate cannot be read to check that it names `{host}`"
+        ));
+    };
+    certificate
+        .verify_is_valid_for_subject_name(&name)
+        .map_err(|_| {
+            format!("the certificate does not name `{host}` (its subject alternative names)")
+        })
 }
 
 /// Seconds since the Unix epoch now.
