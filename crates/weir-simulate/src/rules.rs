@@ -128,7 +128,10 @@ mod tests {
             ("fixed_window:10", "has no `/`"),
             ("fixed_window:ten/1m", "limit `ten`"),
             ("fixed_window:10/1min", "invalid period"),
-            ("fixed_window:0/1m", "limit must be between"),
+            (
+                "fixed_window:0/1m",
+                "limit must be a whole number from 1 to",
+            ),
             ("fixed_window:10/1m:5", "burst applies to"),
             ("gcra:10/1m:5:6", "too many"),
         ] {

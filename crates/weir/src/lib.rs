@@ -114,6 +114,6 @@ pub use self::request::client_ip;
 #[doc(hidden)]
 pub use self::server::{
     ConnectionLimits, Handler, ReloadError, admin_router, auth_router, bind_shared,
-    decision_router, default_auth_router, envoy_door, serve, serve_grpc_on_threads,
-    serve_on_threads,
+    decision_router, default_auth_router, envoy_door, serve, serve_grpc_on_threads, serve_main,
+    serve_main_on_threads, serve_on_threads,
 };

@@ -45,8 +45,12 @@ enum Command {
     /// serves the admin API (/admin/api/...: rules and rates, a key's state, reset,
     /// the identities denied most) and the status page /admin/.
     ///
-    /// Prints `weir listening on http://ADDR` once the socket is bound (with port 0, the
-    /// port the system chose), and `weir admin listening on http://ADDR` when the admin
+    /// The main listener speaks HTTP/1.1 and HTTP/2 (h2c with prior knowledge); with a
+    /// `tls` section, TLS 1.2 and 1.3 with ALPN h2 and http/1.1, the certificate
+    /// chosen by SNI, each handshake within --header-timeout-ms.
+    ///
+    /// Prints `weir listening on http://ADDR` (`https://` with TLS) once the socket is
+    /// bound (with port 0, the port the system chose), and `weir admin listening on http://ADDR` when the admin
     /// listener is open (gateway mode, or an `admin` section). Reloads the configuration on SIGHUP or when the file changes (an invalid
     /// file is refused; the old one keeps serving). Stops on SIGTERM or Ctrl-C after
     /// finishing the requests in flight.
@@ -79,8 +83,9 @@ enum Command {
         /// info).
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
-        /// The longest a client may take to send a request's headers, in milliseconds;
-        /// slower clients (and idle keep-alive connections) are closed.
+        /// The longest a client may take to send a request's headers, in milliseconds
+        /// (on the main listener, its TLS handshake and HTTP/2 preface too); slower
+        /// clients (and idle HTTP/1.1 keep-alive connections) are closed.
         #[arg(long, default_value_t = 10_000)]
         header_timeout_ms: u64,
         /// The longest a connection's writes may wait without any byte going out, in
@@ -398,6 +403,7 @@ fn serve(
         let envoy_door = weir::envoy_door(&service);
         let has_admin = service.has_admin();
         let gateway = service.gateway.clone();
+        let tls = service.tls.clone();
         let auth_door = weir::auth_router(&service);
         let metrics = Arc::clone(&service.metrics);
         // Each listener's connection slots, reported in the metrics.
@@ -420,8 +426,9 @@ fn serve(
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
         let listeners = weir::bind_shared(listen, threads)
             .with_context(|| format!("cannot listen on {listen}"))?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         announce(&format!(
-            "weir listening on http://{}",
+            "weir listening on {scheme}://{}",
             listeners[0].local_addr()?
         ));
         // In gateway mode the decision API moves to the admin listener; the admin API
@@ -499,10 +506,17 @@ fn serve(
         );
         let main = slots("main");
         let workers = match gateway {
-            Some(gateway) => {
-                weir::serve_on_threads(listeners, gateway, limits, main, stopped_rx.clone())?
+            Some(gateway) => weir::serve_main_on_threads(
+                listeners,
+                gateway,
+                limits,
+                tls,
+                main,
+                stopped_rx.clone(),
+            )?,
+            None => {
+                weir::serve_main_on_threads(listeners, api, limits, tls, main, stopped_rx.clone())?
             }
-            None => weir::serve_on_threads(listeners, api, limits, main, stopped_rx.clone())?,
         };
         stop_signal.await;
         let _ = stop.send(());

@@ -74,7 +74,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "rules:\n  - name: api\n    algorithm: gcra\n    limit: 5\n    period: 1m\n    burst: 0\n",
-            "weir.yaml:6:12: rules[0].burst: burst must be between 1",
+            "weir.yaml:6:12: rules[0].burst: burst must be a whole number from 1",
         ),
         (
             "rules:\n  - name: api\n    algorithm: fixed_window\n    limit: 5\n    period: 1m\n    burst: 3\n",
@@ -154,8 +154,8 @@ fn errors_name_file_line_and_field() {
         ),
         ("rules: []\n", "weir.yaml: rules: no rules"),
         (
-            "upstream:\n  url: https://api\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
-            "weir.yaml:2:8: upstream.url: `https://api` is not an upstream URL",
+            "upstream:\n  url: ftp://api\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
+            "weir.yaml:2:8: upstream.url: `ftp://api` is not an upstream URL",
         ),
         (
             "upstream:\n  url: http://127.0.0.1:9000\nclient_ip:\n  trusted_proxies: [10.0.0.0/33]\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",

@@ -1,7 +1,9 @@
 //! Door parity: one table of requests through every door that takes HTTP requests (the
 //! gateway in front of a real upstream, the tower layer in front of the same app in
-//! process, `/v1/decide` + `/v1/settle` called as a service would call them, and the
-//! forward-auth door `/v1/auth` asked as a trusted proxy asks it), each
+//! process, `/v1/decide` + `/v1/settle` called as a service would call them, the
+//! gateway's listener asked in HTTP/2 (h2c, each request a stream of one connection,
+//! its host as `:authority`), and the forward-auth door `/v1/auth` asked as a trusted
+//! proxy asks it), each
 //! on an engine of its own built from one configuration. Every door must reach the same
 //! verdict for every request: the same status, the same RateLimit, `Retry-After` and
 //! shadow fields, the same problem type for weir's own answers, and the same decision
@@ -138,6 +140,20 @@ impl Ask {
         request.body(body).unwrap()
     }
 
+    /// This request in HTTP/2: its host as `:authority` (an absolute target), no Host.
+    fn http2(&self) -> Request<Body> {
+        let host = self.headers.iter().find(|(name, _)| *name == "host");
+        let authority = host.map_or("localhost", |(_, value)| *value);
+        let mut request = Request::builder()
+            .method(self.method)
+            .uri(format!("http://{authority}{}", self.target));
+        for (name, value) in self.headers.iter().filter(|(name, _)| *name != "host") {
+            request = request.header(*name, *value);
+        }
+        let body = self.body.clone().map_or_else(Body::empty, Body::from);
+        request.body(body).unwrap()
+    }
+
     /// The subrequest a proxy (Traefik, Caddy) sends the forward-auth door for this
     /// request: the client's headers, the original request in `X-Forwarded-*`, from
     /// the proxy's address.
@@ -225,6 +241,8 @@ enum Door {
     Gateway(Instance),
     Layer(Instance, weir::WeirService<Router>),
     Decide(Instance),
+    /// The gateway's listener (`serve_main`) on loopback, one HTTP/2 connection.
+    Http2(Instance, hyper::client::conn::http2::SendRequest<Body>),
     /// `/v1/auth`, asked as Traefik or Caddy ask it (`convention: forwarded`).
     Auth(Instance, Router),
 }
@@ -239,6 +257,7 @@ impl Door {
             Door::Gateway(_) => "gateway",
             Door::Layer(..) => "layer",
             Door::Decide(_) => "/v1/decide",
+            Door::Http2(..) => "gateway over HTTP/2",
             Door::Auth(..) => "/v1/auth",
         }
     }
@@ -248,23 +267,28 @@ impl Door {
             Door::Gateway(service)
             | Door::Layer(service, _)
             | Door::Decide(service)
+            | Door::Http2(service, _)
             | Door::Auth(service, _) => service,
         }
     }
 
-    /// The four doors, each on a service of its own built by `service` from `config`
+    /// The five doors, each on a service of its own built by `service` from `config`
     /// (the gateway's upstream, the layer's inner service and the decide caller's app
-    /// are one app; the forward-auth door's proxy has none).
-    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Instance) -> [Door; 4] {
+    /// are one app; the forward-auth door's proxy has none). The forward-auth door is
+    /// the last.
+    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Instance) -> [Door; 5] {
         let gateway = Door::Gateway(service(config).await);
         let layered = service(config).await;
         let layer = WeirLayer::new(config, layered.engine.clone()).layer(app());
+        let http2 = service(config).await;
+        let h2c = serve_http2(&http2).await;
         let authed = service(config).await;
         let auth = weir::default_auth_router(config, &authed);
         [
             gateway,
             Door::Layer(layered, layer),
             Door::Decide(service(config).await),
+            Door::Http2(http2, h2c),
             Door::Auth(authed, auth),
         ]
     }
@@ -281,6 +305,12 @@ impl Door {
                 reply(layer.clone().oneshot(request).await.unwrap()).await
             }
             Door::Decide(service) => decide(service, ask).await,
+            Door::Http2(_, send) => {
+                let mut send = send.clone();
+                send.ready().await.unwrap();
+                let response = send.send_request(ask.http2()).await.unwrap();
+                reply(response.map(Body::new)).await
+            }
             Door::Auth(_, router) => {
                 let response = router.clone().oneshot(ask.forward_auth()).await.unwrap();
                 reply(response).await
@@ -396,6 +426,30 @@ fn memory_service(config: &Config) -> Instance {
     Instance::with_store(config, store, clock)
 }
 
+/// `service`'s gateway served as `weir serve` serves its main listener, on loopback,
+/// and an HTTP/2 (h2c) connection to it.
+async fn serve_http2(service: &Instance) -> hyper::client::conn::http2::SendRequest<Body> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(weir::serve_main(
+        listener,
+        service.gateway.clone().unwrap(),
+        weir::ConnectionLimits::default(),
+        None,
+        weir::ConnectionSlots::new("main", 16),
+        std::future::pending(),
+    ));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    send
+}
+
 async fn upstream() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -443,9 +497,9 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
         .cloned()
         .partition(|(_, ask)| ask.body.is_none());
     let mut replies = agree(&doors, &heads).await;
-    replies.extend(agree(&doors[..3], &bodies).await);
+    replies.extend(agree(&doors[..4], &bodies).await);
     for (row, ask) in &bodies {
-        let refused = doors[3].send(ask).await;
+        let refused = doors[4].send(ask).await;
         assert_eq!(refused.status, 500, "{row}");
         assert_eq!(
             refused.problem.as_deref(),
@@ -594,7 +648,7 @@ async fn a_plan_looked_up_by_a_body_field_is_read_at_every_door_that_sees_bodies
             login("ana@x.io", "right"),
         ),
     ];
-    let replies = agree(&doors[..3], &table).await;
+    let replies = agree(&doors[..4], &table).await;
     let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
     assert_eq!(statuses, [200, 429]);
     // The door has no body to read: refused at load with an `auth` section.

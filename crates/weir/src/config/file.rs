@@ -35,6 +35,8 @@ pub(super) struct RawConfig {
     pub(super) region: Option<Spanned<super::region::RawRegion>>,
     /// The forward-auth door.
     pub(super) auth: Option<Spanned<super::auth::RawAuth>>,
+    /// TLS on the main listener.
+    pub(super) tls: Option<Spanned<super::tls::RawTls>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }
@@ -124,6 +126,12 @@ pub(super) struct RawUpstream {
     pub(super) body_timeout: Option<Spanned<Period>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
     pub(super) max_buffered_bytes: Option<Spanned<usize>>,
+    /// The roots an `https://` upstream is verified against (PEM), instead of the
+    /// system's.
+    pub(super) ca_file: Option<Spanned<String>>,
+    /// Speak HTTP/2 to the upstream (h2 by ALPN over TLS, else with prior knowledge).
+    #[serde(default)]
+    pub(super) http2: bool,
 }
 
 #[derive(Debug, Deserialize)]

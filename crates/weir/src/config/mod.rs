@@ -21,7 +21,9 @@ mod region;
 mod rules;
 mod shedding;
 mod store;
+mod tls;
 mod upstream;
+mod upstream_tls;
 mod yaml;
 
 #[cfg(test)]
@@ -46,6 +48,7 @@ use self::file::RawRule;
 pub(crate) use self::period::Period;
 pub(crate) use self::shedding::SheddingConfig;
 pub use self::store::{Fallback, StoreConfig};
+pub(crate) use self::tls::TlsConfig;
 pub(crate) use self::upstream::GatewayConfig;
 pub(crate) use self::upstream::Upstream;
 pub(crate) use self::upstream::{BODY_TIMEOUT, MAX_BODY_BYTES, MAX_BUFFERED_BYTES};
@@ -80,6 +83,9 @@ pub struct Config {
     pub(crate) envoy: Option<EnvoyConfig>,
     /// The forward-auth door, when an `auth` section is configured.
     pub(crate) auth: Option<AuthConfig>,
+    /// TLS on the main listener, when a `tls` section is configured: its certificates,
+    /// loaded and checked.
+    pub(crate) tls: Option<TlsConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
 }
@@ -93,6 +99,11 @@ impl Config {
     /// Whether it configures the forward-auth door (an `auth` section).
     pub fn has_auth(&self) -> bool {
         self.auth.is_some()
+    }
+
+    /// Whether the main listener speaks TLS (a `tls` section).
+    pub fn has_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// Whether it configures the admin API (an `admin` section).
@@ -213,11 +224,13 @@ impl Config {
             }
             _ => None,
         };
+        let tls = found.keep(tls::tls(raw.tls.as_ref(), &errors));
         let gateway = client_ip
             .as_ref()
             .and_then(|client_ip| found.keep(upstream::gateway(&raw, &errors, client_ip.clone())));
         found.finish()?;
         let (
+            Some(tls),
             Some(envoy),
             Some(admin),
             Some(auth),
@@ -225,7 +238,7 @@ impl Config {
             Some(rules),
             Some(routing),
             Some(gateway),
-        ) = (envoy, admin, auth, client_ip, rules, routing, gateway)
+        ) = (tls, envoy, admin, auth, client_ip, rules, routing, gateway)
         else {
             // Each section missing has its error in `found`.
             return Err(ConfigError::new(source, "the configuration is not valid"));
@@ -249,30 +262,52 @@ impl Config {
             admin,
             envoy,
             auth,
+            tls,
             sha256: sha256_hex(text.as_bytes()),
         })
     }
 }
 
 impl Config {
-    /// What a reload compares to see a change: the file's SHA-256, and with an
-    /// `envoy` section, its directory's.
+    /// What a reload compares to see a change: the file's SHA-256, with an `envoy`
+    /// section its directory's, and with a `tls` section its certificate files'.
     pub fn fingerprint(&self) -> String {
-        match &self.envoy {
-            Some(envoy) => format!("{}+{}", self.sha256, envoy.sha256),
-            None => self.sha256.clone(),
+        let mut fingerprint = self.sha256.clone();
+        if let Some(envoy) = &self.envoy {
+            fingerprint = format!("{fingerprint}+{}", envoy.sha256);
         }
+        if let Some(tls) = &self.tls {
+            fingerprint = format!("{fingerprint}+{}", tls.sha256);
+        }
+        fingerprint
+    }
+
+    /// The files besides the configuration a reload watches: the `tls` section's
+    /// certificates and keys.
+    pub(crate) fn watched_files(&self) -> Vec<std::path::PathBuf> {
+        self.tls
+            .as_ref()
+            .map(|tls| tls.files.clone())
+            .unwrap_or_default()
     }
 }
 
-/// [`Config::fingerprint`] of the files as they are now: the configuration at `path`
-/// and, if given, the envoy directory `envoy_dir`; none if one cannot be read.
-pub(crate) fn fingerprint_of(path: &Path, envoy_dir: Option<&Path>) -> Option<String> {
-    let file = sha256_hex(&std::fs::read(path).ok()?);
-    match envoy_dir {
-        Some(dir) => Some(format!("{file}+{}", descriptors::dir_sha256(dir)?)),
-        None => Some(file),
+/// [`Config::fingerprint`] of the files as they are now: the configuration at `path`,
+/// if given the envoy directory `envoy_dir`, and the `files` of
+/// [`Config::watched_files`]; none if one cannot be read.
+pub(crate) fn fingerprint_of(
+    path: &Path,
+    envoy_dir: Option<&Path>,
+    files: &[std::path::PathBuf],
+) -> Option<String> {
+    let mut fingerprint = sha256_hex(&std::fs::read(path).ok()?);
+    if let Some(dir) = envoy_dir {
+        fingerprint = format!("{fingerprint}+{}", descriptors::dir_sha256(dir)?);
     }
+    if !files.is_empty() {
+        fingerprint = format!("{fingerprint}+{}", tls::files_sha256(files)?);
+    }
+    Some(fingerprint)
 }
 
 /// The SHA-256 of `bytes`, in lower-case hex: how a configuration file is named in

@@ -179,7 +179,7 @@ mod tests {
                 "shedding:\n  routes:\n    - { path_prefix: /a, priority: urgent }\n",
                 "urgent",
             ),
-            ("shedding:\n  min_limit: 0\n", "between 1"),
+            ("shedding:\n  min_limit: 0\n", "from 1 to"),
             ("shedding:\n  min_limit: 50\n  max_limit: 10\n", "in order"),
             ("shedding:\n  limit: 5\n", "limit"),
         ] {

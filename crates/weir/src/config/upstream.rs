@@ -1,6 +1,7 @@
 //! The gateway's sections: `upstream` (where allowed requests go) and `client_ip` (whom
 //! to believe about the client's address).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::Uri;
@@ -16,8 +17,12 @@ use crate::request::{ClientIpConfig, ForwardedHeader, IPV6_PREFIX, canonical_net
 /// Where allowed requests go.
 #[derive(Debug, Clone)]
 pub(crate) struct Upstream {
-    /// `http://host:port` of the upstream.
+    /// `http://host:port` or `https://host:port` of the upstream.
     pub base: Uri,
+    /// How an `https://` upstream is reached.
+    pub tls: Option<UpstreamTls>,
+    /// Whether it speaks HTTP/2 (`http2: true`), else HTTP/1.1.
+    pub http2: bool,
     /// The longest a connection to the upstream may take to open.
     pub connect_timeout: Duration,
     /// The longest the upstream may take to start answering.
@@ -29,6 +34,17 @@ pub(crate) struct Upstream {
     pub max_buffered_bytes: usize,
     /// The longest a client may take to send such a body (else `408`).
     pub body_timeout: Duration,
+}
+
+/// How an `https://` upstream is reached: its roots (the system's or `ca_file`'s),
+/// TLS 1.2 and 1.3, the ALPN protocol of `http2`; and the name its certificate must
+/// have (sent by SNI): the URL's host.
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamTls {
+    /// The roots, versions and ALPN protocol.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The upstream's name (a DNS name or an IP address).
+    pub name: rustls_pki_types::ServerName<'static>,
 }
 
 /// What the gateway needs besides the engine: where to forward, and whom to believe.
@@ -148,8 +164,44 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
         .value
         .parse()
         .ok()
-        .filter(|u: &Uri| u.scheme_str() == Some("http") && u.authority().is_some() && matches!(u.path(), "" | "/"))
-        .ok_or_else(|| errors.at(url.referenced, "upstream.url", format!("`{}` is not an upstream URL: use http://host:port (https upstreams are not supported yet)", url.value)))?;
+        .filter(|u: &Uri| {
+            matches!(u.scheme_str(), Some("http" | "https"))
+                && u.authority().is_some()
+                && matches!(u.path(), "" | "/")
+        })
+        .ok_or_else(|| {
+            errors.at(
+                url.referenced,
+                "upstream.url",
+                format!(
+                    "`{}` is not an upstream URL: use http://host:port or https://host:port",
+                    url.value
+                ),
+            )
+        })?;
+    let tls = match (base.scheme_str(), &raw.ca_file) {
+        (Some("https"), ca_file) => {
+            let host = base.host().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let name = rustls_pki_types::ServerName::try_from(host.to_owned()).map_err(|_| {
+                errors.at(
+                    url.referenced,
+                    "upstream.url",
+                    format!("`{host}` is not a name a TLS certificate can have"),
+                )
+            })?;
+            let config = super::upstream_tls::client(ca_file.as_ref(), raw.http2, errors)?;
+            Some(UpstreamTls { config, name })
+        }
+        (_, Some(ca_file)) => {
+            return Err(errors.at(
+                ca_file.referenced,
+                "upstream.ca_file",
+                "ca_file verifies an https:// upstream; this one is http://",
+            ));
+        }
+        (_, None) => None,
+    };
     let timeout =
         |value: &Option<Spanned<super::Period>>, field: &str, default: Duration| match value {
             Some(t) if t.value.0.is_zero() || t.value.0 > Duration::from_secs(3600) => Err(errors
@@ -185,6 +237,8 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
     };
     Ok(Upstream {
         base,
+        tls,
+        http2: raw.http2,
         connect_timeout: timeout(&raw.connect_timeout, "connect_timeout", CONNECT_TIMEOUT)?,
         timeout: timeout(&raw.timeout, "timeout", UPSTREAM_TIMEOUT)?,
         body_timeout: timeout(&raw.body_timeout, "body_timeout", BODY_TIMEOUT)?,

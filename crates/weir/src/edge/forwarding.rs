@@ -26,18 +26,20 @@ static PROXY_ONLY: [HeaderName; 3] = [
 ///   peer`); from an untrusted peer just the peer. Entries left of the client (which
 ///   anyone could have written) are dropped, and so are the lines the peer sent.
 /// - `Forwarded`: the same chain, each hop `for=...`, this hop ending in
-///   `;proto=http`; when trusted proxies write `Forwarded`, their elements are kept
+///   `;proto=http` (`https` when the client came over TLS, `tls`); when trusted proxies write `Forwarded`, their elements are kept
 ///   as written from the client's on (their `proto`, `host`...), this hop appended.
 /// - `X-Real-IP`: the client.
 /// - `X-Forwarded-Proto`: a trusted peer's single `http` or `https` is kept, else
-///   `http` (weir listens on plain HTTP).
+///   how the client came to weir: `https` over TLS, else `http`.
 /// - `X-Forwarded-Host`, `-Port`, `-Prefix`: kept from a trusted peer, dropped from
 ///   any other.
 pub(crate) fn write_forwarding(
     address: &ClientAddress,
     headers: &mut HeaderMap,
     header: ForwardedHeader,
+    tls: bool,
 ) {
+    let scheme = if tls { "https" } else { "http" };
     // The chain, client first: one pass per header, written into one string each
     // (this runs for every forwarded request).
     let client = (address.ip != address.peer || !address.hops.is_empty()).then_some(address.ip);
@@ -67,7 +69,8 @@ pub(crate) fn write_forwarding(
         }
     }
     write_forwarded_node(&mut forwarded, address.peer);
-    forwarded.push_str(";proto=http");
+    forwarded.push_str(";proto=");
+    forwarded.push_str(scheme);
     insert(headers, &FORWARDED, forwarded);
     let mut real = String::with_capacity(40);
     push_ip(&mut real, address.ip);
@@ -77,10 +80,10 @@ pub(crate) fn write_forwarding(
         let mut lines = headers.get_all(&X_FORWARDED_PROTO).iter();
         match (lines.next(), lines.next()) {
             (Some(v), None) if v == "https" || v == "http" => v.clone(),
-            _ => HeaderValue::from_static("http"),
+            _ => HeaderValue::from_static(scheme),
         }
     } else {
-        HeaderValue::from_static("http")
+        HeaderValue::from_static(scheme)
     };
     headers.insert(X_FORWARDED_PROTO.clone(), proto);
     if !address.peer_trusted {

@@ -9,6 +9,7 @@ mod body;
 pub(crate) mod contract;
 mod cost;
 mod forwarding;
+mod grpc;
 pub(crate) mod json;
 mod problem;
 mod ratelimit;
@@ -18,11 +19,13 @@ use axum::response::{IntoResponse, Response};
 
 pub use self::accept::ConnectionSlots;
 pub(crate) use self::accept::{
-    Accept, Connection, Http1, Http1Connection, Http2, Io, Protocol, SEND_TIMEOUT, Version,
+    Accept, Auto, AutoConnection, Certificates, Connection, Http1, Http1Connection, Http2, Io,
+    OverTls, Protocol, SEND_TIMEOUT, Tls, Version, server_config,
 };
 pub(crate) use self::body::BodyReader;
 pub(crate) use self::cost::settle;
 pub(crate) use self::forwarding::{host_of_target, write_forwarding};
+pub(crate) use self::grpc::{for_grpc, is_grpc};
 pub(crate) use self::problem::{Problem, ProblemJson};
 use self::ratelimit::insert_legacy;
 pub(crate) use self::ratelimit::{Quota, ceil_millis, ceil_secs, insert_ratelimit};

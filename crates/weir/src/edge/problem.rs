@@ -292,6 +292,9 @@ impl IntoResponse for Problem {
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut response = (self.status, json).into_response();
+        response
+            .extensions_mut()
+            .insert(super::grpc::ProblemDetail(self.detail));
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,

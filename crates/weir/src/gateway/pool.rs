@@ -1,13 +1,19 @@
-//! Connections to the upstream: HTTP/1.1 kept alive, each carrying one request at a
-//! time, and kept in a small pool between requests.
+//! Connections to the upstream, plain or TLS (an `https://` upstream, verified as
+//! configured), in HTTP/1.1 or HTTP/2 (`http2: true`).
 //!
-//! Each server thread has its own pool, so a connection stays on the thread (and
-//! runtime) that opened it and taking one locks nothing another thread holds. A
-//! connection goes back to the pool when the response that used it has been read to
-//! its end: the response body hands it back as it is dropped. One cut short leaves the
-//! connection mid-message, so it is closed instead. (hyper-util's pooled client does the
-//! same job for any number of hosts and protocols, but locks a shared pool twice and
-//! spawns a task per request to wait for the connection to be idle again.)
+//! HTTP/1.1: connections kept alive, each carrying one request at a time, and kept in
+//! a small pool between requests. Each server thread has its own pool, so a
+//! connection stays on the thread (and runtime) that opened it and taking one locks
+//! nothing another thread holds. A connection goes back to the pool when the response
+//! that used it has been read to its end: the response body hands it back as it is
+//! dropped. One cut short leaves the connection mid-message, so it is closed instead.
+//! (hyper-util's pooled client does the same job for any number of hosts and
+//! protocols, but locks a shared pool twice and spawns a task per request to wait for
+//! the connection to be idle again.)
+//!
+//! HTTP/2: one connection per thread carries every request as a stream of its own
+//! (the upstream's concurrent-stream limit makes the rest wait), opened again when it
+//! closes. gRPC upstreams need it: their answers end in trailers.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -15,12 +21,19 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{Request, Response, Uri};
+use axum::http::{Request, Response, Uri, header};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+use crate::config::Upstream;
 
 /// The most idle connections a pool keeps: a burst may open more, but no more than
 /// this many wait around afterwards.
@@ -38,6 +51,13 @@ pub(super) enum UpstreamError {
     /// The connection was refused, or the address does not resolve.
     #[error("cannot connect to {0}: {1}")]
     Connect(String, std::io::Error),
+    /// The TLS handshake failed: the upstream's certificate is not verified (its
+    /// reason), or it speaks no TLS weir accepts.
+    #[error("TLS with {0} failed: {1}")]
+    Tls(String, std::io::Error),
+    /// The request's Host and target make no URL to name to an HTTP/2 upstream.
+    #[error("`{0}` is not a URL an HTTP/2 upstream can be asked")]
+    Target(String),
     /// The connection failed while the request was sent or its answer read.
     #[error(transparent)]
     Http(#[from] hyper::Error),
@@ -48,8 +68,18 @@ pub(super) enum UpstreamError {
 pub(super) struct UpstreamPool {
     /// `host:port`, to connect to.
     address: String,
+    /// The scheme and authority of the upstream's URL: what an HTTP/2 request names
+    /// when the client sent no Host.
+    base: Uri,
+    /// For an `https://` upstream: its TLS settings and the name its certificate must
+    /// have (sent by SNI).
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
     connect_timeout: Duration,
+    /// HTTP/1.1's idle connections.
     idle: Mutex<Vec<Idle>>,
+    /// HTTP/2's connection, when `http2` (none until the first request, or after it
+    /// closed).
+    http2: Option<Mutex<Option<http2::SendRequest<Body>>>>,
 }
 
 #[derive(Debug)]
@@ -65,20 +95,34 @@ impl Idle {
     }
 }
 
+/// A connection opened to the upstream, before HTTP.
+enum Opened {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
 impl UpstreamPool {
-    /// An empty pool for the upstream at `base` (`http://host[:port]`), with a task
-    /// that closes connections idle for longer than the idle timeout. Call it inside a
-    /// Tokio runtime.
-    pub(super) fn new(base: &Uri, connect_timeout: Duration) -> Arc<Self> {
+    /// An empty pool for `upstream`, with a task that closes connections idle for
+    /// longer than the idle timeout. Call it inside a Tokio runtime.
+    pub(super) fn new(upstream: &Upstream) -> Arc<Self> {
+        let base = &upstream.base;
         let authority = base.authority().map_or("", |a| a.as_str());
-        let address = match base.port_u16() {
-            Some(_) => authority.to_owned(),
-            None => format!("{authority}:80"),
+        let address = match (base.port_u16(), upstream.tls.is_some()) {
+            (Some(_), _) => authority.to_owned(),
+            (None, true) => format!("{authority}:443"),
+            (None, false) => format!("{authority}:80"),
         };
+        let tls = upstream
+            .tls
+            .as_ref()
+            .map(|tls| (Arc::clone(&tls.config), tls.name.clone()));
         let pool = Arc::new(Self {
             address,
-            connect_timeout,
+            base: base.clone(),
+            tls,
+            connect_timeout: upstream.connect_timeout,
             idle: Mutex::new(Vec::new()),
+            http2: upstream.http2.then(|| Mutex::new(None)),
         });
         tokio::spawn(close_idle(Arc::downgrade(&pool)));
         pool
@@ -90,10 +134,13 @@ impl UpstreamPool {
         self: &Arc<Self>,
         mut request: Request<Body>,
     ) -> Result<Response<Body>, UpstreamError> {
+        if let Some(shared) = &self.http2 {
+            return self.send_http2(shared, request).await;
+        }
         loop {
             let (mut sender, reused) = match self.take_idle().await {
                 Some(sender) => (sender, true),
-                None => (self.connect().await?, false),
+                None => (self.connect_http1().await?, false),
             };
             match sender.try_send_request(request).await {
                 Ok(response) => return Ok(self.lend(sender, response)),
@@ -105,6 +152,45 @@ impl UpstreamPool {
                 },
             }
         }
+    }
+
+    /// Sends `request` as a stream of the HTTP/2 connection (opened if there is none
+    /// open): its target absolute, its Host as `:authority`.
+    async fn send_http2(
+        &self,
+        shared: &Mutex<Option<http2::SendRequest<Body>>>,
+        request: Request<Body>,
+    ) -> Result<Response<Body>, UpstreamError> {
+        let (mut parts, body) = request.into_parts();
+        let authority = parts
+            .headers
+            .remove(header::HOST)
+            .and_then(|host| host.to_str().ok().map(str::to_owned))
+            .or_else(|| self.base.authority().map(|a| a.as_str().to_owned()))
+            .unwrap_or_default();
+        let scheme = self.base.scheme_str().unwrap_or("http");
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let absolute = format!("{scheme}://{authority}{target}");
+        parts.uri = absolute
+            .parse()
+            .map_err(|_| UpstreamError::Target(absolute))?;
+        // HTTP/2 has no connection-specific fields (its TE may only be `trailers`).
+        parts.headers.remove(header::CONNECTION);
+        parts.version = axum::http::Version::HTTP_2;
+        let open = lock(shared).clone().filter(|sender| !sender.is_closed());
+        let mut sender = match open {
+            Some(sender) => sender,
+            None => {
+                let sender = self.connect_http2().await?;
+                *lock(shared) = Some(sender.clone());
+                sender
+            }
+        };
+        sender.ready().await?;
+        let response = sender
+            .send_request(Request::from_parts(parts, body))
+            .await?;
+        Ok(response.map(Body::new))
     }
 
     /// The most recently used idle connection that is still open, ready for a request.
@@ -123,19 +209,40 @@ impl UpstreamPool {
         }
     }
 
-    async fn connect(&self) -> Result<SendRequest<Body>, UpstreamError> {
+    /// A new connection to the upstream, TLS's handshake done (within the connect
+    /// timeout, the TCP connection's and the handshake's each).
+    async fn open(&self) -> Result<Opened, UpstreamError> {
         let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.address))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(self.address.clone()))?
             .map_err(|error| UpstreamError::Connect(self.address.clone(), error))?;
         let _ = stream.set_nodelay(true);
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "an upstream connection failed");
-            }
-        });
-        Ok(sender)
+        let Some((config, name)) = &self.tls else {
+            return Ok(Opened::Plain(stream));
+        };
+        let connector = TlsConnector::from(Arc::clone(config));
+        let stream = tokio::time::timeout(
+            self.connect_timeout,
+            connector.connect(name.clone(), stream),
+        )
+        .await
+        .map_err(|_| UpstreamError::ConnectTimeout(self.address.clone()))?
+        .map_err(|error| UpstreamError::Tls(self.address.clone(), error))?;
+        Ok(Opened::Tls(Box::new(stream)))
+    }
+
+    async fn connect_http1(&self) -> Result<SendRequest<Body>, UpstreamError> {
+        match self.open().await? {
+            Opened::Plain(stream) => http1_over(stream).await,
+            Opened::Tls(stream) => http1_over(stream).await,
+        }
+    }
+
+    async fn connect_http2(&self) -> Result<http2::SendRequest<Body>, UpstreamError> {
+        match self.open().await? {
+            Opened::Plain(stream) => http2_over(stream).await,
+            Opened::Tls(stream) => http2_over(stream).await,
+        }
     }
 
     /// The response, with a body that returns `sender` to the pool once read to its end
@@ -165,7 +272,7 @@ impl UpstreamPool {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.idle)
     }
 
     /// How many connections are idle in the pool.
@@ -173,6 +280,41 @@ impl UpstreamPool {
     fn idle_count(&self) -> usize {
         self.lock().len()
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An HTTP/1.1 connection over `io`, driven by a task of its own.
+async fn http1_over<I>(io: I) -> Result<SendRequest<Body>, UpstreamError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "an upstream connection failed");
+        }
+    });
+    Ok(sender)
+}
+
+/// An HTTP/2 connection over `io`, driven by a task of its own.
+async fn http2_over<I>(io: I) -> Result<http2::SendRequest<Body>, UpstreamError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .handshake(TokioIo::new(io))
+        .await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "an upstream connection failed");
+        }
+    });
+    Ok(sender)
 }
 
 /// Every half idle timeout, closes the connections idle for longer (until the pool goes).
@@ -275,6 +417,20 @@ mod tests {
         (listener, base.parse().unwrap())
     }
 
+    /// A pool for the HTTP/1.1 upstream at `base`.
+    fn plain(base: &Uri) -> Arc<UpstreamPool> {
+        UpstreamPool::new(&Upstream {
+            base: base.clone(),
+            tls: None,
+            http2: false,
+            connect_timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            max_body_bytes: 1,
+            max_buffered_bytes: 1,
+            body_timeout: Duration::from_secs(1),
+        })
+    }
+
     fn get() -> Request<Body> {
         Request::get("/")
             .header("host", "upstream")
@@ -292,7 +448,7 @@ mod tests {
     #[tokio::test]
     async fn sequential_requests_share_one_connection() {
         let (base, accepted) = upstream(200, 10_000, true).await;
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         for _ in 0..20 {
             assert_eq!(read_all(&pool).await, (StatusCode::OK, 10_000));
         }
@@ -303,7 +459,7 @@ mod tests {
     #[tokio::test]
     async fn answers_without_a_body_give_the_connection_back_at_once() {
         let (base, accepted) = upstream(204, 0, true).await;
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         for _ in 0..5 {
             let response = pool.send(get()).await.unwrap();
             assert_eq!(response.status(), StatusCode::NO_CONTENT);
@@ -314,7 +470,7 @@ mod tests {
     #[tokio::test]
     async fn concurrent_requests_open_connections_and_keep_them() {
         let (base, accepted) = upstream(200, 100, true).await;
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         let (a, b) = tokio::join!(pool.send(get()), pool.send(get()));
         drop((a.unwrap(), b.unwrap()));
         // Both bodies were dropped before their end: neither connection is reused.
@@ -328,7 +484,7 @@ mod tests {
     #[tokio::test]
     async fn at_most_64_connections_wait_idle_after_a_burst() {
         let (base, accepted) = upstream(200, 10, true).await;
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         // Every answer held until all have started: 80 connections at once.
         let responses: Vec<Response<Body>> = {
             let mut burst = tokio::task::JoinSet::new();
@@ -348,7 +504,7 @@ mod tests {
     #[tokio::test]
     async fn a_body_cut_short_closes_its_connection() {
         let (base, accepted) = upstream(200, 4 << 20, true).await;
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         let mut body = pool.send(get()).await.unwrap().into_body();
         body.frame().await.unwrap().unwrap();
         drop(body);
@@ -360,7 +516,7 @@ mod tests {
     #[tokio::test]
     async fn connections_the_upstream_closes_are_not_reused() {
         let (base, accepted) = upstream(200, 10, false).await;
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         for _ in 0..5 {
             assert_eq!(read_all(&pool).await, (StatusCode::OK, 10));
         }
@@ -371,7 +527,9 @@ mod tests {
     async fn an_idle_connection_closed_by_the_upstream_is_replaced() {
         // Answers one request per connection, keep-alive as far as the client can
         // tell, then closes it while it is idle.
+        // The test waits for each close (no sleeps: they raced under load).
         let (listener, base) = listen().await;
+        let (closed, mut was_closed) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             loop {
                 let (mut stream, _) = listener.accept().await.unwrap();
@@ -381,14 +539,15 @@ mod tests {
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                     .await
                     .unwrap();
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                stream.shutdown().await.unwrap();
                 drop(stream);
+                closed.send(()).unwrap();
             }
         });
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         for _ in 0..3 {
             assert_eq!(read_all(&pool).await, (StatusCode::OK, 2));
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            was_closed.recv().await.unwrap();
         }
     }
 
@@ -413,7 +572,7 @@ mod tests {
                 });
             }
         });
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         for _ in 0..5 {
             assert_eq!(read_all(&pool).await, (StatusCode::OK, 5));
         }
@@ -428,7 +587,7 @@ mod tests {
             probe.local_addr().unwrap().port()
         };
         let base: Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
-        let pool = UpstreamPool::new(&base, Duration::from_secs(1));
+        let pool = plain(&base);
         let error = pool.send(get()).await.unwrap_err();
         assert!(matches!(error, UpstreamError::Connect(..)), "{error}");
     }

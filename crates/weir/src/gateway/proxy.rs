@@ -58,6 +58,23 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Joins several `Cookie` lines into one, `; ` between them, as RFC 9113 8.2.3 asks of
+/// a request going from HTTP/2 to HTTP/1.1 (one line, or none, stays as it is).
+fn join_cookies(headers: &mut HeaderMap) {
+    let mut lines = headers.get_all(header::COOKIE).iter();
+    if lines.next().is_none() || lines.next().is_none() {
+        return;
+    }
+    let joined: Vec<&[u8]> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    if let Ok(value) = HeaderValue::from_bytes(&joined.join(&b"; "[..])) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
 /// How often, at most, weir's own 502 and 504 are logged.
 const FAILURES_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
@@ -125,6 +142,10 @@ pub(super) async fn forward(
         parts.headers.insert(header::HOST, host);
     }
     strip_hop_by_hop(&mut parts.headers);
+    // An HTTP/2 client's request goes on in HTTP/1.1, its cookie fields joined into
+    // one line (RFC 9113 8.2.3: HTTP/2 may split them, HTTP/1.1 has one).
+    parts.version = Version::HTTP_11;
+    join_cookies(&mut parts.headers);
     // This hop takes trailers (a streamed answer's cost may come in one, `cost_from`),
     // and passes them on to clients that take them too; `TE` is named in `Connection`,
     // as RFC 9110 10.1.4 asks.
@@ -190,6 +211,16 @@ mod tests {
         let mut map = headers(&[("accept", "*/*"), ("transfer-encoding", "chunked")]);
         strip_hop_by_hop(&mut map);
         assert_eq!(map, headers(&[("accept", "*/*")]));
+    }
+
+    #[test]
+    fn an_http2_requests_cookie_fields_go_on_as_one_line() {
+        let mut map = headers(&[("cookie", "a=1"), ("accept", "*/*"), ("cookie", "b=2")]);
+        join_cookies(&mut map);
+        assert_eq!(map, headers(&[("cookie", "a=1; b=2"), ("accept", "*/*")]));
+        let mut one = headers(&[("cookie", "a=1")]);
+        join_cookies(&mut one);
+        assert_eq!(one, headers(&[("cookie", "a=1")]));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use axum::response::Response;
 use super::pool::UpstreamPool;
 use super::proxy::{FailureLog, forward};
 use crate::config::GatewayConfig;
-use crate::edge::BodyReader;
+use crate::edge::{self, BodyReader};
 use crate::engine::Engine;
 use crate::step::{GoOn, RequestStep, Step};
 
@@ -79,8 +79,7 @@ impl Gateway {
             if pools.len() >= 4 {
                 pools.remove(0);
             }
-            let upstream = &self.config.upstream;
-            let made = UpstreamPool::new(&upstream.base, upstream.connect_timeout);
+            let made = UpstreamPool::new(&self.config.upstream);
             pools.push((self.id, Arc::clone(&made)));
             made
         })
@@ -92,10 +91,12 @@ impl Gateway {
 /// The request is taken through the request step (read once, canonically; decided);
 /// what is forwarded is what was decided on: the canonical target, and forwarding
 /// headers rewritten from the client address weir keyed. A request that cannot be
-/// read one way is refused (400), whether or not a rule applies to it.
+/// read one way is refused (400), whether or not a rule applies to it. A gRPC call
+/// stopped by weir is answered as gRPC ([`edge::for_grpc`]).
 pub(crate) async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -> Response {
     let engine = &gateway.engine;
     let counted = engine.metrics().gateway_request();
+    let grpc = edge::is_grpc(request.headers());
     let (step, route) = gateway.step.run(engine, peer.ip(), request).await;
     let response = match step {
         Step::Stop(answer) => answer,
@@ -108,5 +109,10 @@ pub(crate) async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Req
         }
     };
     counted.answered(route, response.status().as_u16());
+    // A gRPC client reads weir's own answers (a denial, a refusal, a 502) only as gRPC
+    // statuses; the upstream's answers go as they are.
+    if grpc {
+        return edge::for_grpc(response);
+    }
     response
 }

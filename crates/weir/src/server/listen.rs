@@ -1,6 +1,8 @@
 //! Answering connections: binding the listening sockets, what answers a request (the
-//! [`Handler`]), and HTTP/1.1 on a listener: the protocol the accept loop
-//! ([`Accept`]) runs with its bounded headers, send timeout and graceful stop.
+//! [`Handler`]), and HTTP on a listener: the protocol the accept loop ([`Accept`])
+//! runs with its bounded headers, send timeout and graceful stop. The admin and auth
+//! listeners speak HTTP/1.1 ([`serve`]); the main one HTTP/1.1 and HTTP/2, over TLS
+//! when configured ([`serve_main`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,7 +21,8 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use crate::edge::{
-    Accept, Connection, ConnectionSlots, Http1, Http1Connection, Io, Protocol, SEND_TIMEOUT,
+    Accept, Auto, AutoConnection, Connection, ConnectionSlots, Http1, Http1Connection, Io, OverTls,
+    Protocol, SEND_TIMEOUT, Tls, Version,
 };
 use crate::gateway::Gateway;
 use crate::reloadable::Reloadable;
@@ -135,23 +138,60 @@ pub async fn serve(
             header_timeout: limits.header_timeout,
             max_header_bytes: limits.max_header_bytes,
         },
+        tls: false,
     };
     Accept::new(slots, limits.send_timeout)
         .serve(listener, http, shutdown)
         .await
 }
 
-/// HTTP/1.1 answered by a [`Handler`]: what the HTTP listeners speak.
-struct Http<H> {
-    handler: H,
-    version: Http1,
+/// Serves `handler` on the main listener `listener`: HTTP/1.1 and HTTP/2 (h2c with
+/// prior knowledge, or h2 by ALPN), over TLS with the settings `tls` holds now (each
+/// handshake within the header timeout), else over plain TCP; otherwise as [`serve`].
+pub fn serve_main(
+    listener: TcpListener,
+    handler: impl Handler,
+    limits: ConnectionLimits,
+    tls: Option<Reloadable<rustls::ServerConfig>>,
+    slots: ConnectionSlots,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = std::io::Result<()>> {
+    let http = Http {
+        handler,
+        version: Auto {
+            header_timeout: limits.header_timeout,
+            max_header_bytes: limits.max_header_bytes,
+        },
+        tls: tls.is_some(),
+    };
+    let accept = Accept::new(slots, limits.send_timeout);
+    async move {
+        match tls {
+            Some(config) => {
+                let tls = Tls::new(config, limits.header_timeout);
+                accept.over(tls).serve(listener, http, shutdown).await
+            }
+            None => accept.serve(listener, http, shutdown).await,
+        }
+    }
 }
 
-impl<H: Handler> Protocol for Http<H> {
-    type Version = Http1;
+/// HTTP answered by a [`Handler`], in the version `V`: what the HTTP listeners speak.
+struct Http<H, V> {
+    handler: H,
+    version: V,
+    /// Whether its connections come over TLS (their requests are marked [`OverTls`]).
+    tls: bool,
+}
+
+impl<H: Handler, V: Version + Copy> Protocol for Http<H, V>
+where
+    Requests<H>: Connection<V>,
+{
+    type Version = V;
     type Connection = Requests<H>;
 
-    fn version(&self) -> Http1 {
+    fn version(&self) -> V {
         self.version
     }
 
@@ -159,6 +199,7 @@ impl<H: Handler> Protocol for Http<H> {
         Requests {
             handler: self.handler.clone(),
             peer,
+            tls: self.tls,
         }
     }
 }
@@ -167,15 +208,40 @@ impl<H: Handler> Protocol for Http<H> {
 struct Requests<H> {
     handler: H,
     peer: SocketAddr,
+    tls: bool,
+}
+
+impl<H: Handler> Requests<H> {
+    /// The connection's hyper service: each request (each HTTP/2 stream) answered by
+    /// the handler on its own.
+    fn service(
+        self,
+    ) -> impl hyper::service::Service<
+        Request<Incoming>,
+        Response = Response,
+        Error = std::convert::Infallible,
+        Future = impl Future<Output = Result<Response, std::convert::Infallible>> + Send + 'static,
+    > + Send
+    + 'static {
+        let Self { handler, peer, tls } = self;
+        service_fn(move |mut request: Request<Incoming>| {
+            if tls {
+                request.extensions_mut().insert(OverTls);
+            }
+            let answer = handler.call(request.map(Body::new), peer);
+            async move { Ok::<_, std::convert::Infallible>(answer.await) }
+        })
+    }
 }
 
 impl<H: Handler> Connection<Http1> for Requests<H> {
     async fn serve<I: Io>(self, connection: Http1Connection<I>, graceful: Watcher) {
-        let Self { handler, peer } = self;
-        let service = service_fn(move |request: Request<Incoming>| {
-            let answer = handler.call(request.map(Body::new), peer);
-            async move { Ok::<_, std::convert::Infallible>(answer.await) }
-        });
-        let _ = graceful.watch(connection.serve(service)).await;
+        let _ = graceful.watch(connection.serve(self.service())).await;
+    }
+}
+
+impl<H: Handler> Connection<Auto> for Requests<H> {
+    async fn serve<I: Io>(self, connection: AutoConnection<I>, graceful: Watcher) {
+        connection.serve(self.service(), graceful).await;
     }
 }

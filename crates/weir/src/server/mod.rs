@@ -12,11 +12,12 @@ use std::sync::Arc;
 use weir_core::Clock;
 use weir_store::{BackingStore, StoreError, SystemClock};
 
-pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve};
+pub use self::listen::{ConnectionLimits, Handler, bind_shared, serve, serve_main};
 pub use self::reload::ReloadError;
-pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
+pub use self::workers::{serve_grpc_on_threads, serve_main_on_threads, serve_on_threads};
 use crate::auth::AuthDoor;
-use crate::config::{AdminConfig, Config, StoreConfig};
+use crate::config::{AdminConfig, Config, StoreConfig, TlsConfig};
+use crate::edge::{Certificates, server_config};
 use crate::engine::Descriptors;
 use crate::engine::Engine;
 use crate::envoy::RateLimitDoor;
@@ -42,6 +43,10 @@ pub struct Instance {
     /// may change it, not add or remove the section (`--auth-listen` is opened at
     /// start).
     pub(crate) auth: Option<Reloadable<AuthDoor>>,
+    /// The main listener's TLS settings, when the configuration has a `tls` section:
+    /// a reload may change its certificates, not add or remove the section (the
+    /// listener's transport is chosen at start).
+    pub tls: Option<Reloadable<rustls::ServerConfig>>,
     /// What the service counts, kept across reloads.
     pub metrics: Arc<Metrics>,
     /// The primary store (the bottom of the stack), kept by a reload that does not
@@ -53,6 +58,8 @@ pub struct Instance {
     config_sha256: String,
     /// The envoy directory serving now, watched for changes with the file.
     envoy_dir: Option<std::path::PathBuf>,
+    /// The certificate files serving now, watched for changes with the file.
+    watched_files: Vec<std::path::PathBuf>,
     clock: Arc<dyn Clock>,
 }
 
@@ -121,13 +128,28 @@ impl Instance {
                 Reloadable::new(AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine)))
             }),
             engine: Reloadable::from_arc(engine),
+            tls: config
+                .tls
+                .as_ref()
+                .map(|tls| Reloadable::new(tls_settings(tls))),
             store,
             store_config: config.store.clone(),
             config_sha256: config.fingerprint(),
             envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
+            watched_files: config.watched_files(),
             clock,
         }
     }
+}
+
+/// The main listener's TLS settings for the certificates of `tls`.
+fn tls_settings(tls: &TlsConfig) -> rustls::ServerConfig {
+    let certificates = Certificates::new(tls.certificates.iter().cloned());
+    #[expect(
+        clippy::expect_used,
+        reason = "ring's provider has the cipher suites of TLS 1.2 and 1.3: nothing else fails"
+    )]
+    server_config(certificates).expect("TLS 1.2 and 1.3 on ring")
 }
 
 /// The decision API, `/healthz`, `/readyz` and `/metrics`; with an `envoy` section,

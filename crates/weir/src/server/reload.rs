@@ -40,6 +40,10 @@ pub enum ReloadError {
     /// It would add or remove the forward-auth door, whose listener is opened at start.
     #[error("adding or removing `auth` needs a restart")]
     AuthChange,
+    /// It would add or remove TLS on the main listener, whose transport is chosen at
+    /// start.
+    #[error("adding or removing `tls` needs a restart")]
+    TlsChange,
 }
 
 impl Instance {
@@ -66,6 +70,9 @@ impl Instance {
         if config.auth.is_some() != self.auth.is_some() {
             return Err(ReloadError::AuthChange);
         }
+        if config.tls.is_some() != self.tls.is_some() {
+            return Err(ReloadError::TlsChange);
+        }
         if config.store != self.store_config {
             let (store, watch) = stack::open(&config.store, self.clock.clone()).await?;
             self.store = store;
@@ -87,6 +94,7 @@ impl Instance {
         self.metrics.serving_config(&config.sha256);
         self.config_sha256 = config.fingerprint();
         self.envoy_dir = config.envoy.as_ref().map(|envoy| envoy.dir.clone());
+        self.watched_files = config.watched_files();
         let replaced = self.engine.current();
         self.engine.replace(Arc::clone(&engine));
         // The old engine's leases go back; the new one takes its own.
@@ -102,6 +110,10 @@ impl Instance {
             let door = AuthDoor::new(auth, &config.client_ip, Arc::clone(&engine));
             shared.replace(Arc::new(door));
         }
+        if let (Some(shared), Some(tls)) = (&self.tls, &config.tls) {
+            // New handshakes get the new certificates; connections open keep theirs.
+            shared.replace(Arc::new(super::tls_settings(tls)));
+        }
         if let (Some(shared), Some(gateway)) = (&self.gateway, config.gateway) {
             shared.replace(Arc::new(Gateway::new(gateway, engine)));
         }
@@ -112,7 +124,8 @@ impl Instance {
     /// refused configuration is logged; the old one keeps serving.
     ///
     /// A change is a change of the file's SHA-256 (what `weir_config_loaded` names),
-    /// or with an `envoy` section of its directory's files (names and contents),
+    /// with an `envoy` section of its directory's files (names and contents), or with
+    /// a `tls` section of its certificate and key files,
     /// looked at every second: a rewrite of the same size within the file system's
     /// time resolution is still seen, and a touch that changes nothing reloads nothing.
     /// It polls rather than asking the kernel (inotify): reading a small file once a
@@ -131,7 +144,8 @@ impl Instance {
     async fn watch_with(mut self, path: PathBuf, mut hangups: tokio::sync::mpsc::Receiver<()>) {
         // With an `envoy` section, its directory's files count too: a change there
         // reloads, and a refused file leaves the last good ones serving.
-        let fingerprint = |path: &Path, dir: Option<&Path>| fingerprint_of(path, dir);
+        let fingerprint =
+            |path: &Path, dir: Option<&Path>, files: &[PathBuf]| fingerprint_of(path, dir, files);
         // What serves now, not what the file holds by now: a file changed before this
         // loop started is reloaded.
         let mut seen = Some(self.config_sha256.clone());
@@ -140,7 +154,7 @@ impl Instance {
             let cause = tokio::select! {
                 Some(()) = hangups.recv() => "SIGHUP",
                 _ = every.tick() => {
-                    let now = fingerprint(&path, self.envoy_dir.as_deref());
+                    let now = fingerprint(&path, self.envoy_dir.as_deref(), &self.watched_files);
                     if now == seen { continue }
                     seen = now;
                     "the file changed"

@@ -5,8 +5,9 @@ use std::future::Future;
 
 use tokio::net::TcpListener;
 
-use super::listen::{ConnectionLimits, Handler, serve};
+use super::listen::{ConnectionLimits, Handler, serve, serve_main};
 use crate::edge::ConnectionSlots;
+use crate::reloadable::Reloadable;
 
 /// A server thread's handle: its result once it has finished its work in flight.
 type Worker = std::thread::JoinHandle<std::io::Result<()>>;
@@ -27,6 +28,34 @@ pub fn serve_on_threads(
         listeners,
         stopped,
         move |listener, shutdown| serve(listener, handler.clone(), limits, slots.clone(), shutdown),
+    )
+}
+
+/// Serves `handler` on the main listener's sockets as [`serve_on_threads`] serves
+/// HTTP/1.1, speaking HTTP/1.1 and HTTP/2, over TLS when `tls` is given
+/// ([`serve_main`]).
+pub fn serve_main_on_threads(
+    listeners: Vec<std::net::TcpListener>,
+    handler: impl Handler,
+    limits: ConnectionLimits,
+    tls: Option<Reloadable<rustls::ServerConfig>>,
+    slots: ConnectionSlots,
+    stopped: tokio::sync::watch::Receiver<()>,
+) -> std::io::Result<Vec<Worker>> {
+    on_threads(
+        "weir-http",
+        listeners,
+        stopped,
+        move |listener, shutdown| {
+            serve_main(
+                listener,
+                handler.clone(),
+                limits,
+                tls.clone(),
+                slots.clone(),
+                shutdown,
+            )
+        },
     )
 }
 

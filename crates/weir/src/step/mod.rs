@@ -202,7 +202,8 @@ impl RequestStep {
         client: &ClientAddress,
         unsettled: Unsettled<'s>,
     ) -> Step<'s> {
-        edge::write_forwarding(client, &mut parts.headers, self.client_ip.header);
+        let tls = parts.extensions.get::<edge::OverTls>().is_some();
+        edge::write_forwarding(client, &mut parts.headers, self.client_ip.header, tls);
         let request = Request::from_parts(parts, body);
         Step::GoOn(GoOn { request, unsettled })
     }

@@ -69,7 +69,13 @@ impl Server {
                 .unwrap_or_else(|| panic!("expected {said:?}, got {line:?}"))
                 .to_owned()
         };
-        let addr = next("weir listening on http://");
+        // `https://` when the configuration has a `tls` section.
+        let addr = next("weir listening on ");
+        let addr = addr
+            .strip_prefix("http://")
+            .or_else(|| addr.strip_prefix("https://"))
+            .unwrap_or_else(|| panic!("no address in {addr:?}"))
+            .to_owned();
         let text = std::fs::read_to_string(config).unwrap();
         let section = |name: &str| text.starts_with(name) || text.contains(&format!("\n{name}"));
         let admin = (section("upstream:") || section("admin:"))

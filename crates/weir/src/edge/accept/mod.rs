@@ -5,18 +5,21 @@
 //! A listener is its [`Accept`] (connection slots, send timeout, TCP keepalive, and the
 //! [`Transport`] that turns an accepted TCP stream into the bytes a protocol reads)
 //! and its [`Protocol`]: the HTTP version it speaks ([`Http1`] with its header
-//! deadline, [`Http2`] with its preface deadline, applied here) and what serves one
+//! deadline, [`Http2`] with its preface deadline, [`Auto`] both, told apart by a
+//! connection's first bytes, applied here) and what serves one
 //! connection ([`Connection`]). The HTTP listeners (`server`) and the gRPC listener
-//! (`envoy`) are protocols of this loop; so are the listeners to come (an auth
-//! listener, TLS through a transport of its own).
+//! (`envoy`) are protocols of this loop, over plain TCP or TLS ([`Tls`]).
 //!
 //! `slots` bounds the connections held, `stall` the writes that make no progress,
 //! `preface` an HTTP/2 connection's start, `version` what a connection is held to
-//! before it is served, `transport` how its bytes are carried.
+//! before it is served (`auto`: both versions and HTTP/2's bounds), `transport` how
+//! its bytes are carried (`tls`: the TLS handshake and the certificate chosen by SNI).
 
+mod auto;
 mod preface;
 mod slots;
 mod stall;
+mod tls;
 mod transport;
 mod version;
 
@@ -29,9 +32,11 @@ use socket2::{SockRef, TcpKeepalive};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 
+pub(crate) use self::auto::{Auto, AutoConnection};
 pub use self::slots::ConnectionSlots;
 use self::slots::Slot;
 pub(crate) use self::stall::{SEND_TIMEOUT, WriteStall};
+pub(crate) use self::tls::{Certificates, OverTls, Tls, server_config};
 pub(crate) use self::transport::{Plain, Transport};
 pub(crate) use self::version::{Http1, Http1Connection, Http2, Version};
 
@@ -95,6 +100,18 @@ impl Accept {
             send_timeout,
             keepalive: None,
             transport: Plain,
+        }
+    }
+}
+
+impl<T> Accept<T> {
+    /// The same connections, carried by `transport` (TLS) instead.
+    pub(crate) fn over<U: Transport>(self, transport: U) -> Accept<U> {
+        Accept {
+            slots: self.slots,
+            send_timeout: self.send_timeout,
+            keepalive: self.keepalive,
+            transport,
         }
     }
 }

@@ -1,9 +1,14 @@
 //! A deadline on a connection's first bytes: an HTTP/2 client sends its preface and
-//! SETTINGS at once, so a connection that has not sent them within
-//! [`PREFACE_TIMEOUT`] is not a client weir can serve (a port scan, a half-open
-//! connection, a slow drip holding a descriptor), and reading it fails. hyper's HTTP/2
-//! server has no such bound of its own, and its keepalive pings start only once the
-//! handshake is done.
+//! SETTINGS at once, so a connection that has not sent them within its deadline
+//! ([`PREFACE_TIMEOUT`] on the gRPC listener, the header timeout on the main one) is
+//! not a client weir can serve (a port scan, a half-open connection, a slow drip
+//! holding a descriptor), and reading it fails. hyper's HTTP/2 server has no such
+//! bound of its own, and its keepalive pings start only once the handshake is done.
+//!
+//! A connection whose first bytes stop matching the preface is not HTTP/2: the
+//! deadline is lifted there, and the HTTP/1.1 server that reads it holds it to its own
+//! header deadline (a listener serving both sees which one a client speaks by these
+//! bytes, as hyper-util's `auto` server does).
 
 use std::io;
 use std::pin::Pin;
@@ -13,30 +18,34 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
-/// How long a client has to send the bytes of [`PREFACE_BYTES`].
+/// How long a client of the gRPC listener has to send the bytes of [`PREFACE_BYTES`].
 pub(super) const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client preface (`PRI * HTTP/2.0...`, 24 bytes) and its SETTINGS frame's header
-/// (9 bytes): what every HTTP/2 client sends first.
-const PREFACE_BYTES: usize = 24 + 9;
+/// The client preface (`PRI * HTTP/2.0...`, 24 bytes), what every HTTP/2 client
+/// sends first.
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The preface and its SETTINGS frame's header (9 bytes).
+const PREFACE_BYTES: usize = PREFACE.len() + 9;
 
 /// `inner`, whose reads fail with [`io::ErrorKind::TimedOut`] if its first
 /// [`PREFACE_BYTES`] have not arrived within the deadline (however slowly the client
-/// drips them); past them it reads and writes as `inner` does.
+/// drips them); past them, or once they are not an HTTP/2 preface, it reads and writes
+/// as `inner` does.
 #[derive(Debug)]
 pub(crate) struct PrefaceDeadline<T> {
     inner: T,
-    /// Bytes still to come before the deadline is lifted, and the deadline; `None` once
-    /// they have come.
+    /// Bytes read so far and the deadline; `None` once the preface has come, or once
+    /// the bytes are not one.
     pending: Option<(usize, Pin<Box<Sleep>>)>,
 }
 
 impl<T> PrefaceDeadline<T> {
-    /// `inner` with [`PREFACE_TIMEOUT`] from now for its preface.
-    pub(crate) fn new(inner: T) -> Self {
+    /// `inner` with `timeout` from now for its preface.
+    pub(crate) fn new(inner: T, timeout: Duration) -> Self {
         Self {
             inner,
-            pending: Some((PREFACE_BYTES, Box::pin(tokio::time::sleep(PREFACE_TIMEOUT)))),
+            pending: Some((0, Box::pin(tokio::time::sleep(timeout)))),
         }
     }
 }
@@ -50,17 +59,21 @@ impl<T: AsyncRead + Unpin> AsyncRead for PrefaceDeadline<T> {
         let this = &mut *self;
         let (before, room) = (buf.filled().len(), buf.remaining() > 0);
         let read = Pin::new(&mut this.inner).poll_read(cx, buf);
-        let Some((left, deadline)) = &mut this.pending else {
+        let Some((seen, deadline)) = &mut this.pending else {
             return read;
         };
         match read {
             Poll::Ready(Ok(())) => {
-                let got = buf.filled().len() - before;
-                if (got == 0 && room) || got >= *left {
-                    // The preface is in (or the client closed): no deadline any more.
+                let got = &buf.filled()[before..];
+                let expected = PREFACE.get(*seen..).unwrap_or_default();
+                let common = got.len().min(expected.len());
+                let diverged = got[..common] != expected[..common];
+                if (got.is_empty() && room) || diverged || *seen + got.len() >= PREFACE_BYTES {
+                    // The preface is in, or these bytes are not one (HTTP/1.1), or the
+                    // client closed: no deadline any more.
                     this.pending = None;
                 } else {
-                    *left -= got;
+                    *seen += got.len();
                 }
                 Poll::Ready(Ok(()))
             }
@@ -136,7 +149,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_silent_connection_fails_at_the_deadline_not_before() {
         let (_client, server) = duplex(1024);
-        let mut connection = PrefaceDeadline::new(server);
+        let mut connection = PrefaceDeadline::new(server, PREFACE_TIMEOUT);
         let start = tokio::time::Instant::now();
         assert_eq!(
             read_all(&mut connection).await,
@@ -148,11 +161,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_preface_dripped_past_the_deadline_fails() {
         let (mut client, server) = duplex(1024);
-        let mut connection = PrefaceDeadline::new(server);
-        // A byte every second: 10 in by the deadline, short of the preface.
+        let mut connection = PrefaceDeadline::new(server, PREFACE_TIMEOUT);
+        // A byte of the preface every second: 10 in by the deadline, short of it.
         let drip = tokio::spawn(async move {
-            for _ in 0..PREFACE_BYTES {
-                if client.write_all(b"P").await.is_err() {
+            for i in 0..PREFACE.len() {
+                if client.write_all(&PREFACE[i..=i]).await.is_err() {
                     return;
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -169,13 +182,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn past_the_preface_a_connection_may_stay_quiet() {
         let (mut client, server) = duplex(1024);
-        let mut connection = PrefaceDeadline::new(server);
+        let mut connection = PrefaceDeadline::new(server, PREFACE_TIMEOUT);
         // The preface in two parts, the second just before the deadline.
-        client.write_all(&[b'x'; 20]).await.unwrap();
+        client.write_all(&PREFACE[..20]).await.unwrap();
         let mut buf = [0u8; 64];
         assert_eq!(connection.read(&mut buf).await.unwrap(), 20);
         tokio::time::sleep(PREFACE_TIMEOUT - Duration::from_millis(1)).await;
-        client.write_all(&[b'y'; PREFACE_BYTES - 20]).await.unwrap();
+        client.write_all(&PREFACE[20..]).await.unwrap();
+        client.write_all(&[0; 9]).await.unwrap();
         assert_eq!(connection.read(&mut buf).await.unwrap(), PREFACE_BYTES - 20);
         // Quiet for a long time afterwards: still open, and still reading.
         let quiet = tokio::time::timeout(10 * PREFACE_TIMEOUT, connection.read(&mut buf)).await;
@@ -191,9 +205,37 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn bytes_that_are_not_a_preface_lift_the_deadline() {
+        // An HTTP/1.1 request shorter than the preface, then quiet while it is
+        // answered: its own server's header deadline holds it, not this one.
+        let (mut client, server) = duplex(1024);
+        let mut connection = PrefaceDeadline::new(server, PREFACE_TIMEOUT);
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(connection.read(&mut buf).await.unwrap(), 18);
+        let quiet = tokio::time::timeout(10 * PREFACE_TIMEOUT, connection.read(&mut buf)).await;
+        assert!(
+            quiet.is_err(),
+            "a read ended while the client was quiet: {quiet:?}"
+        );
+        // `PR` and then not `I`: not a preface either.
+        let (mut client, server) = duplex(1024);
+        let mut connection = PrefaceDeadline::new(server, PREFACE_TIMEOUT);
+        client.write_all(b"PR").await.unwrap();
+        assert_eq!(connection.read(&mut buf).await.unwrap(), 2);
+        client.write_all(b"OPFIND").await.unwrap();
+        assert_eq!(connection.read(&mut buf).await.unwrap(), 6);
+        let quiet = tokio::time::timeout(10 * PREFACE_TIMEOUT, connection.read(&mut buf)).await;
+        assert!(
+            quiet.is_err(),
+            "a read ended while the client was quiet: {quiet:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn writes_pass_through() {
         let (mut client, server) = duplex(1024);
-        let mut connection = PrefaceDeadline::new(server);
+        let mut connection = PrefaceDeadline::new(server, PREFACE_TIMEOUT);
         connection.write_all(b"settings").await.unwrap();
         connection.flush().await.unwrap();
         let mut buf = [0u8; 8];

@@ -14,7 +14,7 @@ use hyper::service::HttpService;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::Io;
-use super::preface::PrefaceDeadline;
+use super::preface::{PREFACE_TIMEOUT, PrefaceDeadline};
 
 /// An HTTP version: how it opens a connection for its protocol.
 pub(crate) trait Version: Send + 'static {
@@ -71,7 +71,7 @@ impl<I: Io> Http1Connection<I> {
     }
 }
 
-/// HTTP/2, with a deadline on the client's preface.
+/// HTTP/2, with a deadline on the client's preface (the gRPC listener's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Http2;
 
@@ -79,6 +79,6 @@ impl Version for Http2 {
     type Opened<I: Io> = TokioIo<PrefaceDeadline<I>>;
 
     fn open<I: Io>(self, io: I) -> Self::Opened<I> {
-        TokioIo::new(PrefaceDeadline::new(io))
+        TokioIo::new(PrefaceDeadline::new(io, PREFACE_TIMEOUT))
     }
 }

@@ -16,7 +16,7 @@ fn forwarding_from_an_untrusted_peer_replaces_what_it_sent() {
         ("accept", "*/*"),
     ]);
     let c = config(ForwardedHeader::XForwardedFor);
-    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header, false);
     let want = headers(&[
         ("x-forwarded-for", "203.0.113.9"),
         ("forwarded", "for=203.0.113.9;proto=http"),
@@ -28,7 +28,7 @@ fn forwarding_from_an_untrusted_peer_replaces_what_it_sent() {
 
     let mut h = HeaderMap::new();
     let v6 = ip("2001:db8::7");
-    write_forwarding(&c.read(v6, &h), &mut h, c.header);
+    write_forwarding(&c.read(v6, &h), &mut h, c.header, false);
     assert_eq!(h["x-forwarded-for"], "2001:db8::7");
     assert_eq!(h["forwarded"], "for=\"[2001:db8::7]\";proto=http");
     assert_eq!(h["x-real-ip"], "2001:db8::7");
@@ -44,7 +44,7 @@ fn forwarding_from_trusted_proxies_keeps_the_chain_from_the_client_on() {
         ("x-forwarded-host", "api.example.com"),
     ]);
     let c = config(ForwardedHeader::XForwardedFor);
-    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header, false);
     let want = headers(&[
         ("x-forwarded-for", "198.51.100.7, 10.0.0.1, 10.0.0.2"),
         (
@@ -63,7 +63,7 @@ fn forwarding_from_trusted_proxies_keeps_the_chain_from_the_client_on() {
         "for=6.6.6.6;proto=http, for=\"[2001:db8::1]:4711\";proto=https;host=api.example.com, for=10.0.0.1",
     )]);
     let c = config(ForwardedHeader::Forwarded);
-    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header, false);
     assert_eq!(
         h["forwarded"],
         "for=\"[2001:db8::1]:4711\";proto=https;host=api.example.com, for=10.0.0.1, for=10.0.0.2;proto=http"
@@ -79,7 +79,7 @@ fn forwarding_from_trusted_proxies_keeps_the_chain_from_the_client_on() {
         ("x-forwarded-proto", "ftp"),
     ]);
     let c = config(ForwardedHeader::XRealIp);
-    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header, false);
     assert_eq!(h["x-forwarded-for"], "198.51.100.7, 10.0.0.2");
     assert_eq!(h["x-real-ip"], "198.51.100.7");
     assert_eq!(h["x-forwarded-proto"], "http");
@@ -87,7 +87,7 @@ fn forwarding_from_trusted_proxies_keeps_the_chain_from_the_client_on() {
     // A trusted peer that forwards nothing is the client.
     let mut h = HeaderMap::new();
     let c = config(ForwardedHeader::XForwardedFor);
-    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header, false);
     assert_eq!(h["x-forwarded-for"], "10.0.0.2");
     assert_eq!(h["forwarded"], "for=10.0.0.2;proto=http");
 }
@@ -102,7 +102,7 @@ fn underscore_spellings_of_forwarding_headers_never_reach_the_app() {
         ("x_api_key", "kept: not a forwarding header"),
     ]);
     let c = config(ForwardedHeader::XForwardedFor);
-    write_forwarding(&c.read(peer, &h), &mut h, c.header);
+    write_forwarding(&c.read(peer, &h), &mut h, c.header, false);
     for gone in ["x_forwarded_for", "x_real_ip", "x_forwarded_host"] {
         assert!(!h.contains_key(gone), "{gone}");
     }
