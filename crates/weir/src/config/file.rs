@@ -35,6 +35,8 @@ pub(super) struct RawConfig {
     pub(super) region: Option<Spanned<super::region::RawRegion>>,
     /// The forward-auth door.
     pub(super) auth: Option<Spanned<super::auth::RawAuth>>,
+    /// What is kept of settlements the shared store cannot take.
+    pub(super) settlements: Option<Spanned<super::settlements::RawSettlements>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }

@@ -19,6 +19,7 @@ mod period;
 mod plans;
 mod region;
 mod rules;
+mod settlements;
 mod shedding;
 mod store;
 mod upstream;
@@ -205,6 +206,7 @@ impl Config {
                 store: store.kind(),
                 region,
                 envoy_leases,
+                max_owed: settlements::max_owed(raw.settlements.as_ref(), on_redis, &errors)?,
             },
             store,
             client_ip,

@@ -17,7 +17,7 @@ pub use self::workers::{serve_grpc_on_threads, serve_on_threads};
 use crate::auth::AuthDoor;
 use crate::config::{AdminConfig, Config, StoreConfig};
 use crate::engine::Descriptors;
-use crate::engine::Engine;
+use crate::engine::{Engine, Owed};
 use crate::envoy::RateLimitDoor;
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
@@ -47,6 +47,8 @@ pub struct Instance {
     /// change its section.
     store: Arc<dyn BackingStore>,
     store_config: StoreConfig,
+    /// Settlements owed to the shared store, kept across reloads.
+    owed: Arc<Owed>,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
     /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
     config_sha256: String,
@@ -98,7 +100,8 @@ impl Instance {
             breaker_open: None,
             slots_lost: None,
         });
-        let stack = stack::build(&config.engine, Arc::clone(&store), &clock, &metrics);
+        let owed = Owed::new(config.engine.max_owed, clock.clone(), &metrics);
+        let stack = stack::build(&config.engine, Arc::clone(&store), &clock, &metrics, &owed);
         let engine = Arc::new(Engine::with_stack(
             &config.engine,
             stack,
@@ -122,6 +125,7 @@ impl Instance {
             engine: Reloadable::from_arc(engine),
             store,
             store_config: config.store.clone(),
+            owed,
             config_sha256: config.fingerprint(),
             envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
             clock,

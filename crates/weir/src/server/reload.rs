@@ -72,11 +72,13 @@ impl Instance {
             self.metrics.watch_store(watch);
             self.store_config = config.store.clone();
         }
+        self.owed.set_max(config.engine.max_owed);
         let stack = stack::build(
             &config.engine,
             Arc::clone(&self.store),
             &self.clock,
             &self.metrics,
+            &self.owed,
         );
         let engine = Arc::new(Engine::with_stack(
             &config.engine,
