@@ -100,6 +100,10 @@ pub(super) struct OutcomeLabels {
     pub(super) outcome: &'static str,
 }
 
+/// No labels: a series that exists only once something makes it (beside a shared
+/// store, for the settlements owed to it).
+pub(super) type NoLabels = Vec<(&'static str, &'static str)>;
+
 /// The kinds of store errors counted (see `StoreTimer::finish`).
 pub(super) const STORE_ERROR_KINDS: [&str; 6] = [
     "timeout",
@@ -193,7 +197,7 @@ pub(super) struct Families {
     pub(super) region_rounds: Counter,
     pub(super) region_unreachable: Family<RegionLabels, RareCounter>,
     pub(super) region_untracked: Family<RuleLabels, Counter>,
-    pub(super) settlements_owed: Gauge,
+    pub(super) settlements_owed: Family<NoLabels, Gauge>,
     pub(super) settlements_dropped: Family<ReasonLabels, RareCounter>,
     pub(super) settlements_retried: Family<OutcomeLabels, RareCounter>,
 }
@@ -232,7 +236,7 @@ impl Families {
             region_rounds: Counter::default(),
             region_unreachable: Family::default(),
             region_untracked: Family::default(),
-            settlements_owed: Gauge::default(),
+            settlements_owed: Family::default(),
             settlements_dropped: Family::default(),
             settlements_retried: Family::default(),
         };

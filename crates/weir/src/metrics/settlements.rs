@@ -21,7 +21,8 @@ pub(crate) enum Dropped {
     Shutdown,
 }
 
-/// The owed settlements' series, resolved once.
+/// The owed settlements' series, resolved once: made only for an instance on a shared
+/// store (on the memory store they could never move).
 #[derive(Clone)]
 pub(crate) struct OwedMetrics {
     owed: Gauge,
@@ -43,7 +44,7 @@ impl OwedMetrics {
                 .get_or_create_owned(&OutcomeLabels { outcome })
         };
         Self {
-            owed: f.settlements_owed.clone(),
+            owed: f.settlements_owed.get_or_create_owned(&Vec::new()),
             dropped: [
                 dropped("full"),
                 dropped("stale"),

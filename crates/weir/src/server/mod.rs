@@ -47,8 +47,9 @@ pub struct Instance {
     /// change its section.
     store: Arc<dyn BackingStore>,
     store_config: StoreConfig,
-    /// Settlements owed to the shared store, kept across reloads.
-    owed: Arc<Owed>,
+    /// Settlements owed to the shared store, kept across reloads (made with the first
+    /// shared store).
+    owed: Option<Arc<Owed>>,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
     /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
     config_sha256: String,
@@ -100,8 +101,18 @@ impl Instance {
             breaker_open: None,
             slots_lost: None,
         });
-        let owed = Owed::new(config.engine.max_owed, clock.clone(), &metrics);
-        let stack = stack::build(&config.engine, Arc::clone(&store), &clock, &metrics, &owed);
+        let owed = config
+            .engine
+            .store
+            .is_shared()
+            .then(|| Owed::new(config.engine.max_owed, clock.clone(), &metrics));
+        let stack = stack::build(
+            &config.engine,
+            Arc::clone(&store),
+            &clock,
+            &metrics,
+            owed.as_ref(),
+        );
         let engine = Arc::new(Engine::with_stack(
             &config.engine,
             stack,

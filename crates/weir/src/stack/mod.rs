@@ -44,7 +44,7 @@ pub(crate) fn build(
     primary: Arc<dyn BackingStore>,
     clock: &Arc<dyn Clock>,
     metrics: &Arc<Metrics>,
-    owed: &Arc<Owed>,
+    owed: Option<&Arc<Owed>>,
 ) -> StoreStack {
     let regions = spec.region.as_ref().map(|region| {
         let mut stores = vec![(region.name.clone(), Arc::clone(&primary))];
@@ -60,7 +60,7 @@ pub(crate) fn build(
         }
     });
     let mut stack = assemble(spec, primary, regions, clock, metrics, true).0;
-    stack.owed = spec.store.is_shared().then(|| Arc::clone(owed));
+    stack.owed = owed.filter(|_| spec.store.is_shared()).cloned();
     stack
 }
 
