@@ -10,7 +10,10 @@
     reason = "test code: a panic is a failure, with its message"
 )]
 
+mod common;
+
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +34,11 @@ const TOKENS: u64 = 1_000;
 /// Two rules: tokens priced by the answer (`cost_from`, 100 reserved up front), and
 /// failed logins counted by outcome (a 200 gives the unit back).
 fn config(redis: &RedisServer, max_owed: usize) -> Config {
-    let text = format!(
+    Config::parse(&config_text(redis, max_owed), Path::new("owed.yaml")).unwrap()
+}
+
+fn config_text(redis: &RedisServer, max_owed: usize) -> String {
+    format!(
         r"store:
   type: redis
   url: {url}
@@ -59,8 +66,7 @@ rules:
     count_statuses: [401]
 ",
         url = redis.url()
-    );
-    Config::parse(&text, Path::new("owed.yaml")).unwrap()
+    )
 }
 
 struct Weir {
@@ -258,5 +264,52 @@ async fn a_settlement_written_after_its_timeout_is_not_written_twice() {
     assert_eq!(
         weir.metric(r#"weir_settlements_retried_total{outcome="written"}"#),
         0
+    );
+}
+
+/// `weir serve` stopped by SIGTERM while Redis is down sends what it owes once more,
+/// then logs how many settlements it gives up.
+#[test]
+fn sigterm_logs_the_settlements_still_owed() {
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(&path, config_text(&redis, 100)).unwrap();
+    let log_path = dir.path().join("weir.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut weir = common::Server::start_with(&path, &[], Stdio::from(log));
+    let facts = json!({
+        "method": "POST",
+        "path": "/v1/chat",
+        "host": "api.test",
+        "headers": {"x-user-id": "fay"},
+        "client_ip": "203.0.113.7",
+    });
+    let (status, verdict) = weir.request("POST", "/v1/decide", &facts.to_string());
+    assert!(status.contains("200"), "{status}: {verdict}");
+    let verdict: Value = serde_json::from_str(&verdict).unwrap();
+    redis.kill();
+    let settle = json!({"settlement": verdict["settlement"], "status": 200, "cost": 300});
+    let (status, answer) = weir.request("POST", "/v1/settle", &settle.to_string());
+    assert!(status.contains("204"), "{status}: {answer}");
+    let term = Command::new("kill")
+        .args(["-TERM", &weir.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(status) = weir.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "weir did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("settlements still owed") && l.contains("settlements=1")),
+        "no line with the settlements given up:\n{log}"
     );
 }
