@@ -90,6 +90,11 @@ impl Debt {
             .is_some_and(|at| Duration::from_nanos(now.saturating_sub(at)) >= SEND_AGAIN_WITHIN)
     }
 
+    /// Which store stack it is owed to (the stack's address, to tell stacks apart).
+    pub(super) fn store_id(&self) -> usize {
+        Arc::as_ptr(&self.store).cast::<()>().addr()
+    }
+
     /// Whether its store is expected to answer now.
     pub(super) fn store_ready(&self) -> bool {
         self.store.is_ready()

@@ -116,43 +116,55 @@ impl Owed {
         self.metrics.owed(queue.debts.len());
     }
 
-    /// Takes the oldest, if any.
-    fn oldest(&self) -> Option<Debt> {
+    /// Takes the oldest debt from position `at` on whose store is not in `out`
+    /// (stores found out during this pass), and its position.
+    fn next_from(&self, at: usize, out: &[usize]) -> Option<(usize, Debt)> {
         let mut queue = self.queue.lock();
-        let debt = queue.debts.pop_front();
+        let at = (at..queue.debts.len()).find(|&i| !out.contains(&queue.debts[i].store_id()))?;
+        let debt = queue.debts.remove(at)?;
         self.metrics.owed(queue.debts.len());
-        debt
+        Some((at, debt))
     }
 
-    /// Puts back a debt taken by [`Owed::oldest`], first in line.
-    fn put_back(&self, debt: Debt) {
+    /// Puts back a debt taken from position `at` (or as near as the queue, trimmed
+    /// meanwhile, allows).
+    fn put_back(&self, at: usize, debt: Debt) {
         let mut queue = self.queue.lock();
-        queue.debts.push_front(debt);
+        let at = at.min(queue.debts.len());
+        queue.debts.insert(at, debt);
         self.trim(&mut queue);
     }
 
-    /// Sends what is owed, oldest first, while its store is ready. Returns whether
-    /// nothing is owed any more.
+    /// Sends what is owed, oldest first, to each store while it is ready: a store
+    /// found out (not ready, or failing) keeps its debts in place for the next pass,
+    /// and the debts of other stores (a reload that changed the `store` section) go on.
+    /// Returns whether nothing is owed any more.
     async fn send_again(&self) -> bool {
-        while let Some(debt) = self.oldest() {
+        let mut out: Vec<usize> = Vec::new();
+        let mut at = 0;
+        while let Some((position, debt)) = self.next_from(at, &out) {
+            at = position;
             let now = self.clock.now();
             if self.given_up_as_stale(&debt, now) {
                 continue;
             }
             if !debt.store_ready() {
-                self.put_back(debt);
-                return false;
+                out.push(debt.store_id());
+                self.put_back(at, debt);
+                at += 1;
+                continue;
             }
             match debt.send(now).await {
                 Ok(repeated) => self.metrics.retried(repeated),
                 Err(Some(debt)) => {
-                    self.put_back(debt);
-                    return false;
+                    out.push(debt.store_id());
+                    self.put_back(at, debt);
+                    at += 1;
                 }
                 Err(None) => self.metrics.dropped(Dropped::Refused, 1),
             }
         }
-        true
+        self.queue.lock().debts.is_empty()
     }
 
     /// Whether `debt` may have been written longer ago than its store remembers
@@ -224,3 +236,6 @@ async fn send_while_owed(owed: Weak<Owed>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
