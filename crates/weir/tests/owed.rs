@@ -24,9 +24,15 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use weir::{Config, Instance, api_router};
-use weir_core::{Algorithm, Policy};
-use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store, SystemClock};
+use weir_core::{Algorithm, ManualClock, Policy};
+use weir_store::{
+    Breaker, BreakerConfig, Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store,
+    SystemClock,
+};
 use weir_testkit::RedisServer;
+
+/// 2026-11-30 00:00:00 UTC.
+const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
 
 /// A day's budget, so that nothing refills while a test runs.
 const TOKENS: u64 = 1_000;
@@ -312,4 +318,49 @@ fn sigterm_logs_the_settlements_still_owed() {
             .any(|l| l.contains("settlements still owed") && l.contains("settlements=1")),
         "no line with the settlements given up:\n{log}"
     );
+}
+
+/// A settlement whose try may have been written longer ago than Redis remembers
+/// settlements (4 minutes on the engine's clock, here a manual one) is given up, not
+/// sent again: Redis wrote it itself when it thawed, and a second write could not
+/// be told from the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_that_may_have_been_written_too_long_ago_is_given_up() {
+    let redis = RedisServer::start();
+    let config = config(&redis, 100);
+    let clock = Arc::new(ManualClock::new(MIDNIGHT));
+    let redis_config = RedisStoreConfig {
+        target: RedisTarget::Single(redis.url()),
+        key_prefix: "weir".into(),
+        timeout: Duration::from_millis(200),
+        clock: RedisClock::Server,
+        window_counters: false,
+    };
+    let store = RedisStore::start(&redis_config, clock.clone());
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    let health = store.health();
+    let primary = Arc::new(Breaker::new(store, BreakerConfig::default()).following(health));
+    let instance = Instance::with_store(&config, primary, clock.clone());
+    let api = api_router(instance.engine.clone());
+    let weir = Weir { instance, api };
+    let gus = weir.decide("/v1/chat", "gus").await;
+    redis.pause();
+    weir.settle(&gus, 200, Some(600)).await;
+    assert_eq!(weir.metric("weir_settlements_owed"), 1);
+    clock.advance(Duration::from_secs(300));
+    redis.resume();
+    weir.until_nothing_owed().await;
+    assert_eq!(
+        weir.metric(r#"weir_settlements_dropped_total{reason="stale"}"#),
+        1
+    );
+    assert_eq!(
+        left(&redis, "tokens", TOKENS, "gus").await,
+        TOKENS - 600,
+        "written once, by Redis as it thawed"
+    );
+    for outcome in ["written", "repeated"] {
+        let series = format!(r#"weir_settlements_retried_total{{outcome="{outcome}"}}"#);
+        assert_eq!(weir.metric(&series), 0, "{outcome}");
+    }
 }
