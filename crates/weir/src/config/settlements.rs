@@ -7,7 +7,7 @@ use serde_saphyr::Spanned;
 use super::error::{ConfigError, Errors};
 use crate::engine::DEFAULT_MAX_OWED;
 
-/// The most `max_owed` may be: about 250 bytes each, some 2.5 GB.
+/// The most `max_owed` may be (a few hundred bytes each: some GB).
 const MAX_MAX_OWED: usize = 10_000_000;
 
 /// The section as written.

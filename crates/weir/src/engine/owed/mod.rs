@@ -117,13 +117,19 @@ impl Owed {
     }
 
     /// Takes the oldest debt from position `at` on whose store is not in `out`
-    /// (stores found out during this pass), and its position.
+    /// (stores found out during this pass), and its position. It still counts as owed
+    /// until [`Owed::done`] or [`Owed::put_back`].
     fn next_from(&self, at: usize, out: &[usize]) -> Option<(usize, Debt)> {
         let mut queue = self.queue.lock();
         let at = (at..queue.debts.len()).find(|&i| !out.contains(&queue.debts[i].store_id()))?;
         let debt = queue.debts.remove(at)?;
-        self.metrics.owed(queue.debts.len());
         Some((at, debt))
+    }
+
+    /// Counts a debt taken by [`Owed::next_from`] as no longer owed (written or given
+    /// up).
+    fn done(&self) {
+        self.metrics.owed(self.queue.lock().debts.len());
     }
 
     /// Puts back a debt taken from position `at` (or as near as the queue, trimmed
@@ -146,6 +152,7 @@ impl Owed {
             at = position;
             let now = self.clock.now();
             if self.given_up_as_stale(&debt, now) {
+                self.done();
                 continue;
             }
             if !debt.store_ready() {
@@ -155,13 +162,19 @@ impl Owed {
                 continue;
             }
             match debt.send(now).await {
-                Ok(repeated) => self.metrics.retried(repeated),
+                Ok(repeated) => {
+                    self.metrics.retried(repeated);
+                    self.done();
+                }
                 Err(Some(debt)) => {
                     out.push(debt.store_id());
                     self.put_back(at, debt);
                     at += 1;
                 }
-                Err(None) => self.metrics.dropped(Dropped::Refused, 1),
+                Err(None) => {
+                    self.metrics.dropped(Dropped::Refused, 1);
+                    self.done();
+                }
             }
         }
         self.queue.lock().debts.is_empty()
@@ -185,11 +198,7 @@ impl Owed {
     /// `within` and until the store fails one, then gives up what is left, counted and
     /// logged with its count. Returns how many were given up.
     pub(crate) async fn settle_before_exit(&self, within: Duration) -> usize {
-        let debts: Vec<Debt> = {
-            let mut queue = self.queue.lock();
-            self.metrics.owed(0);
-            queue.debts.drain(..).collect()
-        };
+        let debts: Vec<Debt> = self.queue.lock().debts.drain(..).collect();
         if debts.is_empty() {
             return 0;
         }
@@ -206,6 +215,7 @@ impl Owed {
             }
             left -= 1;
         }
+        self.done();
         if left > 0 {
             self.metrics.dropped(Dropped::Shutdown, left as u64);
             tracing::warn!(
