@@ -200,6 +200,13 @@ async fn what_is_settled_while_redis_is_down_is_written_when_it_is_back() {
         weir.metric(r#"weir_settlements_dropped_total{reason="full"}"#),
         1
     );
+    // A reload keeps what is owed (under a larger bound: nothing more given up).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(&path, config_text(&redis, 5)).unwrap();
+    let mut weir = weir;
+    weir.instance.reload(&path).await.unwrap();
+    assert_eq!(weir.metric("weir_settlements_owed"), 2);
 
     redis.restart();
     assert_eq!(

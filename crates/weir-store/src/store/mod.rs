@@ -59,7 +59,7 @@ pub struct Check<'a> {
 /// How long a store that can fail after writing remembers a settlement's id (see
 /// [`Store::settle_all`]): a settlement sent again within this time of its first write
 /// is not written twice. The cost is a key per settlement that gives back or charges,
-/// for this long (about 100 bytes each on Redis).
+/// for this long (about 130 bytes each on Redis).
 pub const SETTLEMENTS_REMEMBERED: Duration = Duration::from_secs(300);
 
 /// What [`Store::settle_all`] found.
