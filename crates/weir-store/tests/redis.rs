@@ -15,7 +15,7 @@ use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::LeaseStore;
 use weir_store::{
     Check, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
-    RedisTarget, Store, StoreError,
+    RedisTarget, Settled, Store, StoreError,
 };
 use weir_testkit::{RedisCluster, RedisServer, conformance_sequences, decisions_in_micros};
 
@@ -831,4 +831,102 @@ async fn a_redis_user_allowed_only_the_readme_commands_does_everything() {
     let cfg = config(RedisTarget::Single(url), "weir", RedisClock::Server);
     let watched = RedisStore::start(&cfg, clock);
     assert!(watched.wait_connected(Duration::from_secs(2)).await);
+}
+
+/// A settlement sent again (its first answer lost) is written once: on a server, by
+/// Functions and by script, and on a cluster, where each identity's part is
+/// remembered apart; the state ends as the memory store's after one settlement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_sent_twice_is_written_once() {
+    let server = RedisServer::start();
+    let cluster = RedisCluster::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let bucket = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(3600), None).unwrap();
+    let window = Policy::new(Algorithm::FixedWindow, 100, Duration::from_secs(3600), None).unwrap();
+    let targets = [
+        (RedisTarget::Single(server.url()), false),
+        (RedisTarget::Single(server.url()), true),
+        (RedisTarget::Cluster(cluster.urls()), false),
+    ];
+    for (round, (target, scripts)) in targets.into_iter().enumerate() {
+        let redis = RedisStore::connect(
+            &config(target, &format!("settle{round}"), RedisClock::Local),
+            clock.clone(),
+        )
+        .await
+        .unwrap();
+        if scripts {
+            redis.use_scripts();
+        }
+        let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+        let (ana, bo) = (key("ana"), key("bo"));
+        let reserve = [
+            Check {
+                key: ana,
+                policy: &window,
+                cost: 30,
+            },
+            Check {
+                key: bo,
+                policy: &bucket,
+                cost: 30,
+            },
+        ];
+        let refunds = [Check {
+            key: ana,
+            policy: &window,
+            cost: 10,
+        }];
+        let charges = [Check {
+            key: bo,
+            policy: &bucket,
+            cost: 50,
+        }];
+        for store in [&redis as &dyn Store, &memory] {
+            assert!(
+                store
+                    .check_all(&reserve)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .all(|d| d.allowed)
+            );
+        }
+        let id = 0x5e77_1e00 + round as u128;
+        let first = redis.settle_all(id, &refunds, &charges).await.unwrap();
+        let again = redis.settle_all(id, &refunds, &charges).await.unwrap();
+        assert_eq!(
+            (first, again),
+            (Settled::Written, Settled::Repeated),
+            "round {round}"
+        );
+        memory.settle_all(id, &refunds, &charges).await.unwrap();
+        let peek = [
+            Check {
+                key: ana,
+                policy: &window,
+                cost: 0,
+            },
+            Check {
+                key: bo,
+                policy: &bucket,
+                cost: 0,
+            },
+        ];
+        let left = |d: Vec<weir_core::Decision>| d.iter().map(|d| d.remaining).collect::<Vec<_>>();
+        let on_redis = left(redis.preview_all(&peek).await.unwrap());
+        assert_eq!(
+            on_redis,
+            left(memory.preview_all(&peek).await.unwrap()),
+            "round {round}"
+        );
+        assert_eq!(
+            on_redis,
+            [80, 20],
+            "round {round}: given back 10 of 30, charged 50 past 30"
+        );
+        // Another settlement is another id: written.
+        let other = redis.settle_all(id + 1, &refunds, &[]).await.unwrap();
+        assert_eq!(other, Settled::Written);
+    }
 }

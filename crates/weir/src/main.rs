@@ -552,6 +552,9 @@ fn serve(
         // not back within 5 s stays out until its lease expires).
         let _ =
             tokio::time::timeout(Duration::from_secs(5), engine.current().release_leases()).await;
+        // Settlements owed to a shared store that was out are sent once more; what is
+        // not written within 5 s is given up, logged with its count.
+        engine.current().settle_owed(Duration::from_secs(5)).await;
         tracing::info!("stopped");
         Ok(())
     })

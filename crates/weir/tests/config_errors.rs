@@ -581,3 +581,33 @@ fn a_bound_is_worded_alike_whatever_breaks_it() {
         assert!(rule(limit).contains(bound), "{limit}: {}", rule(limit));
     }
 }
+
+#[test]
+fn owed_settlements_are_bounded_and_only_on_a_shared_store() {
+    let rules = [
+        "rules:",
+        "  - { name: api, algorithm: gcra, limit: 10, period: 1m }",
+    ];
+    let with = |lines: &[&'static str]| -> Vec<&'static str> { [lines, &rules[..]].concat() };
+    let redis = ["store: { type: redis, url: \"redis://127.0.0.1:6379\" }"];
+    check(&[
+        (
+            &with(&[redis[0], "settlements:", "  max_owed: 0"]),
+            "weir.yaml:3:13: settlements.max_owed: max_owed must be a whole number from 1 to 10000000",
+        ),
+        (
+            &with(&[redis[0], "settlements:", "  max_owed: 10000001"]),
+            "weir.yaml:3:13: settlements.max_owed: max_owed must be a whole number from 1 to 10000000",
+        ),
+        (
+            &with(&["settlements:", "  max_owed: 10"]),
+            "weir.yaml:2:3: settlements: `settlements` applies to a shared store (type redis or redis_cluster): the memory store writes every settlement at once",
+        ),
+        (
+            &with(&[redis[0], "settlements:", "  max_owing: 10"]),
+            "weir.yaml:3:3: settlements.max_owing: unknown field `max_owing`, expected one of max_owed",
+        ),
+    ]);
+    let text = with(&[redis[0], "settlements: { max_owed: 50000 }"]).join("\n") + "\n";
+    assert!(Config::parse(&text, Path::new("weir.yaml")).is_ok());
+}

@@ -251,6 +251,11 @@ async fn metrics_count_each_rules_decisions_and_parse_as_openmetrics() {
         !text.contains(r#"store="fallback""#),
         "fallback series on the memory store:\n{text}"
     );
+    // Nor is a settlement ever owed to it.
+    assert!(
+        !text.contains("weir_settlements_"),
+        "owed settlement series on the memory store:\n{text}"
+    );
     assert_eq!(
         sample(&samples, r#"weir_gateway_upstream_latency_seconds_count{}"#),
         5.0

@@ -39,7 +39,7 @@ use weir_core::{Clock, Decision, Policy, leasable};
 
 pub use self::table::MAX_SLOTS;
 use self::table::Slots;
-use crate::{Check, Key, LeaseStore, Store, StoreError, StoreFuture, Wraps};
+use crate::{Check, Key, LeaseStore, Settled, Store, StoreError, StoreFuture, Wraps};
 
 /// The hold of `lease: auto`.
 pub const AUTO_HOLD: Duration = Duration::from_secs(2);
@@ -344,6 +344,16 @@ impl Store for LeasingStore {
     /// its state until the next take, which grants nothing before it is paid.
     fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         self.inner.charge_all(checks)
+    }
+
+    /// Settlements go to the shared store, as refunds and charges do.
+    fn settle_all<'a>(
+        &'a self,
+        id: u128,
+        refunds: &'a [Check<'a>],
+        charges: &'a [Check<'a>],
+    ) -> StoreFuture<'a, Settled> {
+        self.inner.settle_all(id, refunds, charges)
     }
 
     /// Forgets this instance's lease of the key (its record goes with the state) and

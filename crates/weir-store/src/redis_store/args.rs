@@ -26,6 +26,9 @@ pub(super) enum Mode {
     Refused,
     /// Takes each check's cost past the limit (a debt); each reports a peek after it.
     Charge,
+    /// Gives back the first checks' costs and charges the rest, at most once per
+    /// settlement id (see [`settle`]).
+    Settle,
 }
 
 impl Mode {
@@ -36,6 +39,7 @@ impl Mode {
             Mode::Refund => 2,
             Mode::Refused => 3,
             Mode::Charge => 9,
+            Mode::Settle => 10,
         }
     }
 }
@@ -72,6 +76,19 @@ pub(super) fn general(
             .arg(l)
             .arg(per_unit);
     }
+}
+
+/// A settlement's arguments: the general entry's in [`Mode::Settle`], then how many
+/// of `checks` are refunds (the first ones) and how long its id is remembered.
+pub(super) fn settle(
+    command: &mut Cmd,
+    now_us: Option<u64>,
+    refunds: usize,
+    checks: &[(Check<'_>, ScriptPolicy)],
+) {
+    general(command, now_us, Mode::Settle, checks);
+    let remembered = u64::try_from(crate::SETTLEMENTS_REMEMBERED.as_millis()).unwrap_or(u64::MAX);
+    command.arg(refunds).arg(remembered);
 }
 
 /// A one-check entry's arguments: the time, the cost, then only what the algorithm

@@ -31,6 +31,9 @@ pub(super) enum Call<'c> {
     Lease(&'c ScriptPolicy, &'c LeaseCall),
     /// A region's report or apply, or a renewal at home (share.lua).
     Share(&'c ScriptPolicy, &'c ShareCall),
+    /// A settlement written once: how many of the checks are refunds (the first ones;
+    /// the rest are charges), and the checks (driver.lua's `settle`).
+    Settle(usize, &'c [(Check<'c>, ScriptPolicy)]),
 }
 
 impl Call<'_> {
@@ -40,6 +43,7 @@ impl Call<'_> {
             Call::Checks(mode, checks) => args::general(command, now_us, *mode, checks),
             Call::Lease(policy, lease) => lease.args(command, now_us, policy),
             Call::Share(policy, share) => share.args(command, now_us, policy),
+            Call::Settle(refunds, checks) => args::settle(command, now_us, *refunds, checks),
         }
     }
 }

@@ -37,6 +37,18 @@ pub(crate) fn redis_key(prefix: &str, key: Key<'_>, window: Option<u64>) -> Stri
     out
 }
 
+/// The key that remembers settlement `id` of `identity`'s keys (see
+/// `Store::settle_all`): `<prefix>:{<identity>}settled:<id in hex>`, in the identity's
+/// slot; `s` after the hash tag meets neither other form.
+pub(crate) fn settlement_key(prefix: &str, identity: &str, id: u128) -> String {
+    let mut out = String::with_capacity(prefix.len() + identity.len() + 48);
+    out.push_str(prefix);
+    out.push_str(":{");
+    encode_identity(identity, &mut out);
+    let _ = write!(out, "}}settled:{id:032x}");
+    out
+}
+
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (what lies
 /// between its first `{` and the next `}`, when that is not empty), else of the whole
 /// key, modulo 16384, as Redis computes it.

@@ -27,6 +27,7 @@ mod library;
 mod params;
 mod probe;
 mod script;
+mod settle;
 mod share;
 
 use std::ops::RangeInclusive;
@@ -47,7 +48,9 @@ pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
-use crate::{Check, Key, LeaseStore, ShareStore, Store, StoreError, StoreFuture, StoreHealth};
+use crate::{
+    Check, Key, LeaseStore, Settled, ShareStore, Store, StoreError, StoreFuture, StoreHealth,
+};
 
 /// Where the Redis store's state lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -536,6 +539,16 @@ impl Store for RedisStore {
     /// One charge script; on a Redis Cluster, one per identity.
     fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         Box::pin(async move { self.run(checks, Mode::Charge).await.map(|_| ()) })
+    }
+
+    /// One script per slot (see `settle`), remembering `id` beside the keys.
+    fn settle_all<'a>(
+        &'a self,
+        id: u128,
+        refunds: &'a [Check<'a>],
+        charges: &'a [Check<'a>],
+    ) -> StoreFuture<'a, Settled> {
+        Box::pin(self.settle(id, refunds, charges))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use weir_core::{Decision, Policy};
 
 use self::activity::Activities;
-use crate::{BackingStore, Check, Key, LeaseStore, Store, StoreError, StoreFuture, Wraps};
+use crate::{BackingStore, Check, Key, LeaseStore, Settled, Store, StoreError, StoreFuture, Wraps};
 
 /// The most keys of global rules one instance tracks (identities of up to 1 KiB: at
 /// most about 100 MiB); beyond, new keys are decided at the region's floor until some
@@ -301,16 +301,32 @@ impl Store for RegionalStore {
             let Some(policies) = self.rewrite(checks, false)? else {
                 return self.local.refund_all(checks).await;
             };
-            let rewritten: Vec<Check<'_>> = checks
-                .iter()
-                .zip(&policies)
-                .map(|(c, (policy, _))| Check {
-                    key: c.key,
-                    policy,
-                    cost: c.cost,
-                })
-                .collect();
-            self.local.refund_all(&rewritten).await
+            self.local.refund_all(&on_shares(checks, &policies)).await
+        })
+    }
+
+    /// The refunds as [`Store::refund_all`] gives them back (global rules' on the
+    /// region's share), the charges as [`Store::charge_all`] takes them: of global
+    /// rules, refused ([`StoreError::NoCharges`], once the rest is written).
+    fn settle_all<'a>(
+        &'a self,
+        id: u128,
+        refunds: &'a [Check<'a>],
+        charges: &'a [Check<'a>],
+    ) -> StoreFuture<'a, Settled> {
+        Box::pin(async move {
+            let policies = self.rewrite(refunds, false)?;
+            let rewritten = match &policies {
+                Some(policies) => on_shares(refunds, policies),
+                None => refunds.to_vec(),
+            };
+            let global = charges.iter().any(|c| self.rules.contains_key(c.key.rule));
+            let charged = if global { &[][..] } else { charges };
+            let settled = self.local.settle_all(id, &rewritten, charged).await?;
+            if global {
+                return Err(StoreError::NoCharges);
+            }
+            Ok(settled)
         })
     }
 
@@ -342,6 +358,19 @@ impl Store for RegionalStore {
     fn is_ready(&self) -> bool {
         self.local.is_ready()
     }
+}
+
+/// `checks` under the policies `rewrite` gave them (a global rule's share).
+fn on_shares<'a>(checks: &[Check<'a>], policies: &'a [Rewritten]) -> Vec<Check<'a>> {
+    checks
+        .iter()
+        .zip(policies)
+        .map(|(c, (policy, _))| Check {
+            key: c.key,
+            policy,
+            cost: c.cost,
+        })
+        .collect()
 }
 
 /// Leases are the region's store's (a leased rule is never global): passed on, for

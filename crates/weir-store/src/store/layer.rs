@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use weir_core::{Claim, Decision, Grant, LeaseId, Policy, Renewal, Report, Take};
 
-use super::{Check, Key, LeaseStore, ShareStore, Store, StoreFuture};
+use super::{Check, Key, LeaseStore, Settled, ShareStore, Store, StoreFuture};
 
 /// A store in front of another. Of the capabilities the store it wraps has, those the
 /// wrapper does not implement itself are forwarded to it, each call through
@@ -83,6 +83,15 @@ impl<L: Layer> Store for L {
 
     fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         self.around(self.inner().charge_all(checks))
+    }
+
+    fn settle_all<'a>(
+        &'a self,
+        id: u128,
+        refunds: &'a [Check<'a>],
+        charges: &'a [Check<'a>],
+    ) -> StoreFuture<'a, Settled> {
+        self.around(self.inner().settle_all(id, refunds, charges))
     }
 
     fn reset<'a>(&'a self, key: Key<'a>, policy: &'a Policy) -> StoreFuture<'a, ()> {

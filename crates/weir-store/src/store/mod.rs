@@ -56,6 +56,22 @@ pub struct Check<'a> {
     pub cost: u64,
 }
 
+/// How long a store that can fail after writing remembers a settlement's id (see
+/// [`Store::settle_all`]): a settlement sent again within this time of its first write
+/// is not written twice. The cost is a key per settlement that gives back or charges,
+/// for this long (about 130 bytes each on Redis).
+pub const SETTLEMENTS_REMEMBERED: Duration = Duration::from_secs(300);
+
+/// What [`Store::settle_all`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Written now.
+    Written,
+    /// Written by an earlier try of the same settlement (on a Redis Cluster, at least
+    /// one identity's part of it): that part was not written again.
+    Repeated,
+}
+
 /// A place where limit state lives, checked atomically: the capability every store
 /// has, and what the engine decides on (`Arc<dyn Store>`).
 ///
@@ -193,6 +209,35 @@ pub trait Store: Send + Sync + 'static {
     fn charge_all<'a>(&'a self, checks: &'a [Check<'a>]) -> StoreFuture<'a, ()> {
         let _ = checks;
         Box::pin(std::future::ready(Err(StoreError::NoCharges)))
+    }
+
+    /// Writes one request's settlement: gives back each of `refunds` (as
+    /// [`Store::refund_all`]), then takes each of `charges` (as [`Store::charge_all`]),
+    /// at most once under `id` however often it is sent. A settlement whose answer was
+    /// lost (a timeout after the store had written it) is sent again when the store
+    /// answers again, and must not give back or charge twice: a store that can fail
+    /// after writing (Redis) remembers `id` for [`SETTLEMENTS_REMEMBERED`] beside the
+    /// keys, atomically with the writes, and answers [`Settled::Repeated`] to a second
+    /// try within that time. `id` is unique per settlement (random, 128 bits).
+    ///
+    /// The default, for stores in process (which answer or fail, never both): the
+    /// refunds, then the charges, remembering nothing.
+    fn settle_all<'a>(
+        &'a self,
+        id: u128,
+        refunds: &'a [Check<'a>],
+        charges: &'a [Check<'a>],
+    ) -> StoreFuture<'a, Settled> {
+        let _ = id;
+        Box::pin(async move {
+            if !refunds.is_empty() {
+                self.refund_all(refunds).await?;
+            }
+            if !charges.is_empty() {
+                self.charge_all(charges).await?;
+            }
+            Ok(Settled::Written)
+        })
     }
 
     /// Forgets a key's state under `policy` (where a store keeps a key's state may

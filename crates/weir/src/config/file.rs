@@ -37,6 +37,8 @@ pub(super) struct RawConfig {
     pub(super) auth: Option<Spanned<super::auth::RawAuth>>,
     /// TLS on the main listener.
     pub(super) tls: Option<Spanned<super::tls::RawTls>>,
+    /// What is kept of settlements the shared store cannot take.
+    pub(super) settlements: Option<Spanned<super::settlements::RawSettlements>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }

@@ -19,6 +19,7 @@ mod period;
 mod plans;
 mod region;
 mod rules;
+mod settlements;
 mod shedding;
 mod store;
 mod tls;
@@ -225,11 +226,17 @@ impl Config {
             _ => None,
         };
         let tls = found.keep(tls::tls(raw.tls.as_ref(), &errors));
+        let max_owed = found.keep(settlements::max_owed(
+            raw.settlements.as_ref(),
+            on_redis,
+            &errors,
+        ));
         let gateway = client_ip
             .as_ref()
             .and_then(|client_ip| found.keep(upstream::gateway(&raw, &errors, client_ip.clone())));
         found.finish()?;
         let (
+            Some(max_owed),
             Some(tls),
             Some(envoy),
             Some(admin),
@@ -238,7 +245,9 @@ impl Config {
             Some(rules),
             Some(routing),
             Some(gateway),
-        ) = (tls, envoy, admin, auth, client_ip, rules, routing, gateway)
+        ) = (
+            max_owed, tls, envoy, admin, auth, client_ip, rules, routing, gateway,
+        )
         else {
             // Each section missing has its error in `found`.
             return Err(ConfigError::new(source, "the configuration is not valid"));
@@ -255,6 +264,7 @@ impl Config {
                 store: store.kind(),
                 region,
                 envoy_leases,
+                max_owed,
             },
             store,
             client_ip,

@@ -22,7 +22,9 @@ mod denial_log;
 mod descriptors;
 mod failover;
 mod identity;
+mod ids;
 mod key;
+mod owed;
 mod pending;
 mod plan;
 mod reserve;
@@ -51,8 +53,10 @@ pub(crate) use self::descriptors::{
     EnvoyAsk, NodeId, Quota, Unit,
 };
 pub(crate) use self::identity::{IdentitySource, Normalize, Source};
+use self::ids::RandomIds;
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;
+pub(crate) use self::owed::{DEFAULT_MAX_OWED, Owed};
 use self::pending::Pending;
 pub use self::pending::SETTLE_WITHIN;
 pub(crate) use self::pending::SettlementId;
@@ -122,6 +126,13 @@ pub struct Engine {
     fallback: Option<MemoryStore>,
     clock: Arc<dyn Clock>,
     pending: Pending,
+    /// The ids settlements are written under (see `Store::settle_all`).
+    settlement_ids: RandomIds,
+    /// Settlements the shared store could not take, written when it answers again
+    /// (the instance's, kept across reloads); none on a store in process.
+    owed: Option<Arc<Owed>>,
+    /// That settlements are owed, logged at most every 10 s.
+    owed_logged: throttle::Throttle,
     /// That the engine decides on the fallback, logged at most every 10 s.
     fallback_logged: throttle::Throttle,
     /// That the store could not decide an Envoy request, likewise.
@@ -145,10 +156,16 @@ impl Engine {
     /// An engine for the rules of `spec`, keeping state in `store` alone (a store in
     /// process: nothing in front of it) and reading time from `clock`, counting into
     /// metrics of its own. A shared store's stack (breaker, fallback, regions, leases)
-    /// is built by the service (`weir::service`, `Service::with_store`).
+    /// is built by the service (`weir::service`, `Service::with_store`). With a
+    /// `spec` for a shared store, settlements the store cannot take are owed and
+    /// written when it answers again (see [`Engine::settle_owed`]).
     pub fn new(spec: &EngineSpec, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         let metrics = Arc::new(Metrics::new(clock.clone()));
-        Self::with_stack(spec, StoreStack::alone(store), clock, metrics)
+        let mut stack = StoreStack::alone(store);
+        if spec.store.is_shared() {
+            stack.owed = Some(Owed::new(spec.max_owed, clock.clone(), &metrics));
+        }
+        Self::with_stack(spec, stack, clock, metrics)
     }
 
     /// An engine for the rules of `spec` deciding on a finished store `stack`, counting
@@ -169,6 +186,7 @@ impl Engine {
             store,
             leasing,
             fallback,
+            owed,
         } = stack;
         let routing = spec.routing.clone();
         let reads_body_field = |name: &str| {
@@ -211,6 +229,9 @@ impl Engine {
             leasing,
             fallback,
             pending: Pending::default(),
+            settlement_ids: RandomIds::default(),
+            owed,
+            owed_logged: throttle::Throttle::new(FALLBACK_LOG_EVERY),
             clock,
             fallback_logged: throttle::Throttle::new(FALLBACK_LOG_EVERY),
             unavailable_logged: throttle::Throttle::new(FALLBACK_LOG_EVERY),
@@ -236,6 +257,18 @@ impl Engine {
     pub async fn release_leases(&self) {
         if let Some(leasing) = &self.leasing {
             leasing.release_all().await;
+        }
+    }
+
+    /// At a graceful stop (after the last request): sends the settlements owed to the
+    /// shared store (written when it answers again, see [`Engine::new`]) once more, for
+    /// at most `within`, and gives up what is left, logging its count. Returns how many
+    /// were given up. The queue is the instance's, shared by the engines reloads made:
+    /// call it on the engine serving last.
+    pub async fn settle_owed(&self, within: Duration) -> usize {
+        match &self.owed {
+            Some(owed) => owed.settle_before_exit(within).await,
+            None => 0,
         }
     }
 

@@ -8,12 +8,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::Settlement;
+use super::ids::RandomIds;
 
 /// The most settlements waiting at once.
 pub(super) const MAX_PENDING: usize = 100_000;
@@ -49,9 +48,7 @@ impl FromStr for SettlementId {
 #[derive(Default)]
 pub(super) struct Pending {
     waiting: Mutex<HashMap<SettlementId, (u64, Settlement)>>,
-    /// Randomly keyed hashers (std's `RandomState`) over a counter make the ids.
-    keys: (RandomState, RandomState),
-    made: AtomicU64,
+    ids: RandomIds,
 }
 
 impl Pending {
@@ -103,13 +100,7 @@ impl Pending {
 
     /// A new id, and how many were made before it.
     fn next_id(&self) -> (SettlementId, u64) {
-        let n = self.made.fetch_add(1, Ordering::Relaxed);
-        let half = |key: &RandomState| {
-            let mut hasher = key.build_hasher();
-            hasher.write_u64(n);
-            hasher.finish()
-        };
-        let id = (u128::from(half(&self.keys.0)) << 64) | u128::from(half(&self.keys.1));
+        let (id, n) = self.ids.next();
         (SettlementId(id), n)
     }
 }

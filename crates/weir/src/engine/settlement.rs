@@ -11,8 +11,9 @@
 use std::sync::{Arc, Weak};
 
 use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
-use weir_store::{Check, Key, Store};
+use weir_store::{Check, Key, Store, StoreError};
 
+use super::owed::{Debt, Tried, is_outage};
 use super::{CostFrom, DEFAULT_DEBT_BUCKETS, Engine, Lockout, MAX_DEBT_BUCKETS, Rule};
 use crate::metrics::StoreOp;
 
@@ -223,17 +224,8 @@ impl Engine {
             .metrics
             .store_timer(StoreOp::Settle, used == StoreUsed::Fallback);
         let mut failed = None;
-        if !refunds.is_empty()
-            && let Err(error) = store.refund_all(&refunds).await
-        {
-            tracing::warn!(%error, "a reservation could not be given back; it stays counted");
-            failed = Some(error);
-        }
-        if !charges.is_empty()
-            && let Err(error) = store.charge_all(&charges).await
-        {
-            tracing::warn!(%error, "a cost beyond the estimate could not be charged");
-            failed.get_or_insert(error);
+        if !refunds.is_empty() || !charges.is_empty() {
+            failed = self.write(used, &refunds, &charges).await;
         }
         for (r, rule, lockout) in lockouts {
             begin_lockout(store, r, rule, lockout).await;
@@ -253,6 +245,38 @@ impl Engine {
             }
         }
         timer.finish(failed.as_ref());
+    }
+}
+
+impl Engine {
+    /// Writes a settlement's refunds and charges. When the shared store is out, the
+    /// settlement is owed (see `owed`): kept and written when it answers again. Returns
+    /// the error, if any (to count).
+    async fn write(
+        &self,
+        used: StoreUsed,
+        refunds: &[Check<'_>],
+        charges: &[Check<'_>],
+    ) -> Option<StoreError> {
+        let store = self.store_used(used);
+        let (id, _) = self.settlement_ids.next();
+        let ready = store.is_ready();
+        let error = store.settle_all(id, refunds, charges).await.err()?;
+        match &self.owed {
+            Some(owed) if used == StoreUsed::Shared && is_outage(&error) => {
+                let now = self.clock.now();
+                let tried = Tried::of(&error, ready, now);
+                owed.owe(Debt::new(&self.store, id, refunds, charges, tried));
+                if self.owed_logged.due(now) {
+                    tracing::warn!(%error, "a settlement could not be written: owed, and written when the store answers again");
+                }
+            }
+            _ => tracing::warn!(
+                %error,
+                "a settlement could not be written: its reservations stay counted and its costs beyond the estimate uncharged"
+            ),
+        }
+        Some(error)
     }
 }
 

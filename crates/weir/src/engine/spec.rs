@@ -23,6 +23,9 @@ pub struct EngineSpec {
     /// The rules of the Envoy descriptors leased (`x-weir: { lease }`), and their
     /// plans: leased on a shared store as the rules with `lease` are.
     pub(crate) envoy_leases: Vec<(String, LeasePlan)>,
+    /// The most settlements kept owed to a shared store while it is out
+    /// (`settlements.max_owed`).
+    pub(crate) max_owed: usize,
 }
 
 /// This instance's region and the others (`region:`): where the shares of the rules

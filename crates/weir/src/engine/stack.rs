@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use weir_store::{LeasingStore, MemoryStore, Store};
 
+use super::Owed;
+
 /// The stores an engine decides on: the top of the stack, and the two parts of it the
 /// engine reaches for by name.
 pub(crate) struct StoreStack {
@@ -17,6 +19,9 @@ pub(crate) struct StoreStack {
     /// This instance's own limiter, for fail-open rules while a shared store is down;
     /// none when the store is in process (it never becomes unreachable).
     pub(crate) fallback: Option<MemoryStore>,
+    /// The instance's settlements owed to a shared store (kept across reloads); none
+    /// for a store in process.
+    pub(crate) owed: Option<Arc<Owed>>,
 }
 
 impl std::fmt::Debug for StoreStack {
@@ -24,6 +29,7 @@ impl std::fmt::Debug for StoreStack {
         f.debug_struct("StoreStack")
             .field("leasing", &self.leasing.is_some())
             .field("fallback", &self.fallback.is_some())
+            .field("owed", &self.owed.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -36,6 +42,7 @@ impl StoreStack {
             store,
             leasing: None,
             fallback: None,
+            owed: None,
         }
     }
 }

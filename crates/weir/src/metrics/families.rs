@@ -94,6 +94,16 @@ pub(super) struct EnvoyLabels {
     pub(super) outcome: &'static str,
 }
 
+/// What became of a settlement sent again to the shared store.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct OutcomeLabels {
+    pub(super) outcome: &'static str,
+}
+
+/// No labels: a series that exists only once something makes it (beside a shared
+/// store, for the settlements owed to it).
+pub(super) type NoLabels = Vec<(&'static str, &'static str)>;
+
 /// The kinds of store errors counted (see `StoreTimer::finish`).
 pub(super) const STORE_ERROR_KINDS: [&str; 6] = [
     "timeout",
@@ -188,6 +198,9 @@ pub(super) struct Families {
     pub(super) region_rounds: Counter,
     pub(super) region_unreachable: Family<RegionLabels, RareCounter>,
     pub(super) region_untracked: Family<RuleLabels, Counter>,
+    pub(super) settlements_owed: Family<NoLabels, Gauge>,
+    pub(super) settlements_dropped: Family<ReasonLabels, RareCounter>,
+    pub(super) settlements_retried: Family<OutcomeLabels, RareCounter>,
 }
 
 impl Families {
@@ -224,6 +237,9 @@ impl Families {
             region_rounds: Counter::default(),
             region_unreachable: Family::default(),
             region_untracked: Family::default(),
+            settlements_owed: Family::default(),
+            settlements_dropped: Family::default(),
+            settlements_retried: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -382,6 +398,21 @@ impl Families {
             "region_untracked_requests",
             "Requests for keys of a global rule this instance could not track (it tracks 100,000 keys at most): decided at the region's floor",
             f.region_untracked.clone(),
+        );
+        registry.register(
+            "settlements_owed",
+            "Settlements (refunds and charges of answered requests) the shared store could not take when they were made, kept by this instance to be written when it answers again",
+            f.settlements_owed.clone(),
+        );
+        registry.register(
+            "settlements_dropped",
+            "Owed settlements given up, by reason: full (pushed out by newer ones past settlements.max_owed), stale (a try may have been written longer ago than the store remembers settlements: not sent again, so never written twice), refused (the store refused it, not an outage), shutdown (still owed when the instance stopped)",
+            f.settlements_dropped.clone(),
+        );
+        registry.register(
+            "settlements_retried",
+            "Owed settlements written when the store answered again, by outcome: written, repeated (an earlier try had been written, its answer lost: not written again)",
+            f.settlements_retried.clone(),
         );
         families
     }

@@ -15,6 +15,7 @@ mod near_limit;
 mod rates;
 mod regions;
 mod series;
+mod settlements;
 mod sharded;
 mod top;
 
@@ -35,6 +36,7 @@ pub(crate) use self::rates::Rates;
 use self::rates::Samples;
 pub(crate) use self::regions::ShareMetrics;
 pub(crate) use self::series::{EngineMetrics, NONE, Outcome, RuleShape, StoreOp};
+pub(crate) use self::settlements::{Dropped, OwedMetrics};
 pub(crate) use self::top::Counted;
 
 /// The content type of [`Metrics::encode`]'s output (OpenMetrics text, which Prometheus

@@ -19,7 +19,7 @@ use crate::auth::AuthDoor;
 use crate::config::{AdminConfig, Config, StoreConfig, TlsConfig};
 use crate::edge::{Certificates, server_config};
 use crate::engine::Descriptors;
-use crate::engine::Engine;
+use crate::engine::{Engine, Owed};
 use crate::envoy::RateLimitDoor;
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
@@ -53,6 +53,9 @@ pub struct Instance {
     /// change its section.
     store: Arc<dyn BackingStore>,
     store_config: StoreConfig,
+    /// Settlements owed to the shared store, kept across reloads (made with the first
+    /// shared store).
+    owed: Option<Arc<Owed>>,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
     /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
     config_sha256: String,
@@ -106,7 +109,18 @@ impl Instance {
             breaker_open: None,
             slots_lost: None,
         });
-        let stack = stack::build(&config.engine, Arc::clone(&store), &clock, &metrics);
+        let owed = config
+            .engine
+            .store
+            .is_shared()
+            .then(|| Owed::new(config.engine.max_owed, clock.clone(), &metrics));
+        let stack = stack::build(
+            &config.engine,
+            Arc::clone(&store),
+            &clock,
+            &metrics,
+            owed.as_ref(),
+        );
         let engine = Arc::new(Engine::with_stack(
             &config.engine,
             stack,
@@ -134,6 +148,7 @@ impl Instance {
                 .map(|tls| Reloadable::new(tls_settings(tls))),
             store,
             store_config: config.store.clone(),
+            owed,
             config_sha256: config.fingerprint(),
             envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
             watched_files: config.watched_files(),

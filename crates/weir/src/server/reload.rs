@@ -11,7 +11,7 @@ use weir_store::StoreError;
 use super::Instance;
 use crate::auth::AuthDoor;
 use crate::config::{Config, ConfigError, fingerprint_of};
-use crate::engine::Engine;
+use crate::engine::{Engine, Owed};
 use crate::gateway::Gateway;
 use crate::stack;
 
@@ -79,11 +79,20 @@ impl Instance {
             self.metrics.watch_store(watch);
             self.store_config = config.store.clone();
         }
+        let max_owed = config.engine.max_owed;
+        match &self.owed {
+            Some(owed) => owed.set_max(max_owed),
+            None if config.engine.store.is_shared() => {
+                self.owed = Some(Owed::new(max_owed, self.clock.clone(), &self.metrics));
+            }
+            None => {}
+        }
         let stack = stack::build(
             &config.engine,
             Arc::clone(&self.store),
             &self.clock,
             &self.metrics,
+            self.owed.as_ref(),
         );
         let engine = Arc::new(Engine::with_stack(
             &config.engine,

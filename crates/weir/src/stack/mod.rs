@@ -29,7 +29,7 @@ use weir_store::{
 };
 
 pub(crate) use self::primary::open;
-use crate::engine::{EngineSpec, StoreStack};
+use crate::engine::{EngineSpec, Owed, StoreStack};
 use crate::metrics::{LeaseMetrics, Metrics, ShareMetrics};
 
 /// The most keys the local fallback store holds while the shared store is down.
@@ -37,12 +37,14 @@ const FALLBACK_MAX_KEYS: usize = 1_000_000;
 
 /// The stack of `spec` on `primary`: the regions of its `region` section (a
 /// `RedisStore` started per peer) and the loops of the regional and leasing stores
-/// running (call it inside a Tokio runtime).
+/// running (call it inside a Tokio runtime); on a shared store, settlements it cannot
+/// take owed to `owed` (the instance's, kept across reloads).
 pub(crate) fn build(
     spec: &EngineSpec,
     primary: Arc<dyn BackingStore>,
     clock: &Arc<dyn Clock>,
     metrics: &Arc<Metrics>,
+    owed: Option<&Arc<Owed>>,
 ) -> StoreStack {
     let regions = spec.region.as_ref().map(|region| {
         let mut stores = vec![(region.name.clone(), Arc::clone(&primary))];
@@ -57,7 +59,9 @@ pub(crate) fn build(
             floor: region.floor,
         }
     });
-    assemble(spec, primary, regions, clock, metrics, true).0
+    let mut stack = assemble(spec, primary, regions, clock, metrics, true).0;
+    stack.owed = owed.filter(|_| spec.store.is_shared()).cloned();
+    stack
 }
 
 /// The stack of `spec` on `primary`, in the order the module's doc draws: the fallback
@@ -94,6 +98,7 @@ pub(crate) fn assemble(
         store,
         leasing,
         fallback,
+        owed: None,
     };
     (stack, regional)
 }

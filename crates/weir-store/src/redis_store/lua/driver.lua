@@ -12,6 +12,7 @@
 -- denial elsewhere kept from committing).
 -- "9" charges each key's cost past its limit where its algorithm carries a debt
 -- (weir-core's `charge`, in order).
+-- "10" writes a settlement once (see settle below).
 -- "4" and "5" take a lease and give one back (lease.lua, whose arguments differ);
 -- "6", "7" and "8" report, apply and renew a region's share (share.lua).
 -- Then 7 arguments per key: algorithm, cost, limit, capacity, period (us), L, P.
@@ -246,6 +247,27 @@ local function charge_step(argv, i, state, now)
   return nil
 end
 
+-- A request's settlement, written at most once (mode "10"): keys are the checks' keys,
+-- then the settlement's id key (same slot); after the checks' arguments, argv holds how
+-- many of the checks are refunds (the first ones; the rest are charges) and how long
+-- the id is remembered (ms). The id key is set first, only if absent, in the same step
+-- as the writes: an id already there means an earlier try was written (its answer was
+-- lost), and nothing is written again. Returns { 1 } when written, { 0 } when not.
+local function settle(keys, argv, now)
+  local n = #keys - 1
+  if not redis.call('SET', keys[n + 1], '1', 'NX', 'PX', argv[4 + n * 7]) then
+    return { 0 }
+  end
+  local refunds = tonumber(argv[3 + n * 7])
+  local checks = {}
+  for i = 1, n do checks[i] = keys[i] end
+  update_all(checks, argv, now, function(a, i, state, t)
+    if i <= refunds then return refund_step(a, i, state, t) end
+    return charge_step(a, i, state, t)
+  end)
+  return { 1 }
+end
+
 -- Defined in lease.lua, which comes after this file (it uses decide and expiry_ms).
 local lease_take, lease_give_back
 
@@ -254,6 +276,7 @@ local function check(keys, argv)
   local mode = argv[2]
   if mode == '2' then return update_all(keys, argv, now, refund_step) end
   if mode == '9' then return update_all(keys, argv, now, charge_step) end
+  if mode == '10' then return settle(keys, argv, now) end
   if mode == '4' then return lease_take(keys, argv, now) end
   if mode == '5' then return lease_give_back(keys, argv, now) end
   if mode == '6' then return share_report(keys, argv, now) end
