@@ -82,7 +82,9 @@ fn two_instances_on_a_redis_cluster_admit_exactly_the_limit() {
 
 #[test]
 fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
-    let port = RedisServer::free_port();
+    // Held (connections refused) until the server takes it, so nothing else can.
+    let reserved = RedisServer::reserve_port();
+    let port = reserved.port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
     std::fs::write(
@@ -100,7 +102,7 @@ fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
         status, "HTTP/1.1 503 Service Unavailable",
         "a store failure, never a denial: {reply}"
     );
-    let _redis = RedisServer::start_on(port);
+    let _redis = RedisServer::start_on(reserved);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while weir.request("GET", "/readyz", "").0 != "HTTP/1.1 200 OK" {
         assert!(
