@@ -29,6 +29,7 @@ fn config(target: RedisTarget, prefix: &str, clock: RedisClock) -> RedisStoreCon
         timeout: Duration::from_secs(2),
         clock,
         window_counters: false,
+        access: Default::default(),
     }
 }
 

@@ -216,6 +216,7 @@ fn loads_redis_and_cluster_stores() {
                 timeout: Duration::from_millis(20),
                 clock: RedisClock::Local,
                 window_counters: true,
+                access: Default::default(),
             },
             Fallback { instances: 4 }
         )
@@ -236,6 +237,7 @@ fn loads_redis_and_cluster_stores() {
                 timeout: Duration::from_millis(50),
                 clock: RedisClock::Server,
                 window_counters: false,
+                access: Default::default(),
             },
             Fallback { instances: 1 }
         )

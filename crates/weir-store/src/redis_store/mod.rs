@@ -18,6 +18,7 @@
 //! when the current one fails. A fresh cluster connection reads the topology again from
 //! the seed nodes, so a primary that failed over or moved is found without traffic.
 
+mod access;
 mod args;
 mod counter;
 mod dispatch;
@@ -41,6 +42,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
+pub use self::access::{
+    ClientIdentity, RedisAccess, RedisTls, Secret, check_certificates, check_identity,
+};
 use self::args::Mode;
 use self::dispatch::Lua;
 pub use self::keys::hash_slot;
@@ -85,6 +89,8 @@ pub struct RedisStoreConfig {
     /// check one unit by `INCRBY` rather than by Lua (envoyproxy/ratelimit's way and
     /// cost; see `counter` for what changes). Ignored on the server's clock.
     pub window_counters: bool,
+    /// TLS and credentials.
+    pub access: RedisAccess,
 }
 
 #[derive(Clone)]
@@ -146,6 +152,18 @@ impl RedisStore {
         store
     }
 
+    /// Whether Redis lets weir in: one connection opened (and dropped) within the
+    /// first connection's time. Fails with [`StoreError::Refused`] only, when Redis
+    /// refused weir (a certificate that does not verify, credentials it rejects),
+    /// which waiting does not mend; a Redis that cannot be reached is an outage, for
+    /// the health loop of [`RedisStore::start`] to wait out.
+    pub async fn admitted(config: &RedisStoreConfig) -> Result<(), StoreError> {
+        match open(config, first_connect_within(config)).await {
+            Err(StoreError::Refused(reason)) => Err(StoreError::Refused(reason)),
+            _ => Ok(()),
+        }
+    }
+
     /// What the health loop sees (for a store made by [`RedisStore::connect`]: up).
     pub fn health(&self) -> Arc<StoreHealth> {
         Arc::clone(&self.health)
@@ -180,7 +198,7 @@ impl RedisStore {
             timeout: config.timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
             nodes: match &config.target {
-                RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls)),
+                RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls, &config.access)),
                 RedisTarget::Single(_) => None,
             },
             topology: parking_lot::Mutex::default(),
@@ -461,7 +479,7 @@ async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection,
     let connect = async {
         match &config.target {
             RedisTarget::Single(url) => {
-                let client = redis::Client::open(url.as_str())?;
+                let client = access::single_client(url, &config.access)?;
                 let manager = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
                     .set_response_timeout(Some(timeout))
@@ -470,7 +488,8 @@ async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection,
                 Ok::<_, RedisError>(Connection::Single(connection))
             }
             RedisTarget::Cluster(nodes) => {
-                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+                let builder = ClusterClient::builder(nodes.iter().map(String::as_str));
+                let client = access::cluster_access(builder, &config.access)
                     .connection_timeout(timeout)
                     .response_timeout(timeout)
                     .build()?;
@@ -478,10 +497,19 @@ async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection,
             }
         }
     };
+    let first_url = match &config.target {
+        RedisTarget::Single(url) => url.as_str(),
+        RedisTarget::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+    };
     tokio::time::timeout(within, connect)
         .await
         .map_err(|_| StoreError::Timeout(within))?
-        .map_err(classify)
+        .map_err(
+            |error| match access::refusal(&error, &access::user(&config.access, first_url)) {
+                Some(reason) => StoreError::Refused(reason),
+                None => classify(error),
+            },
+        )
 }
 
 /// Sorts a client error into what the caller acts on.

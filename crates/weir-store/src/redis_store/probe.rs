@@ -13,11 +13,10 @@ use futures_util::future::{join_all, select_ok};
 use parking_lot::Mutex;
 use redis::aio::MultiplexedConnection;
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo,
-    RedisError, Value,
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, RedisError, Value,
 };
 
-use super::{Connection, RedisStore};
+use super::{Connection, RedisAccess, RedisStore};
 use crate::jitter::Jitter;
 use crate::{StoreError, StoreHealth};
 
@@ -118,10 +117,11 @@ pub(super) struct NodeLinks {
 
 impl NodeLinks {
     /// Links to the nodes of the cluster whose seeds are `urls` (none made yet).
-    pub(super) fn new(urls: &[String]) -> Self {
+    pub(super) fn new(urls: &[String], access: &RedisAccess) -> Self {
         let infos: Vec<ConnectionInfo> = urls
             .iter()
-            .filter_map(|url| url.as_str().into_connection_info().ok())
+            .filter_map(|url| super::access::single_client(url, access).ok())
+            .map(|client| client.get_connection_info().clone())
             .collect();
         let seeds = infos
             .iter()

@@ -266,6 +266,19 @@ pub(super) struct RawStore {
     pub(super) clock: Option<Spanned<ClockName>>,
     pub(super) window_counters: Option<Spanned<bool>>,
     pub(super) fallback_instances: Option<Spanned<u64>>,
+    pub(super) username: Option<Spanned<String>>,
+    pub(super) password_file: Option<Spanned<String>>,
+    pub(super) password_env: Option<Spanned<String>>,
+    pub(super) tls: Option<Spanned<RawTls>>,
+}
+
+/// `store.tls`: certificates for `rediss://`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub(super) ca_file: Option<Spanned<String>>,
+    pub(super) cert_file: Option<Spanned<String>>,
+    pub(super) key_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]

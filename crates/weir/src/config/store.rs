@@ -7,7 +7,9 @@ use serde_saphyr::{Location, Spanned};
 use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
 use super::ConfigError;
+use super::error::Errors;
 use super::file::{ClockName, RawStore, StoreKind as RawStoreKind};
+use super::redis_access::{self, RawAccess};
 use crate::engine::StoreKind;
 
 /// The key prefix when none is configured.
@@ -43,8 +45,18 @@ pub struct Fallback {
     pub instances: u64,
 }
 
-/// Validates the `store:` section.
-pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigError> {
+/// Validates the `store:` section; what is allowed but unwise goes to `warnings`.
+pub(super) fn store(
+    mut raw: RawStore,
+    file: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<StoreConfig, ConfigError> {
+    let access = RawAccess {
+        username: raw.username.take(),
+        password_file: raw.password_file.take(),
+        password_env: raw.password_env.take(),
+        tls: raw.tls.take(),
+    };
     let fail = |at: Location, field: &str, message: String| {
         ConfigError::new(file, message)
             .at(at)
@@ -73,6 +85,9 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 "nodes",
                 "redis_cluster",
             )?;
+            if let Some((field, at)) = access.first_set() {
+                foreign(Some(at), field, "redis and redis_cluster")?;
+            }
             for (field, at) in [
                 ("key_prefix", raw.key_prefix.as_ref().map(|s| s.referenced)),
                 ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
@@ -125,7 +140,11 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     )
                 })?;
                 check_url(&url, file)?;
-                RedisTarget::Single(url.value)
+                (
+                    RedisTarget::Single(url.value.clone()),
+                    vec![url.value],
+                    "url",
+                )
             } else {
                 foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
                 let nodes = raw.nodes.ok_or_else(|| {
@@ -148,8 +167,16 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                         file,
                     )?;
                 }
-                RedisTarget::Cluster(nodes.value)
+                (
+                    RedisTarget::Cluster(nodes.value.clone()),
+                    nodes.value,
+                    "nodes",
+                )
             };
+            let (target, urls, url_field) = target;
+            let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+            let access =
+                redis_access::access(access, &urls, url_field, &Errors { file }, warnings)?;
             let key_prefix = match raw.key_prefix {
                 Some(prefix) => {
                     let plain =
@@ -214,6 +241,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     timeout,
                     clock,
                     window_counters,
+                    access,
                 },
                 Fallback { instances },
             ))
