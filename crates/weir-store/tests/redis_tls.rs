@@ -169,7 +169,7 @@ async fn a_server_certificate_that_does_not_verify_is_refused_with_its_reason() 
         };
         let server = RedisServer::start_tls(&setup, &[]);
         let cfg = config(RedisTarget::Single(server.tls_url()), trusting(&certs));
-        let error = RedisStore::admitted(&cfg).await.unwrap_err();
+        let error = RedisStore::admitted(&cfg, clock()).await.unwrap_err();
         let StoreError::Refused(said) = &error else {
             panic!("{name}: {error:?}");
         };

@@ -187,6 +187,13 @@ fn a_password_from_a_file_or_the_environment_is_used_and_printed_nowhere() {
             let text = std::fs::read_to_string(file).unwrap_or_default();
             assert_never_said("weir serve's output", &text);
         }
+        // The log says once how checks run (this user may load Functions).
+        let said = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            said.matches("checks run as weir's Redis Functions library").count(),
+            1,
+            "{said}"
+        );
     }
 }
 

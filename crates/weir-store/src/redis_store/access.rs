@@ -198,6 +198,26 @@ pub(super) fn user<'a>(access: &'a RedisAccess, url: &str) -> std::borrow::Cow<'
         .map_or("default".into(), Into::into)
 }
 
+/// What a refusal says of an ACL user denied a command weir sends: `what` it may
+/// not run, and Redis's answer, `said`.
+pub(super) fn not_permitted(user: &str, what: &str, said: &str) -> String {
+    format!("ACL user {user} may not run {what} ({said})")
+}
+
+/// Whether Redis's answer `said` is an ACL denial, and of what: a command weir sends
+/// (`NOPERM`, which names it), or one inside weir's Lua (which Redis does not name).
+pub(super) fn denied_in(said: &str) -> Option<&'static str> {
+    if said.contains("can't run this command") {
+        Some(
+            "a command weir's Lua runs (it needs GET, SET, GETRANGE, SETRANGE, DEL, PEXPIRE, HGETALL, HSET, HDEL, TIME and INFO)",
+        )
+    } else if said.contains("NOPERM") || said.contains("no permissions") {
+        Some("a command weir needs")
+    } else {
+        None
+    }
+}
+
 /// Why Redis refused weir, when it did: a server certificate that does not verify, a
 /// client certificate the server does not accept, a password or `user` it rejects, a
 /// command the ACL user may not run. None for anything else (an outage, a timeout).
@@ -226,12 +246,8 @@ pub(super) fn refusal(error: &RedisError, user: &str) -> Option<String> {
         Some(format!(
             "the password of ACL user {user} was not accepted ({text})"
         ))
-    } else if said("NOPERM") {
-        Some(format!(
-            "ACL user {user} may not run a command weir needs ({text})"
-        ))
     } else {
-        None
+        denied_in(&text).map(|what| not_permitted(user, what, &text))
     }
 }
 

@@ -152,14 +152,48 @@ impl RedisStore {
         store
     }
 
-    /// Whether Redis lets weir in: one connection opened (and dropped) within the
-    /// first connection's time. Fails with [`StoreError::Refused`] only, when Redis
-    /// refused weir (a certificate that does not verify, credentials it rejects),
-    /// which waiting does not mend; a Redis that cannot be reached is an outage, for
-    /// the health loop of [`RedisStore::start`] to wait out.
-    pub async fn admitted(config: &RedisStoreConfig) -> Result<(), StoreError> {
-        match open(config, first_connect_within(config)).await {
-            Err(StoreError::Refused(reason)) => Err(StoreError::Refused(reason)),
+    /// Whether Redis lets weir in: one connection opened, weir's Lua prepared and one
+    /// check previewed (it writes nothing) on a key of weir's own, all within the
+    /// first connection's time, then dropped. Fails with [`StoreError::Refused`] only,
+    /// when Redis refused weir (a certificate that does not verify, credentials it
+    /// rejects, an ACL user that may not run what a check runs), which waiting does
+    /// not mend; a Redis that cannot be reached is an outage, for the health loop of
+    /// [`RedisStore::start`] to wait out. `clock` is used only with
+    /// [`RedisClock::Local`].
+    pub async fn admitted(
+        config: &RedisStoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(), StoreError> {
+        let connection = match open(config, first_connect_within(config)).await {
+            Ok(connection) => connection,
+            Err(StoreError::Refused(reason)) => return Err(StoreError::Refused(reason)),
+            Err(_) => return Ok(()),
+        };
+        let store = Self::unconnected(config, clock, true);
+        store.connection.store(Some(Arc::new(connection)));
+        store.prepare().await;
+        let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {
+            return Ok(());
+        };
+        let key = Key {
+            rule: "admission",
+            identity: "weir-start",
+        };
+        let check = [Check {
+            key,
+            policy: &policy,
+            cost: 1,
+        }];
+        match store.preview_all(&check).await {
+            Err(StoreError::Protocol(said)) => match access::denied_in(&said) {
+                Some(what) => {
+                    let user = access::user(&config.access, first_url(config));
+                    Err(StoreError::Refused(access::not_permitted(
+                        &user, what, &said,
+                    )))
+                }
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }
@@ -473,6 +507,14 @@ fn first_connect_within(config: &RedisStoreConfig) -> Duration {
     config.timeout.max(Duration::from_secs(1))
 }
 
+/// The URL weir reaches Redis by: the server's, or a cluster's first seed.
+fn first_url(config: &RedisStoreConfig) -> &str {
+    match &config.target {
+        RedisTarget::Single(url) => url.as_str(),
+        RedisTarget::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+    }
+}
+
 /// Opens a connection to the configured server or cluster within `within`.
 async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection, StoreError> {
     let timeout = config.timeout;
@@ -497,19 +539,14 @@ async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection,
             }
         }
     };
-    let first_url = match &config.target {
-        RedisTarget::Single(url) => url.as_str(),
-        RedisTarget::Cluster(nodes) => nodes.first().map_or("", String::as_str),
-    };
+    let user = access::user(&config.access, first_url(config));
     tokio::time::timeout(within, connect)
         .await
         .map_err(|_| StoreError::Timeout(within))?
-        .map_err(
-            |error| match access::refusal(&error, &access::user(&config.access, first_url)) {
-                Some(reason) => StoreError::Refused(reason),
-                None => classify(error),
-            },
-        )
+        .map_err(|error| match access::refusal(&error, &user) {
+            Some(reason) => StoreError::Refused(reason),
+            None => classify(error),
+        })
 }
 
 /// Sorts a client error into what the caller acts on.

@@ -26,7 +26,7 @@ pub(crate) async fn open(
             // background, logs the loss and the return, and closes the breaker as soon
             // as Redis answers. A Redis that refuses weir (its certificate, the
             // credentials) is not waited for: the service does not start.
-            RedisStore::admitted(redis).await?;
+            RedisStore::admitted(redis, Arc::clone(&clock)).await?;
             let store = RedisStore::start(redis, clock);
             store
                 .wait_connected(redis.timeout.max(Duration::from_secs(2)))
