@@ -139,6 +139,22 @@ fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// `url` with the password of its user information, if any, replaced by
+/// `<redacted>`, for printing.
+pub(super) fn redacted(url: &str) -> std::borrow::Cow<'_, str> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let authority_end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| start + i);
+    let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i) else {
+        return url.into();
+    };
+    match url[start..at].find(':').map(|i| start + i) {
+        Some(colon) => format!("{}:<redacted>{}", &url[..colon], &url[at..]).into(),
+        None => url.into(),
+    }
+}
+
 /// The client of one server at `url`, with `access`.
 pub(super) fn single_client(url: &str, access: &RedisAccess) -> RedisResult<redis::Client> {
     install_crypto();
@@ -273,6 +289,19 @@ mod tests {
         assert!(!printed.contains("hunter2"), "{printed}");
         assert!(printed.contains("<redacted>"), "{printed}");
         assert_eq!(secret.expose(), "hunter2");
+    }
+
+    #[test]
+    fn a_password_in_a_url_never_prints() {
+        assert_eq!(
+            redacted("rediss://weir:hunter2@h:1/0"),
+            "rediss://weir:<redacted>@h:1/0"
+        );
+        assert_eq!(redacted("redis://:hunter2@h:1"), "redis://:<redacted>@h:1");
+        assert_eq!(redacted("redis://weir@h:1"), "redis://weir@h:1");
+        assert_eq!(redacted("redis://h:1/?a=b@c"), "redis://h:1/?a=b@c");
+        let target = super::super::RedisTarget::Cluster(vec!["redis://:hunter2@h:1".into()]);
+        assert!(!format!("{target:?}").contains("hunter2"));
     }
 
     #[test]

@@ -53,13 +53,29 @@ pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
 use crate::{Check, Key, LeaseStore, ShareStore, Store, StoreError, StoreFuture, StoreHealth};
 
-/// Where the Redis store's state lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the Redis store's state lives. Its `Debug` hides a password written in a
+/// URL (`redis://:<redacted>@host`).
+#[derive(Clone, PartialEq, Eq)]
 pub enum RedisTarget {
     /// One Redis server, e.g. `redis://127.0.0.1:6379`.
     Single(String),
     /// A Redis Cluster, from seed nodes.
     Cluster(Vec<String>),
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedisTarget::Single(url) => f
+                .debug_tuple("Single")
+                .field(&access::redacted(url))
+                .finish(),
+            RedisTarget::Cluster(urls) => f
+                .debug_tuple("Cluster")
+                .field(&urls.iter().map(|u| access::redacted(u)).collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 /// Whose clock decides.
