@@ -19,7 +19,7 @@ const BIN_DIR: &str = "WEIR_REDIS_BIN_DIR";
 /// The program to run for `name` (`redis-server` or `redis-cli`): `$WEIR_REDIS_BIN_DIR/name`
 /// when the variable is set, else `name` on `PATH`. Panics when the variable is set but is
 /// not the absolute path of a directory holding both programs.
-fn program(name: &str) -> PathBuf {
+pub(crate) fn program(name: &str) -> PathBuf {
     resolve(std::env::var_os(BIN_DIR).as_deref(), name).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -322,9 +322,19 @@ fn check_config_names_the_field_of_each_access_mistake() {
             "mixes",
         ),
         (
+            "  type: redis_sentinel\n  sentinels: [redis://127.0.0.1:26379]\n".to_owned(),
+            "store.master_name",
+            "needs `master_name`",
+        ),
+        (
+            "  type: redis_sentinel\n  url: redis://127.0.0.1:6379\n  master_name: m\n".to_owned(),
+            "store.url",
+            "applies to type redis, not redis_sentinel",
+        ),
+        (
             format!("  type: memory\n  tls: {{ {client} }}\n"),
             "store.tls",
-            "applies to type redis",
+            "applies to type redis, redis_cluster and redis_sentinel",
         ),
     ] {
         let checked = check_config(&config(dir.path(), &store));

@@ -1,4 +1,5 @@
-//! Two `weir serve` instances sharing one Redis (and one Redis Cluster): together they
+//! Two `weir serve` instances sharing one Redis (and one Redis Cluster, and the primary
+//! Redis Sentinel names): together they
 //! admit exactly the limit, for every algorithm, under concurrent clients.
 
 #![allow(
@@ -13,7 +14,7 @@ use std::path::Path;
 
 use common::Server;
 use weir_core::Algorithm;
-use weir_testkit::{RedisCluster, RedisServer};
+use weir_testkit::{MASTER, RedisCluster, RedisSentinels, RedisServer};
 
 const LIMIT: u64 = 30;
 const CLIENTS: usize = 32;
@@ -78,6 +79,15 @@ fn two_instances_on_a_redis_cluster_admit_exactly_the_limit() {
     let cluster = RedisCluster::start();
     let nodes = cluster.urls().join(", ");
     exactly_the_limit_across_instances(&format!("  type: redis_cluster\n  nodes: [{nodes}]\n"));
+}
+
+#[test]
+fn two_instances_through_redis_sentinel_admit_exactly_the_limit() {
+    let sentinels = RedisSentinels::start();
+    let urls = sentinels.urls().join(", ");
+    exactly_the_limit_across_instances(&format!(
+        "  type: redis_sentinel\n  sentinels: [{urls}]\n  master_name: {MASTER}\n"
+    ));
 }
 
 #[test]

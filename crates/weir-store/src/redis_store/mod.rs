@@ -28,6 +28,7 @@ mod library;
 mod params;
 mod probe;
 mod script;
+mod sentinel;
 mod share;
 
 use std::ops::RangeInclusive;
@@ -61,6 +62,13 @@ pub enum RedisTarget {
     Single(String),
     /// A Redis Cluster, from seed nodes.
     Cluster(Vec<String>),
+    /// The primary that Redis Sentinel names.
+    Sentinel {
+        /// The sentinels' URLs, asked in turn.
+        sentinels: Vec<String>,
+        /// The name the sentinels monitor the primary by.
+        master: String,
+    },
 }
 
 impl std::fmt::Debug for RedisTarget {
@@ -73,6 +81,17 @@ impl std::fmt::Debug for RedisTarget {
             RedisTarget::Cluster(urls) => f
                 .debug_tuple("Cluster")
                 .field(&urls.iter().map(|u| access::redacted(u)).collect::<Vec<_>>())
+                .finish(),
+            RedisTarget::Sentinel { sentinels, master } => f
+                .debug_struct("Sentinel")
+                .field(
+                    "sentinels",
+                    &sentinels
+                        .iter()
+                        .map(|u| access::redacted(u))
+                        .collect::<Vec<_>>(),
+                )
+                .field("master", master)
                 .finish(),
         }
     }
@@ -249,7 +268,7 @@ impl RedisStore {
             clock: (config.clock == RedisClock::Local).then_some(clock),
             nodes: match &config.target {
                 RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls, &config.access)),
-                RedisTarget::Single(_) => None,
+                RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => None,
             },
             topology: parking_lot::Mutex::default(),
         }
@@ -527,17 +546,34 @@ fn first_connect_within(config: &RedisStoreConfig) -> Duration {
 fn first_url(config: &RedisStoreConfig) -> &str {
     match &config.target {
         RedisTarget::Single(url) => url.as_str(),
-        RedisTarget::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+        RedisTarget::Cluster(nodes)
+        | RedisTarget::Sentinel {
+            sentinels: nodes, ..
+        } => nodes.first().map_or("", String::as_str),
     }
 }
 
-/// Opens a connection to the configured server or cluster within `within`.
+/// Opens a connection to the configured server or cluster (or the primary the
+/// sentinels name) within `within`.
 async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection, StoreError> {
     let timeout = config.timeout;
+    let started = tokio::time::Instant::now();
+    // A single server's URL, or the primary's as the sentinels name it now.
+    let url = match &config.target {
+        RedisTarget::Single(url) => url.clone(),
+        RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
+            within,
+            sentinel::primary(sentinels, master, &config.access, timeout),
+        )
+        .await
+        .map_err(|_| StoreError::Timeout(within))??,
+        RedisTarget::Cluster(_) => String::new(),
+    };
+    let within = within.saturating_sub(started.elapsed());
     let connect = async {
         match &config.target {
-            RedisTarget::Single(url) => {
-                let client = access::single_client(url, &config.access)?;
+            RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => {
+                let client = access::single_client(&url, &config.access)?;
                 let manager = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(timeout))
                     .set_response_timeout(Some(timeout))

@@ -266,6 +266,8 @@ pub(super) struct RawStore {
     pub(super) clock: Option<Spanned<ClockName>>,
     pub(super) window_counters: Option<Spanned<bool>>,
     pub(super) fallback_instances: Option<Spanned<u64>>,
+    pub(super) sentinels: Option<Spanned<Vec<String>>>,
+    pub(super) master_name: Option<Spanned<String>>,
     pub(super) username: Option<Spanned<String>>,
     pub(super) password_file: Option<Spanned<String>>,
     pub(super) password_env: Option<Spanned<String>>,
@@ -288,6 +290,7 @@ pub(super) enum StoreKind {
     Memory,
     Redis,
     RedisCluster,
+    RedisSentinel,
 }
 
 /// Whose clock decides, as written in configuration.

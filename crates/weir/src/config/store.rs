@@ -67,6 +67,7 @@ pub(super) fn store(
         RawStoreKind::Memory => "memory",
         RawStoreKind::Redis => "redis",
         RawStoreKind::RedisCluster => "redis_cluster",
+        RawStoreKind::RedisSentinel => "redis_sentinel",
     };
     // Fields that belong to another type of store are errors, not silently ignored.
     let foreign = |at: Option<Location>, field: &str, owner: &str| match at {
@@ -85,8 +86,18 @@ pub(super) fn store(
                 "nodes",
                 "redis_cluster",
             )?;
+            foreign(
+                raw.sentinels.as_ref().map(|s| s.referenced),
+                "sentinels",
+                "redis_sentinel",
+            )?;
+            foreign(
+                raw.master_name.as_ref().map(|s| s.referenced),
+                "master_name",
+                "redis_sentinel",
+            )?;
             if let Some((field, at)) = access.first_set() {
-                foreign(Some(at), field, "redis and redis_cluster")?;
+                foreign(Some(at), field, "redis, redis_cluster and redis_sentinel")?;
             }
             for (field, at) in [
                 ("key_prefix", raw.key_prefix.as_ref().map(|s| s.referenced)),
@@ -101,7 +112,7 @@ pub(super) fn store(
                     raw.fallback_instances.as_ref().map(|s| s.referenced),
                 ),
             ] {
-                foreign(at, field, "redis and redis_cluster")?;
+                foreign(at, field, "redis, redis_cluster and redis_sentinel")?;
             }
             let mut config = MemoryStoreConfig::default();
             if let Some(max_keys) = raw.max_keys {
@@ -116,7 +127,7 @@ pub(super) fn store(
             }
             Ok(StoreConfig::Memory(config))
         }
-        RawStoreKind::Redis | RawStoreKind::RedisCluster => {
+        RawStoreKind::Redis | RawStoreKind::RedisCluster | RawStoreKind::RedisSentinel => {
             foreign(
                 raw.max_keys.as_ref().map(|s| s.referenced),
                 "max_keys",
@@ -126,54 +137,7 @@ pub(super) fn store(
                 .kind
                 .as_ref()
                 .map_or(Location::UNKNOWN, |k| k.referenced);
-            let target = if kind == RawStoreKind::Redis {
-                foreign(
-                    raw.nodes.as_ref().map(|s| s.referenced),
-                    "nodes",
-                    "redis_cluster",
-                )?;
-                let url = raw.url.ok_or_else(|| {
-                    fail(
-                        section,
-                        "url",
-                        "type redis needs `url`, e.g. redis://127.0.0.1:6379".into(),
-                    )
-                })?;
-                check_url(&url, file)?;
-                (
-                    RedisTarget::Single(url.value.clone()),
-                    vec![url.value],
-                    "url",
-                )
-            } else {
-                foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
-                let nodes = raw.nodes.ok_or_else(|| {
-                    fail(
-                        section,
-                        "nodes",
-                        "type redis_cluster needs `nodes`: a list of seed URLs".into(),
-                    )
-                })?;
-                if nodes.value.is_empty() {
-                    return Err(fail(
-                        nodes.referenced,
-                        "nodes",
-                        "`nodes` must list at least one node".into(),
-                    ));
-                }
-                for node in &nodes.value {
-                    check_url(
-                        &Spanned::new(node.clone(), nodes.referenced, nodes.defined),
-                        file,
-                    )?;
-                }
-                (
-                    RedisTarget::Cluster(nodes.value.clone()),
-                    nodes.value,
-                    "nodes",
-                )
-            };
-            let (target, urls, url_field) = target;
+            let (target, urls, url_field) = target(&mut raw, kind, section, file)?;
             let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
             let access =
                 redis_access::access(access, &urls, url_field, &Errors { file }, warnings)?;
@@ -245,6 +209,127 @@ pub(super) fn store(
                 },
                 Fallback { instances },
             ))
+        }
+    }
+}
+
+/// Where a Redis store is (`url`, `nodes`, or `sentinels` and `master_name`, by
+/// `kind`; another type's field is an error), the URLs weir connects to first, and
+/// the field naming them.
+fn target(
+    raw: &mut RawStore,
+    kind: RawStoreKind,
+    section: Location,
+    file: &Path,
+) -> Result<(RedisTarget, Vec<String>, &'static str), ConfigError> {
+    let fail = |at: Location, field: &str, message: String| {
+        ConfigError::new(file, message)
+            .at(at)
+            .field(format!("store.{field}"))
+    };
+    let owner = |field: &str| match field {
+        "url" => "redis",
+        "nodes" => "redis_cluster",
+        _ => "redis_sentinel",
+    };
+    let fields = [
+        ("url", raw.url.as_ref().map(|s| s.referenced)),
+        ("nodes", raw.nodes.as_ref().map(|s| s.referenced)),
+        ("sentinels", raw.sentinels.as_ref().map(|s| s.referenced)),
+        (
+            "master_name",
+            raw.master_name.as_ref().map(|s| s.referenced),
+        ),
+    ];
+    let kind_name = match kind {
+        RawStoreKind::Redis => "redis",
+        RawStoreKind::RedisCluster => "redis_cluster",
+        _ => "redis_sentinel",
+    };
+    for (field, at) in fields {
+        if let Some(at) = at
+            && owner(field) != kind_name
+        {
+            return Err(fail(
+                at,
+                field,
+                format!(
+                    "`{field}` applies to type {}, not {kind_name}",
+                    owner(field)
+                ),
+            ));
+        }
+    }
+    // A list of URLs, at least one, each checked.
+    let list = |list: Option<Spanned<Vec<String>>>, field: &str, one: &str, what: &str| {
+        let list = list.ok_or_else(|| {
+            fail(
+                section,
+                field,
+                format!("type {kind_name} needs `{field}`: a list of {what}"),
+            )
+        })?;
+        if list.value.is_empty() {
+            return Err(fail(
+                list.referenced,
+                field,
+                format!("`{field}` must list at least one {one}"),
+            ));
+        }
+        for url in &list.value {
+            check_url(
+                &Spanned::new(url.clone(), list.referenced, list.defined),
+                file,
+            )?;
+        }
+        Ok(list.value)
+    };
+    match kind {
+        RawStoreKind::Redis => {
+            let url = raw.url.take().ok_or_else(|| {
+                fail(
+                    section,
+                    "url",
+                    "type redis needs `url`, e.g. redis://127.0.0.1:6379".into(),
+                )
+            })?;
+            check_url(&url, file)?;
+            Ok((
+                RedisTarget::Single(url.value.clone()),
+                vec![url.value],
+                "url",
+            ))
+        }
+        RawStoreKind::RedisCluster => {
+            let nodes = list(raw.nodes.take(), "nodes", "node", "seed URLs")?;
+            Ok((RedisTarget::Cluster(nodes.clone()), nodes, "nodes"))
+        }
+        _ => {
+            let sentinels = list(
+                raw.sentinels.take(),
+                "sentinels",
+                "sentinel",
+                "sentinel URLs, e.g. [redis://10.0.0.1:26379]",
+            )?;
+            let master = raw.master_name.take().ok_or_else(|| {
+                fail(
+                    section,
+                    "master_name",
+                    "type redis_sentinel needs `master_name`: the name the sentinels monitor the primary by".into(),
+                )
+            })?;
+            if master.value.is_empty() || master.value.contains(char::is_whitespace) {
+                return Err(fail(
+                    master.referenced,
+                    "master_name",
+                    "master_name must be a name without spaces".into(),
+                ));
+            }
+            let target = RedisTarget::Sentinel {
+                sentinels: sentinels.clone(),
+                master: master.value,
+            };
+            Ok((target, sentinels, "sentinels"))
         }
     }
 }

@@ -1,0 +1,116 @@
+//! The Redis store through Redis Sentinel, on real processes (a primary, a replica
+//! and three sentinels): two clients admit exactly the limit on the primary the
+//! sentinels name; the primary killed, no check waits past the store's timeout, and
+//! the store follows the primary the sentinels promote, measured from their switch.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use weir_core::{Algorithm, Clock, ManualClock, Policy};
+use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store};
+use weir_testkit::{MASTER, RedisSentinels};
+
+/// 2026-11-30 10:00:00 UTC, in nanoseconds.
+const START: u64 = 1_796_032_800_000_000_000;
+const TIMEOUT: Duration = Duration::from_millis(200);
+
+fn config(sentinels: &RedisSentinels) -> RedisStoreConfig {
+    RedisStoreConfig {
+        target: RedisTarget::Sentinel {
+            sentinels: sentinels.urls(),
+            master: MASTER.to_owned(),
+        },
+        key_prefix: "sentinel".to_owned(),
+        timeout: TIMEOUT,
+        clock: RedisClock::Server,
+        window_counters: false,
+        access: Default::default(),
+    }
+}
+
+fn clock() -> Arc<dyn Clock> {
+    Arc::new(ManualClock::new(START))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_follows_a_failover_within_two_seconds_of_the_sentinels_switch() {
+    let mut set = RedisSentinels::start();
+    let cfg = config(&set);
+    let a = RedisStore::start(&cfg, clock());
+    let b = RedisStore::start(&cfg, clock());
+    assert!(a.wait_connected(Duration::from_secs(5)).await);
+    assert!(b.wait_connected(Duration::from_secs(5)).await);
+
+    // Exactly the limit across two clients, on the primary.
+    let policy = Policy::new(Algorithm::Gcra, 25, Duration::from_secs(3600), None).unwrap();
+    let key = |identity| Key {
+        rule: "r",
+        identity,
+    };
+    let mut admitted = 0;
+    for i in 0..60 {
+        let store = if i % 2 == 0 { &a } else { &b };
+        admitted += u32::from(
+            store
+                .check(key("shared"), &policy, 1)
+                .await
+                .unwrap()
+                .allowed,
+        );
+    }
+    assert_eq!(admitted, 25);
+
+    // The primary killed: checks fail within the timeout until the sentinels promote
+    // the replica, then succeed on it.
+    let old = set.primary_port();
+    set.server_on(old).kill();
+    let killed = Instant::now();
+    let fresh = Policy::new(Algorithm::Gcra, 1_000, Duration::from_secs(3600), None).unwrap();
+    let mut switched: Option<Instant> = None;
+    let mut slowest = Duration::ZERO;
+    let back = loop {
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "no failover followed within 30 s"
+        );
+        if switched.is_none() && set.primary_port() != old {
+            switched = Some(Instant::now());
+        }
+        let asked = Instant::now();
+        let answer = a.check(key("after"), &fresh, 1).await;
+        slowest = slowest.max(asked.elapsed());
+        if answer.is_ok() && switched.is_some() {
+            break Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let switched = switched.expect("the sentinels switched");
+    let followed = back.duration_since(switched);
+    eprintln!(
+        "sentinels switched {:?} after the kill; the store followed {followed:?} after the switch; slowest check {slowest:?}",
+        switched.duration_since(killed)
+    );
+    assert!(
+        followed < Duration::from_secs(2),
+        "followed after {followed:?}"
+    );
+    assert!(
+        slowest < TIMEOUT + Duration::from_millis(300),
+        "a check took {slowest:?}, past the store's timeout"
+    );
+    // The other client follows too.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while b.check(key("after"), &fresh, 1).await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the second client did not follow"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
