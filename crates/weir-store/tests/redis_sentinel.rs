@@ -1,7 +1,8 @@
 //! The Redis store through Redis Sentinel, on real processes (a primary, a replica
 //! and three sentinels): two clients admit exactly the limit on the primary the
 //! sentinels name; the primary killed, no check waits past the store's timeout, and
-//! the store follows the primary the sentinels promote, measured from their switch.
+//! the store follows the primary the sentinels promote, measured from their switch;
+//! and a failover that leaves the old primary running is followed as well.
 
 #![allow(
     clippy::unwrap_used,
@@ -113,4 +114,46 @@ async fn the_store_follows_a_failover_within_two_seconds_of_the_sentinels_switch
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A failover that leaves the old primary running (`SENTINEL FAILOVER`): it goes on
+/// answering as a primary, and taking writes its demotion will discard, for seconds
+/// (6 s and more here), so the store cannot wait for it to fail or say `READONLY`:
+/// it asks the sentinels at least every 500 ms and moves to the primary they name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_leaves_the_old_primary_running_is_followed_within_two_seconds() {
+    let set = RedisSentinels::start();
+    let store = RedisStore::start(&config(&set), clock());
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    let policy = Policy::new(Algorithm::Gcra, 1_000, Duration::from_secs(3600), None).unwrap();
+    let key = Key {
+        rule: "r",
+        identity: "k",
+    };
+    store.check(key, &policy, 1).await.unwrap();
+    let old = set.primary_port();
+    set.fail_over();
+    set.wait(Duration::from_secs(10), "the sentinels to switch", |s| {
+        s.primary_port() != old
+    });
+    let switched = Instant::now();
+    // Until the store asks the sentinels, its checks go on landing on the old primary.
+    loop {
+        let answer = store.check(key, &policy, 1).await;
+        let new = set.primary_port();
+        let on_new = set.server(new).calls("fcall") + set.server(new).calls("evalsha");
+        if answer.is_ok() && on_new > 0 {
+            break;
+        }
+        assert!(
+            switched.elapsed() < Duration::from_secs(2),
+            "still not on the new primary {:?} after the switch: {answer:?}",
+            switched.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "checking on the new primary {:?} after the switch",
+        switched.elapsed()
+    );
 }

@@ -82,7 +82,22 @@ impl RedisSentinels {
             .unwrap_or_else(|| panic!("no primary: {said}"))
     }
 
-    /// The server on `port` (the primary or the replica).
+    /// Asks the first sentinel for a failover now (`SENTINEL FAILOVER`): the replica
+    /// is promoted and the old primary, still running, becomes its replica.
+    pub fn fail_over(&self) {
+        let said = self.sentinel_cli(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER]);
+        assert_eq!(said.trim(), "OK", "SENTINEL FAILOVER: {said}");
+    }
+
+    /// The server on `port` (the primary or the replica), to ask.
+    pub fn server(&self, port: u16) -> &RedisServer {
+        self.servers
+            .iter()
+            .find(|s| s.port() == port)
+            .expect("a server of this set")
+    }
+
+    /// The server on `port` (the primary or the replica), to kill.
     pub fn server_on(&mut self, port: u16) -> &mut RedisServer {
         self.servers
             .iter_mut()

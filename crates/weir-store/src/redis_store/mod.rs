@@ -149,6 +149,9 @@ pub struct RedisStore {
     nodes: Option<probe::NodeLinks>,
     /// A cluster's primaries as the current connection was made with them.
     topology: parking_lot::Mutex<Vec<probe::Primary>>,
+    /// The URL of the server the current connection is to (for Sentinel, the primary
+    /// the sentinels named).
+    primary: parking_lot::Mutex<String>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -170,7 +173,8 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let store = Self::unconnected(config, clock, true);
-        let connection = open(config, first_connect_within(config)).await?;
+        let (connection, primary) = open(config, first_connect_within(config)).await?;
+        *store.primary.lock() = primary;
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
         Ok(store)
@@ -200,7 +204,7 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
     ) -> Result<(), StoreError> {
         let connection = match open(config, first_connect_within(config)).await {
-            Ok(connection) => connection,
+            Ok((connection, _)) => connection,
             Err(StoreError::Refused(reason)) => return Err(StoreError::Refused(reason)),
             Err(_) => return Ok(()),
         };
@@ -271,6 +275,7 @@ impl RedisStore {
                 RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => None,
             },
             topology: parking_lot::Mutex::default(),
+            primary: parking_lot::Mutex::default(),
         }
     }
 
@@ -447,6 +452,7 @@ impl RedisStore {
         let current = self.connection.load_full();
         let within = match &current {
             Some(connection) => match self.probe_connection(connection, true).await {
+                Ok(_) if self.primary_moved().await => self.timeout,
                 Ok((lost, _)) => return Ok(lost),
                 Err(error) => {
                     tracing::debug!(%error, "Redis probe failed; reconnecting");
@@ -455,12 +461,33 @@ impl RedisStore {
             },
             None => first_connect_within(&self.config),
         };
-        let fresh = open(&self.config, within).await?;
+        let (fresh, primary) = open(&self.config, within).await?;
         let (lost, primaries) = self.probe_connection(&fresh, false).await?;
         self.connection.store(Some(Arc::new(fresh)));
+        *self.primary.lock() = primary;
         *self.topology.lock() = primaries;
         self.prepare().await;
         Ok(lost)
+    }
+
+    /// Whether the sentinels (of a Sentinel target) now name another primary than the
+    /// one the connection is to: a failover that left the old primary running, still
+    /// taking writes that its demotion will discard. Sentinels that do not answer
+    /// leave the connection as it is.
+    async fn primary_moved(&self) -> bool {
+        let RedisTarget::Sentinel { sentinels, master } = &self.config.target else {
+            return false;
+        };
+        match sentinel::primary(sentinels, master, &self.config.access, self.timeout).await {
+            Ok(named) if named != *self.primary.lock() => {
+                tracing::info!(
+                    primary = %named,
+                    "the sentinels name a new Redis primary; moving to it"
+                );
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Probes `connection`: a single server by `PING` and `ROLE`; a cluster by what its
@@ -555,7 +582,10 @@ fn first_url(config: &RedisStoreConfig) -> &str {
 
 /// Opens a connection to the configured server or cluster (or the primary the
 /// sentinels name) within `within`.
-async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection, StoreError> {
+async fn open(
+    config: &RedisStoreConfig,
+    within: Duration,
+) -> Result<(Connection, String), StoreError> {
     let timeout = config.timeout;
     let started = tokio::time::Instant::now();
     // A single server's URL, or the primary's as the sentinels name it now.
@@ -592,13 +622,14 @@ async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection,
         }
     };
     let user = access::user(&config.access, first_url(config));
-    tokio::time::timeout(within, connect)
+    let connection = tokio::time::timeout(within, connect)
         .await
         .map_err(|_| StoreError::Timeout(within))?
         .map_err(|error| match access::refusal(&error, &user) {
             Some(reason) => StoreError::Refused(reason),
             None => classify(error),
-        })
+        })?;
+    Ok((connection, url))
 }
 
 /// Sorts a client error into what the caller acts on.

@@ -16,7 +16,7 @@ use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, RedisError, Value,
 };
 
-use super::{Connection, RedisAccess, RedisStore};
+use super::{Connection, RedisAccess, RedisStore, RedisTarget};
 use crate::jitter::Jitter;
 use crate::{StoreError, StoreHealth};
 
@@ -31,10 +31,22 @@ pub(super) async fn watch(store: Weak<RedisStore>, health: Arc<StoreHealth>) {
             return;
         };
         health.record(&current.probe().await);
+        // Through Sentinel, the sentinels are asked at least this often, busy or idle:
+        // a failover can leave the old primary answering (and taking writes) for
+        // seconds before it is demoted.
+        let sentinel = matches!(current.config.target, RedisTarget::Sentinel { .. });
         drop(current);
-        health.next_probe(jitter.next()).await;
+        if sentinel {
+            let _ = tokio::time::timeout(SENTINEL_EVERY, health.next_probe(jitter.next())).await;
+        } else {
+            health.next_probe(jitter.next()).await;
+        }
     }
 }
+
+/// How often the health loop asks the sentinels which server is the primary, at
+/// least.
+const SENTINEL_EVERY: Duration = Duration::from_millis(500);
 
 /// A single server's probe: `PING`, and `ROLE`, within `timeout` each. A replica
 /// answers, but refuses every write (`READONLY`): lost, as far as weir goes. A `ROLE`
