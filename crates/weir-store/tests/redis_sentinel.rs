@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
-use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store};
-use weir_testkit::{MASTER, RedisSentinels};
+use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, RedisTls, Store};
+use weir_testkit::{MASTER, RedisSentinels, TestCerts};
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds.
 const START: u64 = 1_796_032_800_000_000_000;
@@ -198,4 +198,51 @@ async fn a_failover_over_admits_at_most_what_was_not_yet_replicated() {
         over <= 5,
         "over-admitted {over}: the new primary lost more than the lag"
     );
+}
+
+/// Sentinels, primary and replica all over TLS (`rediss://` sentinels, the primary's
+/// TLS port named): two clients admit exactly the limit, and the store follows a
+/// killed primary to the promoted replica, over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_tls_sentinels_two_clients_admit_exactly_and_follow_a_failover() {
+    let certs = TestCerts::new();
+    let mut set = RedisSentinels::start_tls(&certs);
+    let mut cfg = config(&set);
+    cfg.access.tls = Some(RedisTls {
+        ca: Some(std::fs::read(&certs.ca).unwrap()),
+        client: None,
+    });
+    let a = RedisStore::start(&cfg, clock());
+    let b = RedisStore::start(&cfg, clock());
+    assert!(a.wait_connected(Duration::from_secs(5)).await);
+    assert!(b.wait_connected(Duration::from_secs(5)).await);
+    let policy = Policy::new(Algorithm::Gcra, 25, Duration::from_secs(3600), None).unwrap();
+    let key = Key {
+        rule: "r",
+        identity: "tls",
+    };
+    let mut admitted = 0;
+    for i in 0..60 {
+        let store = if i % 2 == 0 { &a } else { &b };
+        admitted += u32::from(store.check(key, &policy, 1).await.unwrap().allowed);
+    }
+    assert_eq!(admitted, 25);
+    let old = set.primary_port();
+    set.server_on(old).kill();
+    set.wait(Duration::from_secs(30), "the sentinels to switch", |s| {
+        s.primary_port() != old
+    });
+    let switched = Instant::now();
+    // The state moved with the primary: still exactly 25, now all denied.
+    let decision = loop {
+        if let Ok(decision) = a.check(key, &policy, 1).await {
+            break decision;
+        }
+        assert!(
+            switched.elapsed() < Duration::from_secs(2),
+            "not on the new primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!decision.allowed, "{decision:?}");
 }

@@ -214,6 +214,11 @@ impl RedisServer {
         self.tls.as_ref().expect("a TLS server").0
     }
 
+    /// Whether the server listens on `port` (in cleartext or TLS).
+    pub fn has_port(&self, port: u16) -> bool {
+        self.port == port || self.tls.as_ref().is_some_and(|(tls, _)| *tls == port)
+    }
+
     /// The `rediss://` URL of the TLS port.
     pub fn tls_url(&self) -> String {
         format!("rediss://127.0.0.1:{}", self.tls_port())

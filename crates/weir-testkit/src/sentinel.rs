@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::redis::{RedisServer, program};
+use crate::redis::{RedisServer, TlsSetup, program};
+use crate::tls::TestCerts;
 
 /// The name the sentinels know the primary by.
 pub const MASTER: &str = "mymaster";
@@ -15,6 +16,8 @@ pub const MASTER: &str = "mymaster";
 struct Sentinel {
     child: Child,
     port: u16,
+    /// Its TLS port, when it talks TLS.
+    tls_port: Option<u16>,
     _dir: TempDir,
 }
 
@@ -39,11 +42,34 @@ impl RedisSentinels {
         let primary = RedisServer::start();
         let replica =
             RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-        let sentinels: Vec<Sentinel> = (0..3).map(|_| sentinel(primary.port())).collect();
-        let all = Self {
-            servers: vec![primary, replica],
-            sentinels,
+        let sentinels: Vec<Sentinel> = (0..3).map(|_| sentinel(primary.port(), None)).collect();
+        Self::meet(vec![primary, replica], sentinels)
+    }
+
+    /// [`RedisSentinels::start`] over TLS, with `certs`' server certificate: clients,
+    /// replication and the sentinels' links all TLS; [`RedisSentinels::urls`] are
+    /// `rediss://`, and the sentinels name the primary's TLS port.
+    pub fn start_tls(certs: &TestCerts) -> Self {
+        let setup = TlsSetup {
+            ca: &certs.ca,
+            server: &certs.server,
+            mutual: false,
         };
+        let primary = RedisServer::start_tls(&setup, &[]);
+        let replica = RedisServer::start_tls(
+            &setup,
+            &["--replicaof", "127.0.0.1", &primary.tls_port().to_string()],
+        );
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|_| sentinel(primary.tls_port(), Some(certs)))
+            .collect();
+        Self::meet(vec![primary, replica], sentinels)
+    }
+
+    /// Waits until the replica has synced and every sentinel knows the replica and the
+    /// two other sentinels (what a failover needs).
+    fn meet(servers: Vec<RedisServer>, sentinels: Vec<Sentinel>) -> Self {
+        let all = Self { servers, sentinels };
         all.wait(
             Duration::from_secs(20),
             "the replica and sentinels to meet",
@@ -66,11 +92,15 @@ impl RedisSentinels {
     pub fn urls(&self) -> Vec<String> {
         self.sentinels
             .iter()
-            .map(|s| format!("redis://127.0.0.1:{}", s.port))
+            .map(|s| match s.tls_port {
+                Some(port) => format!("rediss://127.0.0.1:{port}"),
+                None => format!("redis://127.0.0.1:{}", s.port),
+            })
             .collect()
     }
 
-    /// The port of the primary as the first sentinel names it now.
+    /// The port of the primary as the first sentinel names it now (its TLS port, over
+    /// TLS).
     pub fn primary_port(&self) -> u16 {
         let said = self.sentinel_cli(
             self.sentinels[0].port,
@@ -93,7 +123,7 @@ impl RedisSentinels {
     pub fn server(&self, port: u16) -> &RedisServer {
         self.servers
             .iter()
-            .find(|s| s.port() == port)
+            .find(|s| s.has_port(port))
             .expect("a server of this set")
     }
 
@@ -101,7 +131,7 @@ impl RedisSentinels {
     pub fn server_on(&mut self, port: u16) -> &mut RedisServer {
         self.servers
             .iter_mut()
-            .find(|s| s.port() == port)
+            .find(|s| s.has_port(port))
             .expect("a server of this set")
     }
 
@@ -122,20 +152,27 @@ impl RedisSentinels {
     }
 }
 
-/// A sentinel on a free port watching the primary on `primary`.
-fn sentinel(primary: u16) -> Sentinel {
+/// A sentinel on a free port watching the primary on `primary`, over TLS with
+/// `certs`' server certificate when given.
+fn sentinel(primary: u16, certs: Option<&TestCerts>) -> Sentinel {
     for _ in 0..5 {
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = RedisServer::free_port();
+        let tls_port = certs.map(|_| RedisServer::free_port());
         let conf = dir.path().join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
-                dir.path().display()
-            ),
-        )
-        .expect("write sentinel.conf");
+        let mut text = format!(
+            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
+            dir.path().display()
+        );
+        if let (Some(certs), Some(tls_port)) = (certs, tls_port) {
+            text.push_str(&format!(
+                "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-auth-clients no\ntls-replication yes\n",
+                certs.server.cert.display(),
+                certs.server.key.display(),
+                certs.ca.display()
+            ));
+        }
+        std::fs::write(&conf, text).expect("write sentinel.conf");
         let mut child = Command::new(program("redis-server"))
             .arg(&conf)
             .arg("--sentinel")
@@ -153,6 +190,7 @@ fn sentinel(primary: u16) -> Sentinel {
                 return Sentinel {
                     child,
                     port,
+                    tls_port,
                     _dir: dir,
                 };
             }
