@@ -20,6 +20,7 @@
 
 mod access;
 mod args;
+mod connect;
 mod counter;
 mod dispatch;
 mod keys;
@@ -37,8 +38,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
+use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
@@ -47,6 +47,7 @@ pub use self::access::{
     ClientIdentity, RedisAccess, RedisTls, Secret, check_certificates, check_identity,
 };
 use self::args::Mode;
+use self::connect::{first_connect_within, open};
 use self::dispatch::Lua;
 pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
@@ -189,52 +190,6 @@ impl RedisStore {
         let store = Arc::new(Self::unconnected(config, clock, false));
         tokio::spawn(watch(Arc::downgrade(&store), store.health()));
         store
-    }
-
-    /// Whether Redis lets weir in: one connection opened, weir's Lua prepared and one
-    /// check previewed (it writes nothing) on a key of weir's own, all within the
-    /// first connection's time, then dropped. Fails with [`StoreError::Refused`] only,
-    /// when Redis refused weir (a certificate that does not verify, credentials it
-    /// rejects, an ACL user that may not run what a check runs), which waiting does
-    /// not mend; a Redis that cannot be reached is an outage, for the health loop of
-    /// [`RedisStore::start`] to wait out. `clock` is used only with
-    /// [`RedisClock::Local`].
-    pub async fn admitted(
-        config: &RedisStoreConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Result<(), StoreError> {
-        let connection = match open(config, first_connect_within(config)).await {
-            Ok((connection, _)) => connection,
-            Err(StoreError::Refused(reason)) => return Err(StoreError::Refused(reason)),
-            Err(_) => return Ok(()),
-        };
-        let store = Self::unconnected(config, clock, true);
-        store.connection.store(Some(Arc::new(connection)));
-        store.prepare().await;
-        let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {
-            return Ok(());
-        };
-        let key = Key {
-            rule: "admission",
-            identity: "weir-start",
-        };
-        let check = [Check {
-            key,
-            policy: &policy,
-            cost: 1,
-        }];
-        match store.preview_all(&check).await {
-            Err(StoreError::Protocol(said)) => match access::denied_in(&said) {
-                Some(what) => {
-                    let user = access::user(&config.access, first_url(config));
-                    Err(StoreError::Refused(access::not_permitted(
-                        &user, what, &said,
-                    )))
-                }
-                None => Ok(()),
-            },
-            _ => Ok(()),
-        }
     }
 
     /// What the health loop sees (for a store made by [`RedisStore::connect`]: up).
@@ -559,77 +514,6 @@ async fn send(
         }
     };
     reply.map_err(|_| StoreError::Timeout(timeout))
-}
-
-/// How long the first connection may take: the timeout, but at least a second (a
-/// handshake across a network, TLS, may take longer than one check). Reconnecting
-/// takes at most the timeout, so that probing a frozen server does not slow the noticing
-/// of its return.
-fn first_connect_within(config: &RedisStoreConfig) -> Duration {
-    config.timeout.max(Duration::from_secs(1))
-}
-
-/// The URL weir reaches Redis by: the server's, or a cluster's first seed.
-fn first_url(config: &RedisStoreConfig) -> &str {
-    match &config.target {
-        RedisTarget::Single(url) => url.as_str(),
-        RedisTarget::Cluster(nodes)
-        | RedisTarget::Sentinel {
-            sentinels: nodes, ..
-        } => nodes.first().map_or("", String::as_str),
-    }
-}
-
-/// Opens a connection to the configured server or cluster (or the primary the
-/// sentinels name) within `within`.
-async fn open(
-    config: &RedisStoreConfig,
-    within: Duration,
-) -> Result<(Connection, String), StoreError> {
-    let timeout = config.timeout;
-    let started = tokio::time::Instant::now();
-    // A single server's URL, or the primary's as the sentinels name it now.
-    let url = match &config.target {
-        RedisTarget::Single(url) => url.clone(),
-        RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
-            within,
-            sentinel::primary(sentinels, master, &config.access, timeout),
-        )
-        .await
-        .map_err(|_| StoreError::Timeout(within))??,
-        RedisTarget::Cluster(_) => String::new(),
-    };
-    let within = within.saturating_sub(started.elapsed());
-    let connect = async {
-        match &config.target {
-            RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => {
-                let client = access::single_client(&url, &config.access)?;
-                let manager = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(1);
-                let connection = ConnectionManager::new_with_config(client, manager).await?;
-                Ok::<_, RedisError>(Connection::Single(connection))
-            }
-            RedisTarget::Cluster(nodes) => {
-                let builder = ClusterClient::builder(nodes.iter().map(String::as_str));
-                let client = access::cluster_access(builder, &config.access)
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .build()?;
-                Ok(Connection::Cluster(client.get_async_connection().await?))
-            }
-        }
-    };
-    let user = access::user(&config.access, first_url(config));
-    let connection = tokio::time::timeout(within, connect)
-        .await
-        .map_err(|_| StoreError::Timeout(within))?
-        .map_err(|error| match access::refusal(&error, &user) {
-            Some(reason) => StoreError::Refused(reason),
-            None => classify(error),
-        })?;
-    Ok((connection, url))
 }
 
 /// Sorts a client error into what the caller acts on.
