@@ -67,6 +67,7 @@ async fn redis(
         timeout: Duration::from_secs(5),
         clock: RedisClock::Local,
         window_counters: false,
+        access: Default::default(),
     };
     Arc::new(RedisStore::connect(&config, clock.clone()).await.unwrap())
 }

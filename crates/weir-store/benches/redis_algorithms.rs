@@ -312,6 +312,7 @@ async fn run(server: &RedisServer) {
         timeout: Duration::from_secs(10),
         clock: RedisClock::Local,
         window_counters: false,
+        access: Default::default(),
     };
     let fixed_clock = Arc::new(ManualClock::new(START));
     let moving_clock = Arc::new(ManualClock::new(START));

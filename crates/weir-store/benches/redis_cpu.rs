@@ -391,6 +391,7 @@ async fn run(server: RedisServer) {
         timeout: TIMEOUT,
         clock: RedisClock::Server,
         window_counters: false,
+        access: Default::default(),
     };
     let connect = |config| async move {
         RedisStore::connect(&config, Arc::new(SystemClock::new()))
@@ -401,6 +402,7 @@ async fn run(server: RedisServer) {
     let weir_local = connect(RedisStoreConfig {
         clock: RedisClock::Local,
         window_counters: true,
+        access: Default::default(),
         ..config.clone()
     })
     .await;

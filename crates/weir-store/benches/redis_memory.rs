@@ -40,6 +40,7 @@ async fn fill(server: &RedisServer, policy: Policy, clock: RedisClock) -> f64 {
         clock,
         // Used only on the instances' clock.
         window_counters: true,
+        access: Default::default(),
     };
     let store = Arc::new(
         RedisStore::connect(&config, Arc::new(SystemClock::new()))

@@ -138,6 +138,7 @@ async fn main() {
         timeout: Duration::from_secs(5),
         clock: RedisClock::Server,
         window_counters: false,
+        access: Default::default(),
     };
     let store = Arc::new(
         RedisStore::connect(&config, Arc::new(SystemClock::new()))

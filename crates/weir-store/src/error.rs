@@ -31,6 +31,13 @@ pub enum StoreError {
     /// waiting for a timeout, and not counted against the rest by the breaker.
     #[error("the store is unavailable: the Redis Cluster primary of slot {0} is unreachable")]
     SlotLost(u16),
+    /// Redis refused weir: a server certificate that does not verify, a client
+    /// certificate, password or user it does not accept, a command the ACL user may
+    /// not run. Waiting does not mend it (unlike [`StoreError::Unavailable`]): at start
+    /// the service refuses to run on it; later (a password rotated under it) each rule's
+    /// failure policy applies.
+    #[error("Redis refused weir: {0}")]
+    Refused(String),
     /// The store answered something weir did not expect (a bug, or a misconfigured
     /// server).
     #[error("unexpected answer from the store: {0}")]
@@ -57,6 +64,7 @@ impl StoreError {
             self,
             StoreError::Timeout(_)
                 | StoreError::Unavailable(_)
+                | StoreError::Refused(_)
                 | StoreError::SlotLost(_)
                 | StoreError::Full { .. }
         )

@@ -32,6 +32,7 @@ fn config(target: RedisTarget, timeout: Duration) -> RedisStoreConfig {
         timeout,
         clock: RedisClock::Server,
         window_counters: false,
+        access: Default::default(),
     }
 }
 

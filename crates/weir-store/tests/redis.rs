@@ -29,6 +29,7 @@ fn config(target: RedisTarget, prefix: &str, clock: RedisClock) -> RedisStoreCon
         timeout: Duration::from_secs(2),
         clock,
         window_counters: false,
+        access: Default::default(),
     }
 }
 
@@ -928,5 +929,81 @@ async fn a_settlement_sent_twice_is_written_once() {
         // Another settlement is another id: written.
         let other = redis.settle_all(id + 1, &refunds, &[]).await.unwrap();
         assert_eq!(other, Settled::Written);
+    }
+}
+
+/// The commands of the minimal ACL for script mode (the guide's: Functions denied).
+const SCRIPT_MODE: [&str; 17] = [
+    "+evalsha",
+    "+eval",
+    "+incrby",
+    "+pexpire",
+    "+del",
+    "+ping",
+    "+get",
+    "+set",
+    "+getrange",
+    "+setrange",
+    "+hgetall",
+    "+hset",
+    "+hdel",
+    "+time",
+    "+info",
+    "+role",
+    "+cluster|slots",
+];
+
+/// Makes ACL user `weir` (password `secret`, keys `weir:*`) allowed exactly
+/// `commands`; its URL.
+fn acl_user(server: &RedisServer, commands: &[&str]) -> String {
+    let mut args = vec![
+        "ACL", "SETUSER", "weir", "reset", "on", ">secret", "~weir:*", "-@all",
+    ];
+    args.extend(commands);
+    assert_eq!(server.cli(&args).trim(), "OK");
+    format!("redis://weir:secret@127.0.0.1:{}", server.port())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_user_denied_functions_checks_by_script() {
+    let server = RedisServer::start();
+    let url = acl_user(&server, &SCRIPT_MODE);
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let cfg = config(RedisTarget::Single(url), "weir", RedisClock::Server);
+    RedisStore::admitted(&cfg, clock.clone()).await.unwrap();
+    let store = RedisStore::connect(&cfg, clock).await.unwrap();
+    for algorithm in Algorithm::ALL {
+        let policy = Policy::new(algorithm, 3, Duration::from_secs(60), None).unwrap();
+        let name = algorithm.name();
+        let mut admitted = 0;
+        for _ in 0..4 {
+            admitted += u32::from(store.check(key(name), &policy, 1).await.unwrap().allowed);
+        }
+        assert_eq!(admitted, 3, "{algorithm:?}");
+    }
+    assert_eq!(server.calls("fcall"), 0);
+    assert!(server.calls("evalsha") > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_user_lacking_a_command_weir_needs_is_refused_at_admission_naming_it() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    for (missing, named) in [("+get", "GET"), ("+evalsha", "'evalsha'")] {
+        let commands: Vec<&str> = SCRIPT_MODE
+            .iter()
+            .copied()
+            .filter(|c| *c != missing)
+            .collect();
+        let url = acl_user(&server, &commands);
+        let cfg = config(RedisTarget::Single(url), "weir", RedisClock::Server);
+        let error = RedisStore::admitted(&cfg, clock.clone()).await.unwrap_err();
+        let StoreError::Refused(said) = &error else {
+            panic!("without {missing}: {error:?}");
+        };
+        assert!(
+            said.contains("ACL user weir may not run") && said.contains(named),
+            "without {missing}: {said}"
+        );
     }
 }

@@ -38,6 +38,7 @@ async fn connect(
         timeout: Duration::from_secs(2),
         clock: which,
         window_counters,
+        access: Default::default(),
     };
     RedisStore::connect(&config, clock).await.unwrap()
 }

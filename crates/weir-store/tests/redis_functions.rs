@@ -28,6 +28,7 @@ async fn connect(target: RedisTarget, clock: Arc<dyn Clock>, which: RedisClock) 
         timeout: Duration::from_secs(2),
         clock: which,
         window_counters: false,
+        access: Default::default(),
     };
     RedisStore::connect(&config, clock).await.unwrap()
 }

@@ -38,6 +38,7 @@ async fn store_on(
         timeout: Duration::from_secs(2),
         clock: which,
         window_counters: false,
+        access: Default::default(),
     };
     RedisStore::connect(&config, clock).await.unwrap()
 }

@@ -146,6 +146,7 @@ async fn store(target: RedisTarget, clock: Arc<dyn Clock>) -> RedisStore {
         timeout: Duration::from_secs(2),
         clock: RedisClock::Local,
         window_counters: false,
+        access: Default::default(),
     };
     RedisStore::connect(&config, clock).await.unwrap()
 }

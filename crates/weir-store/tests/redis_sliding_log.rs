@@ -30,6 +30,7 @@ async fn connect(server: &RedisServer, clock: Arc<dyn Clock>, timeout: Duration)
         timeout,
         clock: RedisClock::Local,
         window_counters: false,
+        access: Default::default(),
     };
     RedisStore::connect(&config, clock).await.unwrap()
 }

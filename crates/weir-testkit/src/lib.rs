@@ -17,7 +17,11 @@
 mod conformance;
 mod lease;
 mod redis;
+mod sentinel;
+mod tls;
 
 pub use conformance::{Action, Step, XorShift, conformance_sequences, decisions_in_micros};
 pub use lease::{HOLDERS, Holders, LeaseOutcome, LeaseStep, lease_sequences};
-pub use redis::{RedisCluster, RedisServer, redis_cli};
+pub use redis::{RedisCluster, RedisServer, ReservedPort, TlsSetup, redis_cli};
+pub use sentinel::{MASTER, RedisSentinels};
+pub use tls::{CertFiles, TestCerts};

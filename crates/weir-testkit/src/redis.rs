@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::tls::{CertFiles, TestCerts};
+
 const INSTALL: &str = "redis-server and redis-cli are needed: install them with `apt-get install redis-server redis-tools`, or run the tests with `scripts/test` (it installs them), or set WEIR_REDIS_BIN_DIR to the absolute path of a directory holding both";
 
 /// The variable naming a directory (an absolute path) that holds `redis-server` and
@@ -17,7 +19,7 @@ const BIN_DIR: &str = "WEIR_REDIS_BIN_DIR";
 /// The program to run for `name` (`redis-server` or `redis-cli`): `$WEIR_REDIS_BIN_DIR/name`
 /// when the variable is set, else `name` on `PATH`. Panics when the variable is set but is
 /// not the absolute path of a directory holding both programs.
-fn program(name: &str) -> PathBuf {
+pub(crate) fn program(name: &str) -> PathBuf {
     resolve(std::env::var_os(BIN_DIR).as_deref(), name).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -56,6 +58,36 @@ fn resolve(bin_dir: Option<&OsStr>, name: &str) -> Result<PathBuf, String> {
     Ok(dir.join(name))
 }
 
+/// A loopback port held for a server to come: bound but not listening, so a
+/// connection to it is refused (as to a server that is down) and no other socket can
+/// take it, until [`RedisServer::start_on`] lets it go to the server it starts.
+pub struct ReservedPort {
+    socket: socket2::Socket,
+    port: u16,
+}
+
+impl ReservedPort {
+    /// The port held.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn new() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
+        // No SO_REUSEADDR: nothing else binds the port while it is held.
+        let any: std::net::SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        socket.bind(&any.into()).expect("no free loopback port");
+        let port = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .map(|a| a.port())
+            .expect("a bound port");
+        Self { socket, port }
+    }
+}
+
 /// A port nobody listens on right now.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -79,6 +111,38 @@ pub struct RedisServer {
     port: u16,
     dir: TempDir,
     extra: Vec<String>,
+    /// With TLS: the TLS port and the `redis-server` arguments of its certificates
+    /// (the plaintext port stays, for the test's own `redis-cli`).
+    tls: Option<(u16, Vec<String>)>,
+}
+
+/// How a TLS server is set up: its certificate, and whether it requires one of its
+/// clients (mutual TLS, checked against the CA).
+#[derive(Debug, Clone)]
+pub struct TlsSetup<'a> {
+    /// The CA file clients' certificates must chain to.
+    pub ca: &'a Path,
+    /// The server's certificate and key.
+    pub server: &'a CertFiles,
+    /// Whether a client must present a certificate.
+    pub mutual: bool,
+}
+
+impl TlsSetup<'_> {
+    fn args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--tls-cert-file".to_owned(),
+            self.server.cert.display().to_string(),
+            "--tls-key-file".to_owned(),
+            self.server.key.display().to_string(),
+            "--tls-ca-cert-file".to_owned(),
+            self.ca.display().to_string(),
+            "--tls-auth-clients".to_owned(),
+            if self.mutual { "yes" } else { "no" }.to_owned(),
+        ];
+        args.extend(["--tls-replication".to_owned(), "yes".to_owned()]);
+        args
+    }
 }
 
 impl RedisServer {
@@ -87,20 +151,31 @@ impl RedisServer {
         Self::start_with(&[])
     }
 
-    /// Starts a server on `port` (e.g. one that a test has kept free until now).
-    pub fn start_on(port: u16) -> Self {
+    /// Starts a server on the port `reserved` held until now (the server that a test
+    /// pointed weir at before it ran). The port is let go only as the server starts,
+    /// and a server that cannot listen on it fails the test: the port never changes.
+    pub fn start_on(reserved: ReservedPort) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut server = Self {
             child: None,
-            port: 0,
+            port: reserved.port,
             dir,
             extra: Vec::new(),
+            tls: None,
         };
-        server.restart_on(port);
+        drop(reserved.socket);
+        server.start_on_own_port();
         server
     }
 
-    /// A loopback port nobody listens on right now.
+    /// Holds a free loopback port for a server to be started on it later with
+    /// [`RedisServer::start_on`]; meanwhile a connection to it is refused.
+    pub fn reserve_port() -> ReservedPort {
+        ReservedPort::new()
+    }
+
+    /// A loopback port nobody listens on right now (and that nothing holds: another
+    /// process may take it; [`RedisServer::reserve_port`] holds one).
     pub fn free_port() -> u16 {
         free_port()
     }
@@ -113,33 +188,92 @@ impl RedisServer {
             port: 0,
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: None,
         };
-        server.restart_on(free_port());
+        server.start_on_free_port();
         server
     }
 
-    fn restart_on(&mut self, port: u16) {
-        let server = program("redis-server");
-        for attempt in 0..5 {
-            let port = if attempt == 0 { port } else { free_port() };
-            let child = Command::new(&server)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(self.dir.path())
-                .args(&self.extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {} ({e}); {INSTALL}", server.display()));
-            self.child = Some(child);
-            self.port = port;
-            if self.wait_ready(Duration::from_secs(5)) {
+    /// Starts a server that also listens for TLS, on [`RedisServer::tls_url`], as
+    /// `setup` says, with extra `redis-server` arguments.
+    pub fn start_tls(setup: &TlsSetup<'_>, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut server = Self {
+            child: None,
+            port: 0,
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: Some((0, setup.args())),
+        };
+        server.start_on_free_port();
+        server
+    }
+
+    /// The TLS port (a server started by [`RedisServer::start_tls`]).
+    pub fn tls_port(&self) -> u16 {
+        self.tls.as_ref().expect("a TLS server").0
+    }
+
+    /// Whether the server listens on `port` (in cleartext or TLS).
+    pub fn has_port(&self, port: u16) -> bool {
+        self.port == port || self.tls.as_ref().is_some_and(|(tls, _)| *tls == port)
+    }
+
+    /// The `rediss://` URL of the TLS port.
+    pub fn tls_url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.tls_port())
+    }
+
+    /// Starts on a free port, another each time one is taken before the server
+    /// listens on it (no port was promised to anyone yet).
+    fn start_on_free_port(&mut self) {
+        for _ in 0..5 {
+            self.port = free_port();
+            if let Some((port, _)) = &mut self.tls {
+                *port = free_port();
+            }
+            if self.spawn() {
                 return;
             }
-            self.kill();
         }
-        panic!("redis-server did not start");
+        panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    /// Starts on `self.port`, and on no other: a test may have pointed weir at it.
+    fn start_on_own_port(&mut self) {
+        assert!(
+            self.spawn(),
+            "redis-server did not start on port {}, the port this test needs (is another \
+             process listening on it?)",
+            self.port
+        );
+    }
+
+    /// Runs `redis-server` on `self.port`; returns whether it answers `PING` (else it
+    /// is killed).
+    fn spawn(&mut self) -> bool {
+        let server = program("redis-server");
+        let child = Command::new(&server)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .args(self.tls.iter().flat_map(|(port, args)| {
+                [String::from("--tls-port"), port.to_string()]
+                    .into_iter()
+                    .chain(args.iter().cloned())
+            }))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {} ({e}); {INSTALL}", server.display()));
+        self.child = Some(child);
+        if self.wait_ready(Duration::from_secs(5)) {
+            return true;
+        }
+        self.kill();
+        false
     }
 
     fn wait_ready(&mut self, within: Duration) -> bool {
@@ -235,11 +369,11 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on the same port (after [`RedisServer::kill`]).
+    /// Starts the server again on the same port (after [`RedisServer::kill`]); fails
+    /// the test if it cannot have that port again.
     pub fn restart(&mut self) {
         self.kill();
-        let port = self.port;
-        self.restart_on(port);
+        self.start_on_own_port();
     }
 
     /// The temporary directory the server runs in.
@@ -255,6 +389,16 @@ impl Drop for RedisServer {
         self.kill();
     }
 }
+
+/// What makes a node of a test cluster.
+const CLUSTER_ARGS: [&str; 6] = [
+    "--cluster-enabled",
+    "yes",
+    "--cluster-config-file",
+    "nodes.conf",
+    "--cluster-node-timeout",
+    "2000",
+];
 
 /// A local Redis Cluster of masters and no replicas (three, unless asked).
 pub struct RedisCluster {
@@ -272,22 +416,53 @@ impl RedisCluster {
     /// holding an equal share of the slots.
     pub fn with_primaries(count: usize) -> Self {
         let nodes: Vec<RedisServer> = (0..count.max(3))
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
-            })
+            .map(|_| RedisServer::start_with(&CLUSTER_ARGS))
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        let mut args = vec!["--cluster", "create"];
+        Self::create(nodes, &addresses, &[])
+    }
+
+    /// Three primaries that talk TLS to clients and to each other (`tls-cluster yes`),
+    /// with `certs`' server certificate; [`RedisCluster::tls_urls`] are the seeds.
+    pub fn start_tls(certs: &TestCerts) -> Self {
+        let setup = TlsSetup {
+            ca: &certs.ca,
+            server: &certs.server,
+            mutual: false,
+        };
+        let mut extra = CLUSTER_ARGS.to_vec();
+        extra.extend(["--tls-cluster", "yes"]);
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_tls(&setup, &extra))
+            .collect();
+        // The cluster's bus runs on the TLS port's: create it over TLS.
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.tls_port()))
+            .collect();
+        let tls = [
+            "--tls".to_owned(),
+            "--cacert".to_owned(),
+            certs.ca.display().to_string(),
+            "--cert".to_owned(),
+            certs.client.cert.display().to_string(),
+            "--key".to_owned(),
+            certs.client.key.display().to_string(),
+        ];
+        Self::create(nodes, &addresses, &tls)
+    }
+
+    /// The `rediss://` seed URLs of a cluster made by [`RedisCluster::start_tls`].
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::tls_url).collect()
+    }
+
+    fn create(nodes: Vec<RedisServer>, addresses: &[String], tls: &[String]) -> Self {
+        let mut args: Vec<&str> = tls.iter().map(String::as_str).collect();
+        args.extend(["--cluster", "create"]);
         args.extend(addresses.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
         let out = redis_cli(&args);

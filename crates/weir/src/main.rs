@@ -179,7 +179,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { file } => Config::load(&file)
-            .map(|config| println!("{}: ok ({})", file.display(), config.summary()))
+            .map(|config| {
+                for warning in &config.warnings {
+                    eprintln!("{}: warning: {warning}", file.display());
+                }
+                println!("{}: ok ({})", file.display(), config.summary());
+            })
             .map_err(anyhow::Error::from),
         Command::DemoUpstream { listen } => demo_upstream(listen),
         Command::Example { name, dir } => example(name.as_deref(), dir.as_deref()),
@@ -375,6 +380,9 @@ fn serve(
     match log_format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().init(),
+    }
+    for warning in &config.warnings {
+        tracing::warn!("{}: {warning}", config_path.display());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

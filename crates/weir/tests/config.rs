@@ -134,7 +134,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "store:\n  window_counters: false\nrules: []\n",
-            "weir.yaml:2:20: store.window_counters: `window_counters` applies to type redis and redis_cluster, not memory",
+            "weir.yaml:2:20: store.window_counters: `window_counters` applies to type redis, redis_cluster and redis_sentinel, not memory",
         ),
         (
             "store:\n  type: redis\n  url: redis://h:1\n  key_prefix: \"a{b}\"\nrules: []\n",
@@ -216,6 +216,7 @@ fn loads_redis_and_cluster_stores() {
                 timeout: Duration::from_millis(20),
                 clock: RedisClock::Local,
                 window_counters: true,
+                access: Default::default(),
             },
             Fallback { instances: 4 }
         )
@@ -236,6 +237,7 @@ fn loads_redis_and_cluster_stores() {
                 timeout: Duration::from_millis(50),
                 clock: RedisClock::Server,
                 window_counters: false,
+                access: Default::default(),
             },
             Fallback { instances: 1 }
         )

@@ -150,6 +150,7 @@ impl Weir {
                     timeout: Duration::from_secs(2),
                     clock: RedisClock::Local,
                     window_counters: false,
+                    access: Default::default(),
                 };
                 Arc::new(RedisStore::connect(&config, clock.clone()).await.unwrap())
             }

@@ -176,7 +176,9 @@ async fn failing_open_decides_on_this_instances_share_while_redis_is_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weir_starts_while_redis_is_down_and_answers_once_it_is_back() {
-    let port = RedisServer::free_port();
+    // Held (connections refused) until the server takes it, so nothing else can.
+    let reserved = RedisServer::reserve_port();
+    let port = reserved.port();
     let store =
         format!("store:\n  type: redis\n  url: redis://127.0.0.1:{port}\n  timeout: 100ms\n");
     let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
@@ -184,7 +186,7 @@ async fn weir_starts_while_redis_is_down_and_answers_once_it_is_back() {
     let service = weir::instance(&config).await.unwrap();
     let weir = Harness::serve(service, Arc::new(ManualClock::new(T0)), dir).await;
     unavailable_within_the_timeout(&weir).await;
-    let _redis = RedisServer::start_on(port);
+    let _redis = RedisServer::start_on(reserved);
     // The store's health loop reconnects by itself: poll, bounded.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -155,6 +155,7 @@ async fn left(redis: &RedisServer, rule: &str, limit: u64, user: &str) -> u64 {
         timeout: Duration::from_secs(2),
         clock: RedisClock::Server,
         window_counters: false,
+        access: Default::default(),
     };
     let store = RedisStore::connect(&config, Arc::new(SystemClock::new()))
         .await
@@ -342,6 +343,7 @@ async fn a_settlement_that_may_have_been_written_too_long_ago_is_given_up() {
         timeout: Duration::from_millis(200),
         clock: RedisClock::Server,
         window_counters: false,
+        access: Default::default(),
     };
     let store = RedisStore::start(&redis_config, clock.clone());
     assert!(store.wait_connected(Duration::from_secs(5)).await);

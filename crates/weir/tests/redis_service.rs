@@ -1,4 +1,5 @@
-//! Two `weir serve` instances sharing one Redis (and one Redis Cluster): together they
+//! Two `weir serve` instances sharing one Redis (and one Redis Cluster, and the primary
+//! Redis Sentinel names): together they
 //! admit exactly the limit, for every algorithm, under concurrent clients.
 
 #![allow(
@@ -13,7 +14,7 @@ use std::path::Path;
 
 use common::Server;
 use weir_core::Algorithm;
-use weir_testkit::{RedisCluster, RedisServer};
+use weir_testkit::{MASTER, RedisCluster, RedisSentinels, RedisServer};
 
 const LIMIT: u64 = 30;
 const CLIENTS: usize = 32;
@@ -81,8 +82,19 @@ fn two_instances_on_a_redis_cluster_admit_exactly_the_limit() {
 }
 
 #[test]
+fn two_instances_through_redis_sentinel_admit_exactly_the_limit() {
+    let sentinels = RedisSentinels::start();
+    let urls = sentinels.urls().join(", ");
+    exactly_the_limit_across_instances(&format!(
+        "  type: redis_sentinel\n  sentinels: [{urls}]\n  master_name: {MASTER}\n"
+    ));
+}
+
+#[test]
 fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
-    let port = RedisServer::free_port();
+    // Held (connections refused) until the server takes it, so nothing else can.
+    let reserved = RedisServer::reserve_port();
+    let port = reserved.port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
     std::fs::write(
@@ -100,7 +112,7 @@ fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
         status, "HTTP/1.1 503 Service Unavailable",
         "a store failure, never a denial: {reply}"
     );
-    let _redis = RedisServer::start_on(port);
+    let _redis = RedisServer::start_on(reserved);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while weir.request("GET", "/readyz", "").0 != "HTTP/1.1 200 OK" {
         assert!(

@@ -67,6 +67,7 @@ impl Backend {
             timeout: Duration::from_secs(2),
             clock: RedisClock::Local,
             window_counters: false,
+            access: Default::default(),
         };
         match self {
             Backend::Memory(max_keys) => {

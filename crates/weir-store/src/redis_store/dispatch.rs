@@ -57,6 +57,12 @@ pub(super) struct Lua {
     functions: AtomicBool,
 }
 
+/// Whether the log has said that checks run as Functions, and as scripts: once per
+/// process (the start's admission check, the store itself and a region's peers each
+/// learn it).
+static SAID_FUNCTIONS: AtomicBool = AtomicBool::new(false);
+static SAID_SCRIPTS: AtomicBool = AtomicBool::new(false);
+
 impl Lua {
     pub(super) fn new() -> Self {
         Self {
@@ -69,6 +75,26 @@ impl Lua {
     /// From now on, checks go by script.
     pub(super) fn use_scripts(&self) {
         self.functions.store(false, Ordering::Relaxed);
+    }
+
+    /// Redis lacks Functions or refuses them to this user: checks go by script from
+    /// now on, which the log says once (a managed service's ACL decides the mode, and
+    /// its operator wants to know which one it got).
+    fn fall_back_to_scripts(&self) {
+        if self.functions.swap(false, Ordering::Relaxed)
+            && !SAID_SCRIPTS.swap(true, Ordering::Relaxed)
+        {
+            tracing::info!(
+                "Redis has no Functions, or the ACL user may not use them: checks run as scripts (EVALSHA)"
+            );
+        }
+    }
+
+    /// The library loaded: the log says once that checks run as Functions.
+    fn announce_functions(&self) {
+        if !SAID_FUNCTIONS.swap(true, Ordering::Relaxed) {
+            tracing::info!("checks run as weir's Redis Functions library (FCALL)");
+        }
     }
 
     fn functions(&self) -> bool {
@@ -131,11 +157,12 @@ impl RedisStore {
             return;
         }
         match self.query(&self.lua.library.load()).await {
-            Ok(Err(e)) if lacks_functions(&e) => self.lua.use_scripts(),
+            Ok(Err(e)) if lacks_functions(&e) => self.lua.fall_back_to_scripts(),
             Ok(Err(error)) => {
                 tracing::debug!(%error, "could not load weir's Redis Functions library")
             }
-            Ok(Ok(_)) | Err(_) => {}
+            Ok(Ok(_)) => self.lua.announce_functions(),
+            Err(_) => {}
         }
     }
 
@@ -151,7 +178,7 @@ impl RedisStore {
         match self.query(&fcall).await? {
             Err(e) if missing_function(&e) => {}
             Err(e) if lacks_functions(&e) => {
-                self.lua.use_scripts();
+                self.lua.fall_back_to_scripts();
                 let reply = self.by_script(keys, now_us, call).await?;
                 return Ok(reply.map(|v| (v, false)));
             }
@@ -162,7 +189,7 @@ impl RedisStore {
                 Err(e) if missing_function(&e) => {}
                 reply => return Ok(reply.map(|v| (v, single))),
             },
-            Err(e) if lacks_functions(&e) => self.lua.use_scripts(),
+            Err(e) if lacks_functions(&e) => self.lua.fall_back_to_scripts(),
             Err(error) => {
                 tracing::debug!(%error, "could not load weir's Redis Functions library; checking by script");
             }

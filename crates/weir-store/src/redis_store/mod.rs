@@ -18,7 +18,9 @@
 //! when the current one fails. A fresh cluster connection reads the topology again from
 //! the seed nodes, so a primary that failed over or moved is found without traffic.
 
+mod access;
 mod args;
+mod connect;
 mod counter;
 mod dispatch;
 mod keys;
@@ -27,6 +29,7 @@ mod library;
 mod params;
 mod probe;
 mod script;
+mod sentinel;
 mod settle;
 mod share;
 
@@ -36,13 +39,16 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
+use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
+pub use self::access::{
+    ClientIdentity, RedisAccess, RedisTls, Secret, check_certificates, check_identity,
+};
 use self::args::Mode;
+use self::connect::{first_connect_within, open};
 use self::dispatch::Lua;
 pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
@@ -52,13 +58,47 @@ use crate::{
     Check, Key, LeaseStore, Settled, ShareStore, Store, StoreError, StoreFuture, StoreHealth,
 };
 
-/// Where the Redis store's state lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the Redis store's state lives. Its `Debug` hides a password written in a
+/// URL (`redis://:<redacted>@host`).
+#[derive(Clone, PartialEq, Eq)]
 pub enum RedisTarget {
     /// One Redis server, e.g. `redis://127.0.0.1:6379`.
     Single(String),
     /// A Redis Cluster, from seed nodes.
     Cluster(Vec<String>),
+    /// The primary that Redis Sentinel names.
+    Sentinel {
+        /// The sentinels' URLs, asked in turn.
+        sentinels: Vec<String>,
+        /// The name the sentinels monitor the primary by.
+        master: String,
+    },
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedisTarget::Single(url) => f
+                .debug_tuple("Single")
+                .field(&access::redacted(url))
+                .finish(),
+            RedisTarget::Cluster(urls) => f
+                .debug_tuple("Cluster")
+                .field(&urls.iter().map(|u| access::redacted(u)).collect::<Vec<_>>())
+                .finish(),
+            RedisTarget::Sentinel { sentinels, master } => f
+                .debug_struct("Sentinel")
+                .field(
+                    "sentinels",
+                    &sentinels
+                        .iter()
+                        .map(|u| access::redacted(u))
+                        .collect::<Vec<_>>(),
+                )
+                .field("master", master)
+                .finish(),
+        }
+    }
 }
 
 /// Whose clock decides.
@@ -88,6 +128,8 @@ pub struct RedisStoreConfig {
     /// check one unit by `INCRBY` rather than by Lua (envoyproxy/ratelimit's way and
     /// cost; see `counter` for what changes). Ignored on the server's clock.
     pub window_counters: bool,
+    /// TLS and credentials.
+    pub access: RedisAccess,
 }
 
 #[derive(Clone)]
@@ -111,6 +153,9 @@ pub struct RedisStore {
     nodes: Option<probe::NodeLinks>,
     /// A cluster's primaries as the current connection was made with them.
     topology: parking_lot::Mutex<Vec<probe::Primary>>,
+    /// The URL of the server the current connection is to (for Sentinel, the primary
+    /// the sentinels named).
+    primary: parking_lot::Mutex<String>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -132,7 +177,8 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let store = Self::unconnected(config, clock, true);
-        let connection = open(config, first_connect_within(config)).await?;
+        let (connection, primary) = open(config, first_connect_within(config)).await?;
+        *store.primary.lock() = primary;
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
         Ok(store)
@@ -183,10 +229,11 @@ impl RedisStore {
             timeout: config.timeout,
             clock: (config.clock == RedisClock::Local).then_some(clock),
             nodes: match &config.target {
-                RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls)),
-                RedisTarget::Single(_) => None,
+                RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls, &config.access)),
+                RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => None,
             },
             topology: parking_lot::Mutex::default(),
+            primary: parking_lot::Mutex::default(),
         }
     }
 
@@ -363,6 +410,7 @@ impl RedisStore {
         let current = self.connection.load_full();
         let within = match &current {
             Some(connection) => match self.probe_connection(connection, true).await {
+                Ok(_) if self.primary_moved().await => self.timeout,
                 Ok((lost, _)) => return Ok(lost),
                 Err(error) => {
                     tracing::debug!(%error, "Redis probe failed; reconnecting");
@@ -371,12 +419,33 @@ impl RedisStore {
             },
             None => first_connect_within(&self.config),
         };
-        let fresh = open(&self.config, within).await?;
+        let (fresh, primary) = open(&self.config, within).await?;
         let (lost, primaries) = self.probe_connection(&fresh, false).await?;
         self.connection.store(Some(Arc::new(fresh)));
+        *self.primary.lock() = primary;
         *self.topology.lock() = primaries;
         self.prepare().await;
         Ok(lost)
+    }
+
+    /// Whether the sentinels (of a Sentinel target) now name another primary than the
+    /// one the connection is to: a failover that left the old primary running, still
+    /// taking writes that its demotion will discard. Sentinels that do not answer
+    /// leave the connection as it is.
+    async fn primary_moved(&self) -> bool {
+        let RedisTarget::Sentinel { sentinels, master } = &self.config.target else {
+            return false;
+        };
+        match sentinel::primary(sentinels, master, &self.config.access, self.timeout).await {
+            Ok(named) if named != *self.primary.lock() => {
+                tracing::info!(
+                    primary = %named,
+                    "the sentinels name a new Redis primary; moving to it"
+                );
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Probes `connection`: a single server by `PING` and `ROLE`; a cluster by what its
@@ -448,43 +517,6 @@ async fn send(
         }
     };
     reply.map_err(|_| StoreError::Timeout(timeout))
-}
-
-/// How long the first connection may take: the timeout, but at least a second (a
-/// handshake across a network, TLS, may take longer than one check). Reconnecting
-/// takes at most the timeout, so that probing a frozen server does not slow the noticing
-/// of its return.
-fn first_connect_within(config: &RedisStoreConfig) -> Duration {
-    config.timeout.max(Duration::from_secs(1))
-}
-
-/// Opens a connection to the configured server or cluster within `within`.
-async fn open(config: &RedisStoreConfig, within: Duration) -> Result<Connection, StoreError> {
-    let timeout = config.timeout;
-    let connect = async {
-        match &config.target {
-            RedisTarget::Single(url) => {
-                let client = redis::Client::open(url.as_str())?;
-                let manager = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(1);
-                let connection = ConnectionManager::new_with_config(client, manager).await?;
-                Ok::<_, RedisError>(Connection::Single(connection))
-            }
-            RedisTarget::Cluster(nodes) => {
-                let client = ClusterClient::builder(nodes.iter().map(String::as_str))
-                    .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .build()?;
-                Ok(Connection::Cluster(client.get_async_connection().await?))
-            }
-        }
-    };
-    tokio::time::timeout(within, connect)
-        .await
-        .map_err(|_| StoreError::Timeout(within))?
-        .map_err(classify)
 }
 
 /// Sorts a client error into what the caller acts on.

@@ -13,11 +13,10 @@ use futures_util::future::{join_all, select_ok};
 use parking_lot::Mutex;
 use redis::aio::MultiplexedConnection;
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo,
-    RedisError, Value,
+    AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, RedisError, Value,
 };
 
-use super::{Connection, RedisStore};
+use super::{Connection, RedisAccess, RedisStore, RedisTarget};
 use crate::jitter::Jitter;
 use crate::{StoreError, StoreHealth};
 
@@ -32,10 +31,22 @@ pub(super) async fn watch(store: Weak<RedisStore>, health: Arc<StoreHealth>) {
             return;
         };
         health.record(&current.probe().await);
+        // Through Sentinel, the sentinels are asked at least this often, busy or idle:
+        // a failover can leave the old primary answering (and taking writes) for
+        // seconds before it is demoted.
+        let sentinel = matches!(current.config.target, RedisTarget::Sentinel { .. });
         drop(current);
-        health.next_probe(jitter.next()).await;
+        if sentinel {
+            let _ = tokio::time::timeout(SENTINEL_EVERY, health.next_probe(jitter.next())).await;
+        } else {
+            health.next_probe(jitter.next()).await;
+        }
     }
 }
+
+/// How often the health loop asks the sentinels which server is the primary, at
+/// least.
+const SENTINEL_EVERY: Duration = Duration::from_millis(500);
 
 /// A single server's probe: `PING`, and `ROLE`, within `timeout` each. A replica
 /// answers, but refuses every write (`READONLY`): lost, as far as weir goes. A `ROLE`
@@ -118,10 +129,11 @@ pub(super) struct NodeLinks {
 
 impl NodeLinks {
     /// Links to the nodes of the cluster whose seeds are `urls` (none made yet).
-    pub(super) fn new(urls: &[String]) -> Self {
+    pub(super) fn new(urls: &[String], access: &RedisAccess) -> Self {
         let infos: Vec<ConnectionInfo> = urls
             .iter()
-            .filter_map(|url| url.as_str().into_connection_info().ok())
+            .filter_map(|url| super::access::single_client(url, access).ok())
+            .map(|client| client.get_connection_info().clone())
             .collect();
         let seeds = infos
             .iter()

@@ -55,6 +55,7 @@ pub(crate) async fn redis_with(
         timeout,
         clock: RedisClock::Local,
         window_counters: false,
+        access: Default::default(),
     };
     Arc::new(RedisStore::connect(&config, clock).await.unwrap())
 }

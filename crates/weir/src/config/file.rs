@@ -276,6 +276,21 @@ pub(super) struct RawStore {
     pub(super) clock: Option<Spanned<ClockName>>,
     pub(super) window_counters: Option<Spanned<bool>>,
     pub(super) fallback_instances: Option<Spanned<u64>>,
+    pub(super) sentinels: Option<Spanned<Vec<String>>>,
+    pub(super) master_name: Option<Spanned<String>>,
+    pub(super) username: Option<Spanned<String>>,
+    pub(super) password_file: Option<Spanned<String>>,
+    pub(super) password_env: Option<Spanned<String>>,
+    pub(super) tls: Option<Spanned<RawTls>>,
+}
+
+/// `store.tls`: certificates for `rediss://`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub(super) ca_file: Option<Spanned<String>>,
+    pub(super) cert_file: Option<Spanned<String>>,
+    pub(super) key_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -285,6 +300,7 @@ pub(super) enum StoreKind {
     Memory,
     Redis,
     RedisCluster,
+    RedisSentinel,
 }
 
 /// Whose clock decides, as written in configuration.

@@ -17,6 +17,7 @@ mod identities;
 mod lease;
 mod period;
 mod plans;
+mod redis_access;
 mod region;
 mod rules;
 mod settlements;
@@ -89,6 +90,9 @@ pub struct Config {
     pub(crate) tls: Option<TlsConfig>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
+    /// What is allowed but unwise (a password written in a Redis URL): `check-config`
+    /// prints each, `weir serve` logs each at start.
+    pub warnings: Vec<String>,
 }
 
 impl Config {
@@ -150,7 +154,8 @@ impl Config {
             return Err(error);
         }
         let mut raw: file::RawConfig = yaml::read_yaml(text, source)?;
-        let store = store::store(std::mem::take(&mut raw.store), source)?;
+        let mut warnings = Vec::new();
+        let store = store::store(std::mem::take(&mut raw.store), source, &mut warnings)?;
         let on_redis = matches!(store, StoreConfig::Redis(..));
         let errors = error::Errors { file: source };
         let instances = match &store {
@@ -274,6 +279,7 @@ impl Config {
             auth,
             tls,
             sha256: sha256_hex(text.as_bytes()),
+            warnings,
         })
     }
 }

@@ -7,7 +7,9 @@ use serde_saphyr::{Location, Spanned};
 use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
 use super::ConfigError;
+use super::error::Errors;
 use super::file::{ClockName, RawStore, StoreKind as RawStoreKind};
+use super::redis_access::{self, RawAccess};
 use crate::engine::StoreKind;
 
 /// The key prefix when none is configured.
@@ -43,8 +45,18 @@ pub struct Fallback {
     pub instances: u64,
 }
 
-/// Validates the `store:` section.
-pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigError> {
+/// Validates the `store:` section; what is allowed but unwise goes to `warnings`.
+pub(super) fn store(
+    mut raw: RawStore,
+    file: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<StoreConfig, ConfigError> {
+    let access = RawAccess {
+        username: raw.username.take(),
+        password_file: raw.password_file.take(),
+        password_env: raw.password_env.take(),
+        tls: raw.tls.take(),
+    };
     let fail = |at: Location, field: &str, message: String| {
         ConfigError::new(file, message)
             .at(at)
@@ -55,6 +67,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
         RawStoreKind::Memory => "memory",
         RawStoreKind::Redis => "redis",
         RawStoreKind::RedisCluster => "redis_cluster",
+        RawStoreKind::RedisSentinel => "redis_sentinel",
     };
     // Fields that belong to another type of store are errors, not silently ignored.
     let foreign = |at: Option<Location>, field: &str, owner: &str| match at {
@@ -73,6 +86,19 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 "nodes",
                 "redis_cluster",
             )?;
+            foreign(
+                raw.sentinels.as_ref().map(|s| s.referenced),
+                "sentinels",
+                "redis_sentinel",
+            )?;
+            foreign(
+                raw.master_name.as_ref().map(|s| s.referenced),
+                "master_name",
+                "redis_sentinel",
+            )?;
+            if let Some((field, at)) = access.first_set() {
+                foreign(Some(at), field, "redis, redis_cluster and redis_sentinel")?;
+            }
             for (field, at) in [
                 ("key_prefix", raw.key_prefix.as_ref().map(|s| s.referenced)),
                 ("timeout", raw.timeout.as_ref().map(|s| s.referenced)),
@@ -86,7 +112,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     raw.fallback_instances.as_ref().map(|s| s.referenced),
                 ),
             ] {
-                foreign(at, field, "redis and redis_cluster")?;
+                foreign(at, field, "redis, redis_cluster and redis_sentinel")?;
             }
             let mut config = MemoryStoreConfig::default();
             if let Some(max_keys) = raw.max_keys {
@@ -101,7 +127,7 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
             }
             Ok(StoreConfig::Memory(config))
         }
-        RawStoreKind::Redis | RawStoreKind::RedisCluster => {
+        RawStoreKind::Redis | RawStoreKind::RedisCluster | RawStoreKind::RedisSentinel => {
             foreign(
                 raw.max_keys.as_ref().map(|s| s.referenced),
                 "max_keys",
@@ -111,45 +137,10 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                 .kind
                 .as_ref()
                 .map_or(Location::UNKNOWN, |k| k.referenced);
-            let target = if kind == RawStoreKind::Redis {
-                foreign(
-                    raw.nodes.as_ref().map(|s| s.referenced),
-                    "nodes",
-                    "redis_cluster",
-                )?;
-                let url = raw.url.ok_or_else(|| {
-                    fail(
-                        section,
-                        "url",
-                        "type redis needs `url`, e.g. redis://127.0.0.1:6379".into(),
-                    )
-                })?;
-                check_url(&url, file)?;
-                RedisTarget::Single(url.value)
-            } else {
-                foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
-                let nodes = raw.nodes.ok_or_else(|| {
-                    fail(
-                        section,
-                        "nodes",
-                        "type redis_cluster needs `nodes`: a list of seed URLs".into(),
-                    )
-                })?;
-                if nodes.value.is_empty() {
-                    return Err(fail(
-                        nodes.referenced,
-                        "nodes",
-                        "`nodes` must list at least one node".into(),
-                    ));
-                }
-                for node in &nodes.value {
-                    check_url(
-                        &Spanned::new(node.clone(), nodes.referenced, nodes.defined),
-                        file,
-                    )?;
-                }
-                RedisTarget::Cluster(nodes.value)
-            };
+            let (target, urls, url_field) = target(&mut raw, kind, section, file)?;
+            let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+            let access =
+                redis_access::access(access, &urls, url_field, &Errors { file }, warnings)?;
             let key_prefix = match raw.key_prefix {
                 Some(prefix) => {
                     let plain =
@@ -214,9 +205,131 @@ pub(super) fn store(raw: RawStore, file: &Path) -> Result<StoreConfig, ConfigErr
                     timeout,
                     clock,
                     window_counters,
+                    access,
                 },
                 Fallback { instances },
             ))
+        }
+    }
+}
+
+/// Where a Redis store is (`url`, `nodes`, or `sentinels` and `master_name`, by
+/// `kind`; another type's field is an error), the URLs weir connects to first, and
+/// the field naming them.
+fn target(
+    raw: &mut RawStore,
+    kind: RawStoreKind,
+    section: Location,
+    file: &Path,
+) -> Result<(RedisTarget, Vec<String>, &'static str), ConfigError> {
+    let fail = |at: Location, field: &str, message: String| {
+        ConfigError::new(file, message)
+            .at(at)
+            .field(format!("store.{field}"))
+    };
+    let owner = |field: &str| match field {
+        "url" => "redis",
+        "nodes" => "redis_cluster",
+        _ => "redis_sentinel",
+    };
+    let fields = [
+        ("url", raw.url.as_ref().map(|s| s.referenced)),
+        ("nodes", raw.nodes.as_ref().map(|s| s.referenced)),
+        ("sentinels", raw.sentinels.as_ref().map(|s| s.referenced)),
+        (
+            "master_name",
+            raw.master_name.as_ref().map(|s| s.referenced),
+        ),
+    ];
+    let kind_name = match kind {
+        RawStoreKind::Redis => "redis",
+        RawStoreKind::RedisCluster => "redis_cluster",
+        _ => "redis_sentinel",
+    };
+    for (field, at) in fields {
+        if let Some(at) = at
+            && owner(field) != kind_name
+        {
+            return Err(fail(
+                at,
+                field,
+                format!(
+                    "`{field}` applies to type {}, not {kind_name}",
+                    owner(field)
+                ),
+            ));
+        }
+    }
+    // A list of URLs, at least one, each checked.
+    let list = |list: Option<Spanned<Vec<String>>>, field: &str, one: &str, what: &str| {
+        let list = list.ok_or_else(|| {
+            fail(
+                section,
+                field,
+                format!("type {kind_name} needs `{field}`: a list of {what}"),
+            )
+        })?;
+        if list.value.is_empty() {
+            return Err(fail(
+                list.referenced,
+                field,
+                format!("`{field}` must list at least one {one}"),
+            ));
+        }
+        for url in &list.value {
+            check_url(
+                &Spanned::new(url.clone(), list.referenced, list.defined),
+                file,
+            )?;
+        }
+        Ok(list.value)
+    };
+    match kind {
+        RawStoreKind::Redis => {
+            let url = raw.url.take().ok_or_else(|| {
+                fail(
+                    section,
+                    "url",
+                    "type redis needs `url`, e.g. redis://127.0.0.1:6379".into(),
+                )
+            })?;
+            check_url(&url, file)?;
+            Ok((
+                RedisTarget::Single(url.value.clone()),
+                vec![url.value],
+                "url",
+            ))
+        }
+        RawStoreKind::RedisCluster => {
+            let nodes = list(raw.nodes.take(), "nodes", "node", "seed URLs")?;
+            Ok((RedisTarget::Cluster(nodes.clone()), nodes, "nodes"))
+        }
+        _ => {
+            let sentinels = list(
+                raw.sentinels.take(),
+                "sentinels",
+                "sentinel",
+                "sentinel URLs, e.g. [redis://10.0.0.1:26379]",
+            )?;
+            let master = raw.master_name.take().ok_or_else(|| {
+                fail(
+                    section,
+                    "master_name",
+                    "type redis_sentinel needs `master_name`: the name the sentinels monitor the primary by".into(),
+                )
+            })?;
+            if master.value.is_empty() || master.value.contains(char::is_whitespace) {
+                return Err(fail(
+                    master.referenced,
+                    "master_name",
+                    "master_name must be a name without spaces".into(),
+                ));
+            }
+            let target = RedisTarget::Sentinel {
+                sentinels: sentinels.clone(),
+                master: master.value,
+            };
+            Ok((target, sentinels, "sentinels"))
         }
     }
 }

@@ -399,7 +399,7 @@ impl StoreTimer<'_> {
         if let Some(error) = error {
             let kind = match error {
                 StoreError::Timeout(_) => 0,
-                StoreError::Unavailable(_) | StoreError::SlotLost(_) => 1,
+                StoreError::Unavailable(_) | StoreError::Refused(_) | StoreError::SlotLost(_) => 1,
                 StoreError::Full { .. } => 2,
                 StoreError::Protocol(_) => 3,
                 StoreError::Policy(_) => 4,

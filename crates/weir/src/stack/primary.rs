@@ -24,7 +24,9 @@ pub(crate) async fn open(
             // Start connected when Redis is there; serve degraded (each rule's failure
             // policy) when it is not: the store's health loop connects in the
             // background, logs the loss and the return, and closes the breaker as soon
-            // as Redis answers.
+            // as Redis answers. A Redis that refuses weir (its certificate, the
+            // credentials) is not waited for: the service does not start.
+            RedisStore::admitted(redis, Arc::clone(&clock)).await?;
             let store = RedisStore::start(redis, clock);
             store
                 .wait_connected(redis.timeout.max(Duration::from_secs(2)))

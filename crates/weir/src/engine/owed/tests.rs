@@ -36,6 +36,7 @@ async fn a_store_out_does_not_hold_up_what_is_owed_to_another() {
         timeout: Duration::from_millis(50),
         clock: RedisClock::Server,
         window_counters: false,
+        access: Default::default(),
     };
     let lost: Arc<dyn Store> = RedisStore::start(&config, clock.clone());
     let memory = Arc::new(MemoryStore::new(

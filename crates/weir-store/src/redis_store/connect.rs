@@ -1,0 +1,136 @@
+//! Opening a connection: to a server, a cluster, or the primary the sentinels name,
+//! with the configured TLS and credentials, within a deadline; a refusal (TLS,
+//! credentials) told apart from an outage. And the admission a service asks for
+//! before it starts ([`RedisStore::admitted`]): whether Redis lets weir in and run
+//! its checks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::RedisError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+
+use weir_core::{Algorithm, Clock, Policy};
+
+use super::{Connection, RedisStore, RedisStoreConfig, RedisTarget, access, classify, sentinel};
+use crate::{Check, Key, Store, StoreError};
+
+/// How long the first connection may take: the timeout, but at least a second (a
+/// handshake across a network, TLS, may take longer than one check). Reconnecting
+/// takes at most the timeout, so that probing a frozen server does not slow the noticing
+/// of its return.
+pub(super) fn first_connect_within(config: &RedisStoreConfig) -> Duration {
+    config.timeout.max(Duration::from_secs(1))
+}
+
+/// The URL weir reaches Redis by: the server's, or a cluster's first seed.
+fn first_url(config: &RedisStoreConfig) -> &str {
+    match &config.target {
+        RedisTarget::Single(url) => url.as_str(),
+        RedisTarget::Cluster(nodes)
+        | RedisTarget::Sentinel {
+            sentinels: nodes, ..
+        } => nodes.first().map_or("", String::as_str),
+    }
+}
+
+/// Opens a connection to the configured server or cluster (or the primary the
+/// sentinels name) within `within`.
+pub(super) async fn open(
+    config: &RedisStoreConfig,
+    within: Duration,
+) -> Result<(Connection, String), StoreError> {
+    let timeout = config.timeout;
+    let started = tokio::time::Instant::now();
+    // A single server's URL, or the primary's as the sentinels name it now.
+    let url = match &config.target {
+        RedisTarget::Single(url) => url.clone(),
+        RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
+            within,
+            sentinel::primary(sentinels, master, &config.access, timeout),
+        )
+        .await
+        .map_err(|_| StoreError::Timeout(within))??,
+        RedisTarget::Cluster(_) => String::new(),
+    };
+    let within = within.saturating_sub(started.elapsed());
+    let connect = async {
+        match &config.target {
+            RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => {
+                let client = access::single_client(&url, &config.access)?;
+                let manager = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1);
+                let connection = ConnectionManager::new_with_config(client, manager).await?;
+                Ok::<_, RedisError>(Connection::Single(connection))
+            }
+            RedisTarget::Cluster(nodes) => {
+                let builder = ClusterClient::builder(nodes.iter().map(String::as_str));
+                let client = access::cluster_access(builder, &config.access)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .build()?;
+                Ok(Connection::Cluster(client.get_async_connection().await?))
+            }
+        }
+    };
+    let user = access::user(&config.access, first_url(config));
+    let connection = tokio::time::timeout(within, connect)
+        .await
+        .map_err(|_| StoreError::Timeout(within))?
+        .map_err(|error| match access::refusal(&error, &user) {
+            Some(reason) => StoreError::Refused(reason),
+            None => classify(error),
+        })?;
+    Ok((connection, url))
+}
+
+impl RedisStore {
+    /// Whether Redis lets weir in: one connection opened, weir's Lua prepared and one
+    /// check previewed (it writes nothing) on a key of weir's own, all within the
+    /// first connection's time, then dropped. Fails with [`StoreError::Refused`] only,
+    /// when Redis refused weir (a certificate that does not verify, credentials it
+    /// rejects, an ACL user that may not run what a check runs), which waiting does
+    /// not mend; a Redis that cannot be reached is an outage, for the health loop of
+    /// [`RedisStore::start`] to wait out. `clock` is used only with
+    /// [`RedisClock::Local`].
+    pub async fn admitted(
+        config: &RedisStoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(), StoreError> {
+        let connection = match open(config, first_connect_within(config)).await {
+            Ok((connection, _)) => connection,
+            Err(StoreError::Refused(reason)) => return Err(StoreError::Refused(reason)),
+            Err(_) => return Ok(()),
+        };
+        let store = Self::unconnected(config, clock, true);
+        store.connection.store(Some(Arc::new(connection)));
+        store.prepare().await;
+        let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {
+            return Ok(());
+        };
+        let key = Key {
+            rule: "admission",
+            identity: "weir-start",
+        };
+        let check = [Check {
+            key,
+            policy: &policy,
+            cost: 1,
+        }];
+        match store.preview_all(&check).await {
+            Err(StoreError::Protocol(said)) => match access::denied_in(&said) {
+                Some(what) => {
+                    let user = access::user(&config.access, first_url(config));
+                    Err(StoreError::Refused(access::not_permitted(
+                        &user, what, &said,
+                    )))
+                }
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Redis Sentinel: the primary's address, asked of the sentinels.
+//!
+//! weir connects to the primary the sentinels name, as to a single server. It follows
+//! a failover through the health loop: a primary that stops answering, or answers as
+//! a replica (`ROLE`; `READONLY` to a check), is lost, and each probe while it is
+//! lost opens a fresh connection, which asks the sentinels again. Until they name a
+//! primary that answers, each rule's failure policy applies.
+
+use std::time::Duration;
+
+use redis::{AsyncConnectionConfig, Value};
+
+use super::RedisAccess;
+use super::access;
+use crate::StoreError;
+
+/// The URL of the primary that the first of `sentinels` to answer names for
+/// `master`, within `timeout` per sentinel, with the sentinels' scheme (`rediss://`
+/// for TLS) and without credentials (the caller's `access` adds the data nodes').
+/// Sentinels are reached with the credentials of their own URLs and `access`'s TLS.
+pub(super) async fn primary(
+    sentinels: &[String],
+    master: &str,
+    access: &RedisAccess,
+    timeout: Duration,
+) -> Result<String, StoreError> {
+    let tls_only = RedisAccess {
+        username: None,
+        password: None,
+        tls: access.tls.clone(),
+    };
+    let mut failures = Vec::new();
+    for sentinel in sentinels {
+        match ask(sentinel, master, &tls_only, timeout).await {
+            Ok(Some((host, port))) => {
+                let scheme = if sentinel.starts_with("rediss://") {
+                    "rediss"
+                } else {
+                    "redis"
+                };
+                return Ok(format!("{scheme}://{host}:{port}"));
+            }
+            Ok(None) => failures.push(format!(
+                "{}: knows no primary named {master}",
+                access::redacted(sentinel)
+            )),
+            Err(error) => failures.push(format!("{}: {error}", access::redacted(sentinel))),
+        }
+    }
+    Err(StoreError::Unavailable(format!(
+        "no sentinel named a primary: {}",
+        failures.join("; ")
+    )))
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME master` on `sentinel`: its primary's host and
+/// port, none when it knows no such master.
+async fn ask(
+    sentinel: &str,
+    master: &str,
+    access: &RedisAccess,
+    timeout: Duration,
+) -> Result<Option<(String, u16)>, String> {
+    let client = access::single_client(sentinel, access).map_err(|e| e.to_string())?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let asked = async {
+        let mut connection = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(master)
+            .query_async::<Value>(&mut connection)
+            .await
+    };
+    let answer = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))?
+        .map_err(|e| e.to_string())?;
+    match answer {
+        Value::Nil => Ok(None),
+        Value::Array(parts) => match parts.as_slice() {
+            [host, port] => {
+                let host: String =
+                    redis::from_redis_value(host.clone()).map_err(|e| e.to_string())?;
+                let port: String =
+                    redis::from_redis_value(port.clone()).map_err(|e| e.to_string())?;
+                let port = port.parse().map_err(|_| format!("port `{port}`"))?;
+                Ok(Some((host, port)))
+            }
+            _ => Err(format!("unexpected answer {parts:?}")),
+        },
+        other => Err(format!("unexpected answer {other:?}")),
+    }
+}

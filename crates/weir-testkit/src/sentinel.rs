@@ -1,0 +1,203 @@
+//! A primary, its replica and three Redis Sentinels watching them (as `mymaster`),
+//! quick to fail over: a primary is down after 500 ms without an answer.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::redis::{RedisServer, TlsSetup, program};
+use crate::tls::TestCerts;
+
+/// The name the sentinels know the primary by.
+pub const MASTER: &str = "mymaster";
+
+/// One `redis-server --sentinel`, killed on drop.
+struct Sentinel {
+    child: Child,
+    port: u16,
+    /// Its TLS port, when it talks TLS.
+    tls_port: Option<u16>,
+    _dir: TempDir,
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A primary, one replica and three sentinels on loopback ports.
+pub struct RedisSentinels {
+    /// The primary and the replica, in the order they started (the primary first).
+    servers: Vec<RedisServer>,
+    sentinels: Vec<Sentinel>,
+}
+
+impl RedisSentinels {
+    /// Starts them and waits until the replica has synced and every sentinel knows
+    /// the replica and the two other sentinels (what a failover needs).
+    pub fn start() -> Self {
+        let primary = RedisServer::start();
+        let replica =
+            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        let sentinels: Vec<Sentinel> = (0..3).map(|_| sentinel(primary.port(), None)).collect();
+        Self::meet(vec![primary, replica], sentinels)
+    }
+
+    /// [`RedisSentinels::start`] over TLS, with `certs`' server certificate: clients,
+    /// replication and the sentinels' links all TLS; [`RedisSentinels::urls`] are
+    /// `rediss://`, and the sentinels name the primary's TLS port.
+    pub fn start_tls(certs: &TestCerts) -> Self {
+        let setup = TlsSetup {
+            ca: &certs.ca,
+            server: &certs.server,
+            mutual: false,
+        };
+        let primary = RedisServer::start_tls(&setup, &[]);
+        let replica = RedisServer::start_tls(
+            &setup,
+            &["--replicaof", "127.0.0.1", &primary.tls_port().to_string()],
+        );
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|_| sentinel(primary.tls_port(), Some(certs)))
+            .collect();
+        Self::meet(vec![primary, replica], sentinels)
+    }
+
+    /// Waits until the replica has synced and every sentinel knows the replica and the
+    /// two other sentinels (what a failover needs).
+    fn meet(servers: Vec<RedisServer>, sentinels: Vec<Sentinel>) -> Self {
+        let all = Self { servers, sentinels };
+        all.wait(
+            Duration::from_secs(20),
+            "the replica and sentinels to meet",
+            |s| {
+                s.servers[1]
+                    .cli(&["INFO", "replication"])
+                    .contains("master_link_status:up")
+                    && s.sentinels.iter().all(|sentinel| {
+                        let ask =
+                            |what: &str| s.sentinel_cli(sentinel.port, &["SENTINEL", what, MASTER]);
+                        ask("replicas").contains("slave")
+                            && ask("sentinels").matches("runid").count() >= 2
+                    })
+            },
+        );
+        all
+    }
+
+    /// The sentinels' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| match s.tls_port {
+                Some(port) => format!("rediss://127.0.0.1:{port}"),
+                None => format!("redis://127.0.0.1:{}", s.port),
+            })
+            .collect()
+    }
+
+    /// The port of the primary as the first sentinel names it now (its TLS port, over
+    /// TLS).
+    pub fn primary_port(&self) -> u16 {
+        let said = self.sentinel_cli(
+            self.sentinels[0].port,
+            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER],
+        );
+        said.lines()
+            .nth(1)
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no primary: {said}"))
+    }
+
+    /// Asks the first sentinel for a failover now (`SENTINEL FAILOVER`): the replica
+    /// is promoted and the old primary, still running, becomes its replica.
+    pub fn fail_over(&self) {
+        let said = self.sentinel_cli(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER]);
+        assert_eq!(said.trim(), "OK", "SENTINEL FAILOVER: {said}");
+    }
+
+    /// The server on `port` (the primary or the replica), to ask.
+    pub fn server(&self, port: u16) -> &RedisServer {
+        self.servers
+            .iter()
+            .find(|s| s.has_port(port))
+            .expect("a server of this set")
+    }
+
+    /// The server on `port` (the primary or the replica), to kill.
+    pub fn server_on(&mut self, port: u16) -> &mut RedisServer {
+        self.servers
+            .iter_mut()
+            .find(|s| s.has_port(port))
+            .expect("a server of this set")
+    }
+
+    /// Polls `ready` every 20 ms until it holds, failing after `within`.
+    pub fn wait(&self, within: Duration, what: &str, ready: impl Fn(&Self) -> bool) {
+        let deadline = Instant::now() + within;
+        while !ready(self) {
+            assert!(Instant::now() < deadline, "waited {within:?} for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn sentinel_cli(&self, port: u16, args: &[&str]) -> String {
+        let mut all = vec!["-p".to_owned(), port.to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        String::from_utf8_lossy(&crate::redis::redis_cli(&all).stdout).into_owned()
+    }
+}
+
+/// A sentinel on a free port watching the primary on `primary`, over TLS with
+/// `certs`' server certificate when given.
+fn sentinel(primary: u16, certs: Option<&TestCerts>) -> Sentinel {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let port = RedisServer::free_port();
+        let tls_port = certs.map(|_| RedisServer::free_port());
+        let conf = dir.path().join("sentinel.conf");
+        let mut text = format!(
+            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
+            dir.path().display()
+        );
+        if let (Some(certs), Some(tls_port)) = (certs, tls_port) {
+            text.push_str(&format!(
+                "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-auth-clients no\ntls-replication yes\n",
+                certs.server.cert.display(),
+                certs.server.key.display(),
+                certs.ca.display()
+            ));
+        }
+        std::fs::write(&conf, text).expect("write sentinel.conf");
+        let mut child = Command::new(program("redis-server"))
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server --sentinel");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if child.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            let out = crate::redis::redis_cli(&["-p", &port.to_string(), "PING"]);
+            if String::from_utf8_lossy(&out.stdout).trim() == "PONG" {
+                return Sentinel {
+                    child,
+                    port,
+                    tls_port,
+                    _dir: dir,
+                };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("redis-server --sentinel did not start on any of 5 free ports");
+}

@@ -1,0 +1,258 @@
+//! `store:`'s way into Redis: `username`, `password_file` / `password_env`, and the
+//! `tls` block's certificates, read and checked at load (so `check-config` names a
+//! file that does not parse, and a reload reads the files again).
+//!
+//! The password comes from a file or the environment, never the configuration, and
+//! is held as a [`Secret`] from the moment it is read: no error or warning here
+//! quotes it (one written in the URL still works, with a warning).
+
+use serde_saphyr::{Location, Spanned};
+use weir_store::{ClientIdentity, RedisAccess, RedisTls, Secret};
+
+use super::ConfigError;
+use super::error::Errors;
+use super::file::RawTls;
+
+/// The credential and TLS fields of the `store` section, as written.
+pub(super) struct RawAccess {
+    pub(super) username: Option<Spanned<String>>,
+    pub(super) password_file: Option<Spanned<String>>,
+    pub(super) password_env: Option<Spanned<String>>,
+    pub(super) tls: Option<Spanned<RawTls>>,
+}
+
+impl RawAccess {
+    /// The first field set, for a store type that takes none of them.
+    pub(super) fn first_set(&self) -> Option<(&'static str, Location)> {
+        [
+            ("username", self.username.as_ref().map(|s| s.referenced)),
+            (
+                "password_file",
+                self.password_file.as_ref().map(|s| s.referenced),
+            ),
+            (
+                "password_env",
+                self.password_env.as_ref().map(|s| s.referenced),
+            ),
+            ("tls", self.tls.as_ref().map(|s| s.referenced)),
+        ]
+        .into_iter()
+        .find_map(|(field, at)| Some((field, at?)))
+    }
+}
+
+/// Validates the fields for the URLs `urls` (the one of `type: redis`, the seeds of a
+/// cluster): reads the password and the certificate files. Warnings (a password in a
+/// URL) go to `warnings`.
+pub(super) fn access(
+    raw: RawAccess,
+    urls: &[&str],
+    url_field: &str,
+    errors: &Errors<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<RedisAccess, ConfigError> {
+    let tls_urls = urls.iter().filter(|u| u.starts_with("rediss://")).count();
+    if tls_urls != 0 && tls_urls != urls.len() {
+        return Err(errors.at(
+            Location::UNKNOWN,
+            format!("store.{url_field}"),
+            "mixes `rediss://` and other URLs: every node of a store is reached alike",
+        ));
+    }
+    for url in urls {
+        if url_has_password(url) {
+            warnings.push(format!(
+                "store.{url_field}: the URL holds a password; it works, but anyone who can read the configuration can read it: use `password_file` or `password_env`"
+            ));
+            break;
+        }
+    }
+    let password = match (raw.password_file, raw.password_env) {
+        (Some(_), Some(env)) => {
+            return Err(errors.at(
+                env.referenced,
+                "store.password_env",
+                "give the password by `password_file` or by `password_env`, not both",
+            ));
+        }
+        (Some(file), None) => Some(password_from_file(&file, errors)?),
+        (None, Some(env)) => Some(password_from_env(&env, errors)?),
+        (None, None) => None,
+    };
+    let username = match raw.username {
+        Some(name) if name.value.is_empty() || name.value.contains(char::is_whitespace) => {
+            return Err(errors.at(
+                name.referenced,
+                "store.username",
+                "username must be a non-empty ACL user name without spaces",
+            ));
+        }
+        Some(name) => Some(name.value),
+        None => None,
+    };
+    if username.is_some() && password.is_none() {
+        return Err(errors.at(
+            Location::UNKNOWN,
+            "store.username",
+            "an ACL user needs its password: set `password_file` or `password_env`",
+        ));
+    }
+    let tls = match raw.tls {
+        Some(tls) if tls_urls == 0 => {
+            return Err(errors.at(
+                tls.referenced,
+                "store.tls",
+                format!(
+                    "`tls` needs `rediss://` URLs, but store.{url_field} uses another scheme: write rediss:// (a `tls` block never falls back to cleartext)"
+                ),
+            ));
+        }
+        Some(tls) => Some(certificates(tls.value, errors)?),
+        None => None,
+    };
+    Ok(RedisAccess {
+        username,
+        password,
+        tls,
+    })
+}
+
+/// Whether `url` has a password in its user information (`redis://:pw@host`,
+/// `redis://user:pw@host`).
+fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
+        userinfo
+            .split_once(':')
+            .is_some_and(|(_, pw)| !pw.is_empty())
+    })
+}
+
+fn password_from_file(file: &Spanned<String>, errors: &Errors<'_>) -> Result<Secret, ConfigError> {
+    let bytes = errors.read(file.referenced, "store.password_file", &file.value)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        errors.at(
+            file.referenced,
+            "store.password_file",
+            "the password file is not UTF-8 text",
+        )
+    })?;
+    // One line, as secret stores mount it; the line's end is not the password's.
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() {
+        return Err(errors.at(
+            file.referenced,
+            "store.password_file",
+            format!("`{}` is empty", errors.resolve(&file.value).display()),
+        ));
+    }
+    Ok(Secret::new(password))
+}
+
+fn password_from_env(env: &Spanned<String>, errors: &Errors<'_>) -> Result<Secret, ConfigError> {
+    match std::env::var(&env.value) {
+        Ok(password) if !password.is_empty() => Ok(Secret::new(password)),
+        Ok(_) => Err(errors.at(
+            env.referenced,
+            "store.password_env",
+            format!("the environment variable `{}` is empty", env.value),
+        )),
+        Err(_) => Err(errors.at(
+            env.referenced,
+            "store.password_env",
+            format!(
+                "the environment variable `{}` is not set (or not UTF-8)",
+                env.value
+            ),
+        )),
+    }
+}
+
+/// The `tls` block's files, read and parsed.
+fn certificates(raw: RawTls, errors: &Errors<'_>) -> Result<RedisTls, ConfigError> {
+    let ca = match raw.ca_file {
+        Some(file) => {
+            let pem = errors.read(file.referenced, "store.tls.ca_file", &file.value)?;
+            weir_store::check_certificates(&pem).map_err(|reason| {
+                errors.at(
+                    file.referenced,
+                    "store.tls.ca_file",
+                    unusable(&file, errors, &reason),
+                )
+            })?;
+            Some(pem)
+        }
+        None => None,
+    };
+    let client = match (raw.cert_file, raw.key_file) {
+        (Some(cert), Some(key)) => {
+            let cert_pem = errors.read(cert.referenced, "store.tls.cert_file", &cert.value)?;
+            weir_store::check_certificates(&cert_pem).map_err(|reason| {
+                errors.at(
+                    cert.referenced,
+                    "store.tls.cert_file",
+                    unusable(&cert, errors, &reason),
+                )
+            })?;
+            let key_pem = errors.read(key.referenced, "store.tls.key_file", &key.value)?;
+            let key_pem = String::from_utf8(key_pem).map_err(|_| {
+                errors.at(
+                    key.referenced,
+                    "store.tls.key_file",
+                    unusable(&key, errors, "not PEM text"),
+                )
+            })?;
+            let key_secret = Secret::new(key_pem);
+            weir_store::check_identity(&cert_pem, &key_secret).map_err(|reason| {
+                errors.at(
+                    key.referenced,
+                    "store.tls.key_file",
+                    unusable(&key, errors, &reason),
+                )
+            })?;
+            Some(ClientIdentity {
+                cert: cert_pem,
+                key: key_secret,
+            })
+        }
+        (Some(cert), None) => {
+            return Err(errors.at(
+                cert.referenced,
+                "store.tls.key_file",
+                "a client certificate (`cert_file`) needs its key: set `key_file`",
+            ));
+        }
+        (None, Some(key)) => {
+            return Err(errors.at(
+                key.referenced,
+                "store.tls.cert_file",
+                "a client key (`key_file`) needs its certificate: set `cert_file`",
+            ));
+        }
+        (None, None) => None,
+    };
+    Ok(RedisTls { ca, client })
+}
+
+fn unusable(file: &Spanned<String>, errors: &Errors<'_>, reason: &str) -> String {
+    format!(
+        "`{}` cannot be used: {reason}",
+        errors.resolve(&file.value).display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_has_password;
+
+    #[test]
+    fn a_password_in_a_url_is_seen() {
+        assert!(url_has_password("redis://:pw@h:1"));
+        assert!(url_has_password("rediss://weir:pw@h:1/0"));
+        assert!(!url_has_password("rediss://weir@h:1"));
+        assert!(!url_has_password("redis://h:1"));
+        assert!(!url_has_password("redis://h:1/0?x=a@b"));
+    }
+}

@@ -1,0 +1,357 @@
+//! `weir serve` and `weir check-config` on a Redis that wants credentials and TLS: the
+//! password from a file or the environment, used and printed nowhere (every output of
+//! a run is searched for it); a password, user or certificate Redis refuses stops the
+//! start with the reason, rather than a stream of 503s; and `check-config` names the
+//! field of each misconfiguration.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::weir;
+use weir_testkit::{RedisServer, TestCerts, TlsSetup};
+
+const PASSWORD: &str = "pw-7f3a9c1e-must-never-be-printed";
+const ADMIN_TOKEN: &str = "an-admin-token-of-at-least-16-bytes";
+/// The variables the configurations read the password and admin token from.
+const PASSWORD_ENV: &str = "WEIR_TEST_REDIS_PASSWORD";
+const TOKEN_ENV: &str = "WEIR_TEST_ADMIN_TOKEN";
+
+/// A Redis whose `default` user and ACL user `weir` both have [`PASSWORD`].
+fn redis_with_password() -> RedisServer {
+    let redis = RedisServer::start();
+    let acl = redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "weir",
+        "on",
+        &format!(">{PASSWORD}"),
+        "~*",
+        "+@all",
+    ]);
+    assert_eq!(acl.trim(), "OK");
+    // The default user's last: from here on the test's own redis-cli is refused too.
+    let set = redis.cli(&["CONFIG", "SET", "requirepass", PASSWORD]);
+    assert_eq!(set.trim(), "OK");
+    redis
+}
+
+/// Writes `weir.yaml` in `dir` with `store` (indented lines) and one rule.
+fn config(dir: &Path, store: &str) -> PathBuf {
+    let path = dir.join("weir.yaml");
+    let text = format!(
+        "store:\n{store}  timeout: 2s\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 3\n    period: 1h\nadmin:\n  token_env: {TOKEN_ENV}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn check_config(path: &Path) -> Output {
+    weir()
+        .arg("check-config")
+        .arg(path)
+        .env(PASSWORD_ENV, PASSWORD)
+        .env(TOKEN_ENV, ADMIN_TOKEN)
+        .output()
+        .unwrap()
+}
+
+/// `weir serve` on `path` at debug level, its log going to `log`; its address, or the
+/// output of a run that ended before listening.
+fn serve(path: &Path, log: &Path) -> (common::Process, Result<String, Output>) {
+    let mut child = weir()
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(path)
+        .env(PASSWORD_ENV, PASSWORD)
+        .env(TOKEN_ENV, ADMIN_TOKEN)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let listening = line
+        .trim()
+        .strip_prefix("weir listening on http://")
+        .map(str::to_owned);
+    let result = match listening {
+        Some(addr) => {
+            // The rest of stdout, read as it comes, so weir never blocks on it.
+            let log = log.with_extension("stdout");
+            std::thread::spawn(move || {
+                let mut rest = String::new();
+                let _ = stdout.read_to_string(&mut rest);
+                std::fs::write(log, rest).unwrap();
+            });
+            Ok(addr)
+        }
+        None => {
+            let output = child.wait_with_output().unwrap();
+            let _ = stdout.read_to_string(&mut line);
+            return (
+                common::Process(Command::new("true").spawn().unwrap()),
+                Err(Output {
+                    stdout: line.into_bytes(),
+                    stderr: std::fs::read(log).unwrap(),
+                    ..output
+                }),
+            );
+        }
+    };
+    (common::Process(child), result)
+}
+
+/// A GET or POST on `addr`, with the admin token; the whole answer.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: weir\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn assert_never_said(what: &str, text: &str) {
+    assert!(
+        !text.contains(PASSWORD),
+        "{what} printed the password:\n{text}"
+    );
+}
+
+#[test]
+fn a_password_from_a_file_or_the_environment_is_used_and_printed_nowhere() {
+    let redis = redis_with_password();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("redis-password"), format!("{PASSWORD}\n")).unwrap();
+    let port = redis.port();
+    for (round, store) in [
+        format!(
+            "  type: redis\n  url: redis://127.0.0.1:{port}\n  username: weir\n  password_file: redis-password\n"
+        ),
+        format!("  type: redis\n  url: redis://127.0.0.1:{port}\n  password_env: {PASSWORD_ENV}\n"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let path = config(dir.path(), store);
+        let checked = check_config(&path);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+        assert!(checked.status.success(), "round {round}: {said}");
+        assert_never_said("check-config", &said);
+
+        let log = dir.path().join(format!("serve-{round}.log"));
+        let (mut weir, addr) = serve(&path, &log);
+        let addr = addr.unwrap_or_else(|output| panic!("round {round}: {output:?}"));
+        let mut seen = String::new();
+        for _ in 0..4 {
+            seen += &http(&addr, "POST", "/v1/check", r#"{"rule": "api", "key": "k"}"#);
+        }
+        // Redis decided: the fourth of a limit of 3 is denied.
+        assert!(seen.contains("429 Too Many Requests"), "round {round}: {seen}");
+        for path in ["/metrics", "/readyz", "/admin/api/rules", "/admin/api/key?rule=api&key=k"] {
+            seen += &http(&addr, "GET", path, "");
+        }
+        seen += &http(&addr, "POST", "/admin/api/reset", r#"{"rule": "api", "key": "k"}"#);
+        assert_never_said("the HTTP answers", &seen);
+        weir.0.kill().unwrap();
+        weir.0.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let stdout = log.with_extension("stdout");
+        while !stdout.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for file in [&log, &stdout] {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            assert_never_said("weir serve's output", &text);
+        }
+        // The log says once how checks run (this user may load Functions).
+        let said = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            said.matches("checks run as weir's Redis Functions library").count(),
+            1,
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn a_password_redis_refuses_stops_the_start_naming_the_user() {
+    let redis = redis_with_password();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("wrong"), "not-the-password\n").unwrap();
+    let path = config(
+        dir.path(),
+        &format!(
+            "  type: redis\n  url: redis://127.0.0.1:{}\n  username: weir\n  password_file: wrong\n",
+            redis.port()
+        ),
+    );
+    let started = Instant::now();
+    let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
+    let output = result.expect_err("weir served on a refused password");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        said.contains("Redis refused weir: the password of ACL user weir was not accepted"),
+        "{said}"
+    );
+    assert!(!said.contains("not-the-password"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn serve_on_tls_refuses_a_certificate_for_another_name_and_serves_on_a_good_one() {
+    let certs = TestCerts::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = certs.ca.display();
+    for (server, serves) in [(&certs.other_name, false), (&certs.server, true)] {
+        let setup = TlsSetup {
+            ca: &certs.ca,
+            server,
+            mutual: true,
+        };
+        let redis = RedisServer::start_tls(&setup, &[]);
+        let path = config(
+            dir.path(),
+            &format!(
+                "  type: redis\n  url: {}\n  tls: {{ ca_file: {ca}, cert_file: {}, key_file: {} }}\n",
+                redis.tls_url(),
+                certs.client.cert.display(),
+                certs.client.key.display()
+            ),
+        );
+        // check-config reads the files; it does not connect.
+        let checked = check_config(&path);
+        assert!(checked.status.success(), "{checked:?}");
+        let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
+        match result {
+            Ok(addr) if serves => {
+                let answer = http(&addr, "POST", "/v1/check", r#"{"rule": "api", "key": "k"}"#);
+                assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+            }
+            Err(output) if !serves => {
+                let said = String::from_utf8_lossy(&output.stderr);
+                assert!(said.contains("not valid for name"), "{said}");
+            }
+            other => panic!("serves {serves}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn check_config_names_the_field_of_each_access_mistake() {
+    let certs = TestCerts::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("junk.pem"), "not a certificate\n").unwrap();
+    std::fs::write(dir.path().join("empty"), "").unwrap();
+    let client = format!(
+        "cert_file: {}, key_file: {}",
+        certs.client.cert.display(),
+        certs.client.key.display()
+    );
+    for (store, field, reason) in [
+        (
+            "  type: redis\n  url: redis://127.0.0.1:6379\n  tls: { ca_file: junk.pem }\n".to_owned(),
+            "store.tls",
+            "rediss://",
+        ),
+        (
+            "  type: redis\n  url: rediss://127.0.0.1:6379\n  tls: { ca_file: junk.pem }\n".to_owned(),
+            "store.tls.ca_file",
+            "junk.pem` cannot be used",
+        ),
+        (
+            format!(
+                "  type: redis\n  url: rediss://127.0.0.1:6379\n  tls: {{ cert_file: {}, key_file: {} }}\n",
+                certs.client.cert.display(),
+                certs.server.key.display()
+            ),
+            "store.tls.key_file",
+            "not the certificate's",
+        ),
+        (
+            format!(
+                "  type: redis\n  url: rediss://127.0.0.1:6379\n  tls: {{ cert_file: {} }}\n",
+                certs.client.cert.display()
+            ),
+            "store.tls.key_file",
+            "needs its key",
+        ),
+        (
+            "  type: redis\n  url: rediss://127.0.0.1:6379\n  password_file: nowhere\n".to_owned(),
+            "store.password_file",
+            "cannot read",
+        ),
+        (
+            "  type: redis\n  url: rediss://127.0.0.1:6379\n  password_file: empty\n".to_owned(),
+            "store.password_file",
+            "is empty",
+        ),
+        (
+            "  type: redis\n  url: rediss://127.0.0.1:6379\n  password_env: WEIR_TEST_NOT_SET_ANYWHERE\n"
+                .to_owned(),
+            "store.password_env",
+            "is not set",
+        ),
+        (
+            "  type: redis_cluster\n  nodes: [rediss://127.0.0.1:1, redis://127.0.0.1:2]\n".to_owned(),
+            "store.nodes",
+            "mixes",
+        ),
+        (
+            "  type: redis_sentinel\n  sentinels: [redis://127.0.0.1:26379]\n".to_owned(),
+            "store.master_name",
+            "needs `master_name`",
+        ),
+        (
+            "  type: redis_sentinel\n  url: redis://127.0.0.1:6379\n  master_name: m\n".to_owned(),
+            "store.url",
+            "applies to type redis, not redis_sentinel",
+        ),
+        (
+            format!("  type: memory\n  tls: {{ {client} }}\n"),
+            "store.tls",
+            "applies to type redis, redis_cluster and redis_sentinel",
+        ),
+    ] {
+        let checked = check_config(&config(dir.path(), &store));
+        let said = String::from_utf8_lossy(&checked.stderr);
+        assert!(!checked.status.success(), "{store}: passed");
+        assert!(said.contains(field) && said.contains(reason), "{store}: {said}");
+    }
+    // A password in the URL still works, with a warning that does not repeat it.
+    let checked = check_config(&config(
+        dir.path(),
+        &format!("  type: redis\n  url: redis://:{PASSWORD}@127.0.0.1:6379\n"),
+    ));
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{said}");
+    assert!(
+        said.contains("warning: store.url") && said.contains("password_file"),
+        "{said}"
+    );
+    assert_never_said("check-config's warning", &said);
+}
