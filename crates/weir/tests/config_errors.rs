@@ -182,7 +182,7 @@ fn a_value_refused_before_a_syntax_error_is_reported_first() {
     // The unknown field on line 2 was read whole before the unclosed quote on line 3.
     check(&[(
         &["store:", "  redis:", "    url: \"redis://x", "rules: []"],
-        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances",
+        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances, sentinels, master_name, username, password_file, password_env, tls",
     )]);
 }
 
@@ -610,4 +610,19 @@ fn owed_settlements_are_bounded_and_only_on_a_shared_store() {
     ]);
     let text = with(&[redis[0], "settlements: { max_owed: 50000 }"]).join("\n") + "\n";
     assert!(Config::parse(&text, Path::new("weir.yaml")).is_ok());
+}
+
+#[test]
+fn a_named_file_that_is_not_a_regular_file_is_refused_without_reading_it() {
+    // /dev/zero never ends: read, it would take all memory; a pipe would hang the load.
+    check(&[(
+        &[
+            "tls:",
+            "  certificates:",
+            "    - { cert_file: /dev/zero, key_file: /dev/zero }",
+            "rules:",
+            "  - { name: a, algorithm: gcra, limit: 5, period: 1m }",
+        ],
+        "weir.yaml:3:20: tls.certificates[0].cert_file: cannot read `/dev/zero`: not a regular file",
+    )]);
 }

@@ -781,7 +781,8 @@ async fn floods_and_smuggled_framing_end_their_stream_or_connection_and_no_other
 // ------------------------------------------------------------------ upstreams
 
 /// An HTTPS upstream with `leaf`'s certificate, HTTP/1.1 and HTTP/2 by ALPN: answers
-/// like a gRPC server (a body, then `grpc-status: 0` in trailers), saying in
+/// like a gRPC server (a body, then `grpc-status` in trailers: 16 to `.../Login`, 0 to
+/// the rest), saying in
 /// `x-version` which HTTP version it was asked in.
 async fn https_upstream(leaf: &Leaf) -> std::net::SocketAddr {
     use rustls::pki_types::PrivateKeyDer;
@@ -812,8 +813,15 @@ async fn https_upstream(leaf: &Leaf) -> std::net::SocketAddr {
                 };
                 let answer = hyper::service::service_fn(
                     |request: Request<hyper::body::Incoming>| async move {
+                        // A login fails (UNAUTHENTICATED), in the trailers as gRPC
+                        // servers send it; any other call succeeds.
+                        let code = if request.uri().path().ends_with("/Login") {
+                            "16"
+                        } else {
+                            "0"
+                        };
                         let mut trailers = hyper::HeaderMap::new();
-                        trailers.insert("grpc-status", "0".parse().unwrap());
+                        trailers.insert("grpc-status", code.parse().unwrap());
                         let body = http_body_util::Full::new(bytes::Bytes::from_static(b"reply"))
                             .with_trailers(async move { Some(Ok(trailers)) });
                         let response = hyper::Response::builder()
@@ -900,6 +908,55 @@ async fn https_upstreams_are_verified_and_grpc_passes_with_its_trailers_over_htt
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A gRPC call's HTTP status is 200 whether it failed or not: a rule counted by
+/// outcome counts it by its `grpc-status` (from the trailers), so failed logins are
+/// counted and the limit holds (they were all given back as 200s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_are_counted_by_their_grpc_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new();
+    let upstream = https_upstream(&pki.leaf("127.0.0.1", 2099)).await;
+    std::fs::write(dir.path().join("ca.pem"), pki.ca.pem()).unwrap();
+    let config = dir.path().join("weir.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstream:\n  url: https://{upstream}\n  ca_file: ca.pem\n  http2: true\nrules:\n  - name: logins\n    match: {{ path_prefix: /auth.Auth/ }}\n    key: [client_ip]\n    algorithm: sliding_log\n    limit: 2\n    period: 15m\n    count_statuses: [401]\n"
+        ),
+    )
+    .unwrap();
+    let weir = Server::start(&config);
+    let mut send = h2(TcpStream::connect(&weir.addr).await.unwrap()).await;
+    let mut call = |method: &str| {
+        let request = Request::post(format!("http://{}/auth.Auth/{method}", weir.addr))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(Body::from(&b"\0\0\0\0\0"[..]))
+            .unwrap();
+        let sent = send.send_request(request);
+        async move {
+            let answer = sent.await.unwrap();
+            let denied = answer
+                .headers()
+                .get("grpc-status")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body = answer.into_body().collect().await.unwrap();
+            let status = body
+                .trailers()
+                .and_then(|t| t.get("grpc-status"))
+                .map(|v| v.to_str().unwrap().to_owned());
+            denied.or(status).unwrap()
+        }
+    };
+    // Two failed logins pass and are counted (the reservation kept, whenever the
+    // trailers are read); the third is RESOURCE_EXHAUSTED.
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(call("Login").await);
+    }
+    assert_eq!(seen, ["16", "16", "8", "8"]);
 }
 
 #[test]

@@ -105,6 +105,9 @@ impl Found {
     }
 }
 
+/// The largest file a configuration may name (certificates, keys, tokens, plans).
+pub(super) const MAX_NAMED_FILE: u64 = 64 * 1024 * 1024;
+
 /// Builds errors that point into one file.
 pub(super) struct Errors<'a> {
     pub(super) file: &'a Path,
@@ -122,21 +125,36 @@ impl Errors<'_> {
             .field(field)
     }
 
-    /// A file named in the configuration, relative to the configuration's directory.
+    /// A file named in the configuration, relative to the configuration's directory:
+    /// a regular file (a pipe or a device would hang the load, or never end) of at most
+    /// [`MAX_NAMED_FILE`] bytes.
     pub(super) fn read(
         &self,
         location: Location,
         field: &str,
         name: &str,
     ) -> Result<Vec<u8>, ConfigError> {
+        use std::io::Read;
         let path = self.resolve(name);
-        std::fs::read(&path).map_err(|e| {
+        let fail = |why: String| {
             self.at(
                 location,
                 field,
-                format!("cannot read `{}`: {e}", path.display()),
+                format!("cannot read `{}`: {why}", path.display()),
             )
-        })
+        };
+        let metadata = std::fs::metadata(&path).map_err(|e| fail(e.to_string()))?;
+        if !metadata.is_file() {
+            return Err(fail("not a regular file".to_owned()));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|file| file.take(MAX_NAMED_FILE + 1).read_to_end(&mut bytes))
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > MAX_NAMED_FILE {
+            return Err(fail(format!("larger than {MAX_NAMED_FILE} bytes")));
+        }
+        Ok(bytes)
     }
 
     pub(super) fn resolve(&self, name: &str) -> PathBuf {

@@ -46,8 +46,17 @@ fn take_room(n: usize) -> bool {
 /// Settles `settlement` with the answer's status and the costs it states: now when
 /// they are all in its headers, else when its body ends (the response returned then
 /// carries a body that settles at its end).
+///
+/// A gRPC answer is settled by its `grpc-status`, not by its HTTP 200 (which every
+/// call has, failed or not): from its headers when it has no body, else from its
+/// trailers at the body's end. One that never states it keeps its reservations.
 pub(crate) async fn settle(settlement: Settlement, response: Response) -> Response {
-    let status = response.status().as_u16();
+    let grpc = super::is_grpc(response.headers());
+    let stated_status = if grpc {
+        super::grpc::outcome_status(response.headers())
+    } else {
+        Some(response.status().as_u16())
+    };
     let (mut json, mut trailer) = (false, false);
     for from in settlement.costs_from() {
         match from {
@@ -57,11 +66,19 @@ pub(crate) async fn settle(settlement: Settlement, response: Response) -> Respon
         }
     }
     let json = json && is_json(response.headers());
+    // A gRPC status not in the headers comes in the trailers.
+    let trailer = trailer || grpc && stated_status.is_none();
     if !json && !trailer || response.body().is_end_stream() {
         let headers = response.headers();
-        settlement
-            .settle_costs(status, |from| stated(from, headers, None, None))
-            .await;
+        match stated_status {
+            Some(status) => {
+                settlement
+                    .settle_costs(status, |from| stated(from, headers, None, None))
+                    .await;
+            }
+            // No outcome stated: kept, as an attempt with no answer.
+            None => drop(settlement),
+        }
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -69,7 +86,8 @@ pub(crate) async fn settle(settlement: Settlement, response: Response) -> Respon
         inner: body,
         pending: Some(Pending {
             settlement,
-            status,
+            status: stated_status,
+            grpc,
             headers: parts.headers.clone(),
         }),
         copy: json.then(Vec::new),
@@ -116,7 +134,11 @@ fn stated(
 /// A settlement waiting for the end of its answer's body.
 struct Pending {
     settlement: Settlement,
-    status: u16,
+    /// The answer's status, or, for a gRPC answer that did not state its outcome in
+    /// its headers, none yet (its trailers will).
+    status: Option<u16>,
+    /// Whether the answer is gRPC's.
+    grpc: bool,
     headers: HeaderMap,
 }
 
@@ -157,8 +179,26 @@ impl Metered {
         let Pending {
             settlement,
             status,
+            grpc,
             headers,
         } = pending;
+        let status = match status {
+            Some(status) => status,
+            None if grpc => {
+                match trailers.as_ref().and_then(super::grpc::outcome_status) {
+                    Some(status) => status,
+                    // No grpc-status at all: kept, as an attempt with no answer.
+                    None => {
+                        drop(settlement);
+                        return;
+                    }
+                }
+            }
+            None => {
+                drop(settlement);
+                return;
+            }
+        };
         tokio::spawn(async move {
             settlement
                 .settle_costs(status, |from| {

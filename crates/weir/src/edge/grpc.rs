@@ -23,6 +23,35 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     })
 }
 
+/// The HTTP status a gRPC answer stands for, for the rules counted by outcome: its
+/// `grpc-status` when the answer carries it in its headers (a trailers-only answer),
+/// mapped as gRPC maps HTTP (UNAUTHENTICATED is 401, PERMISSION_DENIED 403...). `None`
+/// for an answer that is not gRPC, or whose status comes only in its trailers: its
+/// HTTP 200 says nothing of the call's outcome.
+pub(crate) fn outcome_status(answer: &HeaderMap) -> Option<u16> {
+    let code: u16 = answer
+        .get("grpc-status")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(match code {
+        0 => 200,
+        1 => 499,
+        3 | 9 | 11 => 400,
+        4 => 504,
+        5 => 404,
+        6 | 10 => 409,
+        7 => 403,
+        8 => 429,
+        12 => 501,
+        14 => 503,
+        16 => 401,
+        _ => 500,
+    })
+}
+
 /// `response` for a gRPC client, if it is weir's own problem; an upstream's answer
 /// as it is.
 pub(crate) fn for_grpc(response: Response) -> Response {
@@ -39,13 +68,21 @@ pub(crate) fn for_grpc(response: Response) -> Response {
         HeaderValue::from_static("application/grpc"),
     );
     headers.insert("grpc-status", HeaderValue::from(code));
+    // An HTTP 200 that is a refusal: never kept by a cache.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Ok(message) = HeaderValue::try_from(percent_encoded(&detail)) {
         headers.insert("grpc-message", message);
     }
+    // The exact wait when weir gave it, else Retry-After's whole seconds.
     let retry_ms = headers
-        .get(header::RETRY_AFTER)
+        .get("retry-after-ms")
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .map(|secs| secs.saturating_mul(1000));
+        .or_else(|| {
+            headers
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                .map(|secs| secs.saturating_mul(1000))
+        });
     if let Some(ms) = retry_ms {
         headers.insert("grpc-retry-pushback-ms", HeaderValue::from(ms));
     }
@@ -90,6 +127,23 @@ mod tests {
     use axum::response::IntoResponse;
 
     use super::*;
+
+    #[test]
+    fn a_grpc_status_in_the_headers_stands_for_its_http_status() {
+        let with = |code: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("grpc-status", HeaderValue::try_from(code).unwrap());
+            outcome_status(&headers)
+        };
+        assert_eq!(with("0"), Some(200));
+        assert_eq!(with("16"), Some(401));
+        assert_eq!(with("7"), Some(403));
+        assert_eq!(with("8"), Some(429));
+        assert_eq!(with("14"), Some(503));
+        assert_eq!(with("99"), Some(500));
+        assert_eq!(with("x"), None);
+        assert_eq!(outcome_status(&HeaderMap::new()), None);
+    }
     use crate::edge::Problem;
 
     #[test]

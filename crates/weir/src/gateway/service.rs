@@ -96,7 +96,9 @@ impl Gateway {
 pub(crate) async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Request) -> Response {
     let engine = &gateway.engine;
     let counted = engine.metrics().gateway_request();
-    let grpc = edge::is_grpc(request.headers());
+    // gRPC runs over HTTP/2 only: an HTTP/1.1 request saying it is gRPC is answered
+    // as HTTP (a denial as a 429), never as a 200 a cache could keep.
+    let grpc = request.version() == axum::http::Version::HTTP_2 && edge::is_grpc(request.headers());
     let (step, route) = gateway.step.run(engine, peer.ip(), request).await;
     let response = match step {
         Step::Stop(answer) => answer,
