@@ -97,3 +97,25 @@ rules:
   printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n%s\n' "$redis_port" "$body" > "$dir/redis.yaml"
   printf 'store:\n  type: redis\n  url: redis://127.0.0.1:%s\n  timeout: 1s\n  clock: local\n  window_counters: true\n%s\n' "$redis_port" "$body" > "$dir/redis_counters.yaml"
 }
+
+# wrk at full load (2 threads, 64 connections, $secs s) against the URL $2, named $1;
+# its whole output is kept in $dir/last (last_rps reads its requests a second).
+run() {
+  echo "== $1: wrk -t2 -c64 -d${secs}s --latency $2"
+  wrk -t2 -c64 -d"${secs}s" --latency "$2" | tee "$dir/last" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
+}
+last_rps() { sed -n 's/^Requests\/sec: *//p' "$dir/last"; }
+
+# wrk paced at about $half requests a second (set it first; $half_of says of what)
+# against the URL $2, named $1: each connection waits 1 ms between requests, and the
+# number of connections is calibrated (2 s runs, twice) so that each target gets about
+# the same rate.
+paced() {
+  local connections=32
+  for _ in 1 2; do
+    connections=$(python3 -c "print(max(2, round($connections * $half / $(WRK_DELAY_MS=1 wrk -t2 -c"$connections" -d2s -s bench/paced.lua "$2" | sed -n 's/^Requests\/sec: *//p'))))")
+  done
+  echo "== paced at ~$half requests/s (half of $half_of), $connections connections 1 ms apart: $1"
+  WRK_DELAY_MS=1 wrk -t2 -c"$connections" -d"${secs}s" --latency -s bench/paced.lua "$2" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
+}
+

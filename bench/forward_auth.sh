@@ -74,28 +74,14 @@ for port in $proxy $limited $fronted; do
   until curl -sf "http://127.0.0.1:$port/" >/dev/null; do sleep 0.05; done
 done
 
-run() {
-  echo "== $1: wrk -t2 -c64 -d${secs}s --latency $2"
-  wrk -t2 -c64 -d"${secs}s" --latency "$2" | tee "$dir/last" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
-}
 run "upstream directly" "http://127.0.0.1:$upstream/"
 run "nginx alone" "http://127.0.0.1:$proxy/"
 run "nginx limit_req" "http://127.0.0.1:$limited/"
-limit_req_rps=$(sed -n 's/^Requests\/sec: *//p' "$dir/last")
+limit_req_rps=$(last_rps)
 run "nginx + weir /v1/auth" "http://127.0.0.1:$fronted/"
 run "weir gateway" "$gateway/"
 
-export WRK_DELAY_MS=1
-half=$(python3 -c "print(round($limit_req_rps / 2))")
-rate_at() { wrk -t2 -c"$1" -d2s -s bench/paced.lua "$2" | sed -n 's/^Requests\/sec: *//p'; }
-paced() {
-  local connections=32
-  for _ in 1 2; do
-    connections=$(python3 -c "print(max(2, round($connections * $half / $(rate_at "$connections" "$2"))))")
-  done
-  echo "== paced at ~$half requests/s (half of nginx limit_req), $connections connections 1 ms apart: $1"
-  wrk -t2 -c"$connections" -d"${secs}s" --latency -s bench/paced.lua "$2" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
-}
+half=$(python3 -c "print(round($limit_req_rps / 2))") half_of="nginx limit_req"
 paced "upstream directly" "http://127.0.0.1:$upstream/"
 paced "nginx alone" "http://127.0.0.1:$proxy/"
 paced "nginx limit_req" "http://127.0.0.1:$limited/"

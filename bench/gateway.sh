@@ -39,29 +39,15 @@ write_gateway_config
 serve_weir "$dir/weir.yaml"
 weir=$url
 
-run() {
-  echo "== $1: wrk -t2 -c64 -d${secs}s --latency $2"
-  wrk -t2 -c64 -d"${secs}s" --latency "$2" | tee "$dir/last" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
-}
 run "upstream directly" "http://127.0.0.1:$upstream/"
 run "nginx limit_req" "http://127.0.0.1:$proxy/"
-nginx_rps=$(sed -n 's/^Requests\/sec: *//p' "$dir/last")
+nginx_rps=$(last_rps)
 run "weir gateway" "$weir/"
 
 # Half of nginx's throughput, paced: each connection waits 1 ms between requests, and
 # the number of connections is calibrated (2 s runs, twice) so that each target gets
 # about the same rate, half of nginx's. nginx is paced too, as the peer.
-export WRK_DELAY_MS=1
-half=$(python3 -c "print(round($nginx_rps / 2))")
-rate_at() { wrk -t2 -c"$1" -d2s -s bench/paced.lua "$2" | sed -n 's/^Requests\/sec: *//p'; }
-paced() {
-  local connections=32
-  for _ in 1 2; do
-    connections=$(python3 -c "print(max(2, round($connections * $half / $(rate_at "$connections" "$2"))))")
-  done
-  echo "== paced at ~$half requests/s (half of nginx), $connections connections 1 ms apart: $1"
-  wrk -t2 -c"$connections" -d"${secs}s" --latency -s bench/paced.lua "$2" | grep -E 'Requests/sec|50%|90%|99%|Non-2xx|Socket errors'
-}
+half=$(python3 -c "print(round($nginx_rps / 2))") half_of=nginx
 paced "upstream directly" "http://127.0.0.1:$upstream/"
 paced "nginx limit_req" "http://127.0.0.1:$proxy/"
 paced "weir gateway" "$weir/"
