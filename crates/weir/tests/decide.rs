@@ -274,4 +274,22 @@ async fn bad_facts_and_settlements_are_a_400() {
         assert_eq!(headers["content-type"], "application/problem+json");
         assert_eq!(problem["type"], "/problems/invalid-request", "{body}");
     }
+    // A header named twice in the object (JSON keeps the last): refused, as the
+    // gateway refuses a key sent twice, never read as the last one's budget.
+    let twice = r#"{"method": "GET", "path": "/", "client_ip": "192.0.2.1", "headers": {"x-api-key": "a", "x-api-key": "b"}}"#;
+    let request = Request::post("/v1/decide")
+        .header("content-type", "application/json")
+        .body(Body::from(twice))
+        .unwrap();
+    let response = weir.api.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let problem: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("header `x-api-key` is given twice: give its values as a list"),
+        "{problem}"
+    );
 }

@@ -54,13 +54,48 @@ pub(crate) struct DecideRequest {
     #[schema(example = "api.example.com")]
     host: Option<String>,
     /// Its header fields, by name: one value, or a list for a field sent more than once.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "once_each")]
     headers: BTreeMap<String, HeaderValues>,
     /// The address of the client that sent it (IPv4 or IPv6).
     #[schema(schema_with = ip_address, example = "203.0.113.7")]
     client_ip: IpAddr,
     /// Its body as text, for rules keyed on a body field or plans found by one.
     body: Option<String>,
+}
+
+/// The `headers` object, each name once: JSON would let a name stand twice and keep
+/// the last, so that a caller's second `x-api-key` would be read where the gateway
+/// refuses a key sent twice. Several values of a header are given as a list.
+fn once_each<'de, D>(deserializer: D) -> Result<BTreeMap<String, HeaderValues>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Once;
+    impl<'de> serde::de::Visitor<'de> for Once {
+        type Value = BTreeMap<String, HeaderValues>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of header names and values")
+        }
+
+        fn visit_map<M: serde::de::MapAccess<'de>>(
+            self,
+            mut map: M,
+        ) -> Result<Self::Value, M::Error> {
+            let mut headers = BTreeMap::new();
+            while let Some((name, values)) = map.next_entry::<String, HeaderValues>()? {
+                if headers.contains_key(&name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "header `{}` is given twice: give its values as a list",
+                        name.escape_debug()
+                    )));
+                }
+                headers.insert(name, values);
+            }
+            Ok(headers)
+        }
+    }
+    deserializer.deserialize_map(Once)
 }
 
 /// An IPv4 or IPv6 address, as the schema of `client_ip`.
