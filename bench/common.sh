@@ -47,9 +47,12 @@ NGINX
 # Writes $dir/weir.yaml: the gateway to $upstream, with GCRA per client IP at a limit
 # nothing reaches (what the gateway benchmarks measure is the check and the proxying).
 write_gateway_config() {
-  cat > "$dir/weir.yaml" <<YAML
-upstream:
-  url: http://127.0.0.1:$upstream
+  { printf 'upstream:\n  url: http://127.0.0.1:%s\n' "$upstream"; perip_rules; } > "$dir/weir.yaml"
+}
+
+# The benchmarks' rules: GCRA per client IP at a limit nothing reaches.
+perip_rules() {
+  cat <<YAML
 rules:
   - name: perip
     match: { path_prefix: / }

@@ -51,19 +51,10 @@ sed -e "s/127.0.0.1:8082/127.0.0.1:$auth/; s/127.0.0.1:8000/127.0.0.1:$upstream/
 nginx -p "$dir" -c "$dir/fronted.conf" -g "daemon off; pid $dir/fronted.pid; error_log $dir/logs/fronted.log warn;" &
 pids+=($!)
 
-cat > "$dir/auth.yaml" <<YAML
-auth:
-  convention: original
-  trusted_proxies: [127.0.0.1/32]
-  denied_status: 403
-rules:
-  - name: perip
-    match: { path_prefix: / }
-    key: [client_ip]
-    algorithm: gcra
-    limit: 1000000000
-    period: 1s
-YAML
+{
+  printf 'auth:\n  convention: original\n  trusted_proxies: [127.0.0.1/32]\n  denied_status: 403\n'
+  perip_rules
+} > "$dir/auth.yaml"
 ./target/dist/weir serve --listen 127.0.0.1:0 --auth-listen "127.0.0.1:$auth" --config "$dir/auth.yaml" >/dev/null 2>&1 &
 pids+=($!)
 
