@@ -178,6 +178,8 @@ pub(super) struct RawIdentity {
     pub(super) header: Option<String>,
     pub(super) jwt: Option<RawJwt>,
     pub(super) body_field: Option<String>,
+    pub(super) query_param: Option<String>,
+    pub(super) cookie: Option<String>,
     #[serde(default)]
     pub(super) client_ip: bool,
     #[serde(default)]
@@ -257,6 +259,57 @@ pub(super) struct RawMatch {
     /// The shedding priority of the requests a rule's match applies to (a rule's
     /// `match` only, with a `shedding` section).
     pub(super) priority: Option<PriorityName>,
+    /// Conditions on request headers, by name.
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, RawCondition>,
+    /// Conditions on query parameters, by name.
+    #[serde(default)]
+    pub(super) query: BTreeMap<String, RawCondition>,
+    /// Conditions on cookies, by name.
+    #[serde(default)]
+    pub(super) cookies: BTreeMap<String, RawCondition>,
+}
+
+/// A condition on one value: a text it must equal, or one of the ways to compare.
+#[derive(Debug)]
+pub(super) enum RawCondition {
+    /// Equal to this text (`x-tier: free`).
+    Exact(String),
+    /// `{ exact: .. }`, `{ prefix: .. }`, `{ regex: .. }` or `{ present: .. }`.
+    Compare(RawCompare),
+}
+
+impl<'de> Deserialize<'de> for RawCondition {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Condition;
+        impl<'de> serde::de::Visitor<'de> for Condition {
+            type Value = RawCondition;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a text to equal, or one of `{ exact: .. }`, `{ prefix: .. }`, `{ regex: .. }`, `{ present: true|false }`")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<RawCondition, E> {
+                Ok(RawCondition::Exact(text.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawCondition, A::Error> {
+                RawCompare::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawCondition::Compare)
+            }
+        }
+        deserializer.deserialize_any(Condition)
+    }
+}
+
+/// The ways to compare a value: exactly one is given.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCompare {
+    pub(super) exact: Option<String>,
+    pub(super) prefix: Option<String>,
+    pub(super) regex: Option<String>,
+    pub(super) present: Option<bool>,
 }
 
 fn yes() -> bool {

@@ -31,13 +31,22 @@ pub(super) fn identity(
     let sources = usize::from(raw.header.is_some())
         + usize::from(raw.jwt.is_some())
         + usize::from(raw.body_field.is_some())
+        + usize::from(raw.query_param.is_some())
+        + usize::from(raw.cookie.is_some())
         + usize::from(raw.client_ip);
     if sources != 1 {
         return Err(errors.at(
             at,
             field,
-            "give exactly one of `header`, `jwt`, `body_field`, `client_ip`",
+            "give exactly one of `header`, `jwt`, `body_field`, `query_param`, `cookie`, `client_ip`",
         ));
+    }
+    for (given, name) in [(&raw.query_param, "query_param"), (&raw.cookie, "cookie")] {
+        if let Some(text) = given
+            && let Err(message) = field_name(text)
+        {
+            return Err(errors.at(at, format!("{field}.{name}"), message));
+        }
     }
     let source = if let Some(header) = &raw.header {
         Source::Header(
@@ -47,6 +56,10 @@ pub(super) fn identity(
         Source::Jwt(verifier(jwt, at, &format!("{field}.jwt"), errors)?)
     } else if let Some(body_field) = &raw.body_field {
         Source::BodyField(body_field.clone())
+    } else if let Some(name) = &raw.query_param {
+        Source::QueryParam(name.clone())
+    } else if let Some(name) = &raw.cookie {
+        Source::Cookie(name.clone())
     } else {
         Source::ClientIp
     };
@@ -59,6 +72,19 @@ pub(super) fn identity(
         source,
         normalize,
     })
+}
+
+/// A query parameter's or cookie's name as configured: printable ASCII without the
+/// characters that separate or bracket names, which no request could send as one name.
+pub(super) fn field_name(name: &str) -> Result<(), String> {
+    let plain = |c: char| c.is_ascii_graphic() && !"=&;[]%\"".contains(c);
+    if name.is_empty() || name.len() > 128 || !name.chars().all(plain) {
+        return Err(format!(
+            "`{}` is not a parameter or cookie name: printable ASCII without `= & ; [ ] % \"`, at most 128 characters",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn header_name(name: &str) -> Result<HeaderName, String> {

@@ -11,15 +11,16 @@ use weir_core::Policy;
 
 use super::error::{Errors, Found};
 use super::file::{
-    EscapedSlashesName, FailureName, RawConfig, RawCostFrom, RawMatch, RawRule, UnknownHostsName,
+    EscapedSlashesName, FailureName, RawCompare, RawCondition, RawConfig, RawCostFrom, RawMatch,
+    RawRule, UnknownHostsName,
 };
-use super::identities::identity;
+use super::identities::{field_name, header_name, identity};
 use super::plans::plans;
 use super::region::ScopeName;
 use super::{ConfigError, Fallback};
 use crate::engine::{
-    CLIENT_IP, CostFrom, Failure, IdentitySource, Lockout, MAX_DEBT_BUCKETS, PathMatch, PlanSource,
-    Plans, RouteMatch, Routing, Rule, rule_host,
+    CLIENT_IP, Condition, CostFrom, Failure, IdentitySource, Lockout, MAX_DEBT_BUCKETS, PathMatch,
+    PlanSource, Plans, RouteMatch, Routing, Rule, ValueMatch, ValueSource, rule_host,
 };
 use crate::request::{EscapedSlashes, PathOptions};
 
@@ -190,6 +191,13 @@ fn routed_rule(
                     c.referenced,
                     field(&format!("costs[{j}].match.priority")),
                     "`priority` belongs on the rule's own `match`, not a cost's",
+                ));
+            }
+            if !route.values.is_empty() {
+                return Err(errors.at(
+                    c.referenced,
+                    field(&format!("costs[{j}].match")),
+                    "`headers`, `query` and `cookies` belong on the rule's own `match`, not a cost's (make another rule)",
                 ));
             }
             if c.value.cost == 0 {
@@ -388,5 +396,72 @@ fn route_match(raw: &RawMatch) -> Result<RouteMatch, String> {
         host: raw.host.as_deref().map(rule_host).transpose()?,
         path,
         options,
+        values: value_matches(raw)?,
+    })
+}
+
+/// A match's conditions on headers, query parameters and cookies.
+fn value_matches(raw: &RawMatch) -> Result<Vec<ValueMatch>, String> {
+    let mut values = Vec::new();
+    let mut headers = std::collections::HashSet::new();
+    for (name, condition) in &raw.headers {
+        let header = header_name(name).map_err(|m| format!("headers: {m}"))?;
+        if !headers.insert(header.clone()) {
+            return Err(format!(
+                "headers: `{name}` is given twice (header names have no case)"
+            ));
+        }
+        values.push(ValueMatch {
+            source: ValueSource::Header(header),
+            condition: condition_of(condition).map_err(|m| format!("headers.{name}: {m}"))?,
+        });
+    }
+    for (list, field, source) in [
+        (
+            &raw.query,
+            "query",
+            ValueSource::Query as fn(String) -> ValueSource,
+        ),
+        (&raw.cookies, "cookies", ValueSource::Cookie),
+    ] {
+        for (name, condition) in list {
+            field_name(name).map_err(|m| format!("{field}: {m}"))?;
+            values.push(ValueMatch {
+                source: source(name.clone()),
+                condition: condition_of(condition).map_err(|m| format!("{field}.{name}: {m}"))?,
+            });
+        }
+    }
+    Ok(values)
+}
+
+fn condition_of(raw: &RawCondition) -> Result<Condition, String> {
+    let compare = match raw {
+        RawCondition::Exact(text) => return Ok(Condition::Exact(text.clone())),
+        RawCondition::Compare(compare) => compare,
+    };
+    let given = usize::from(compare.exact.is_some())
+        + usize::from(compare.prefix.is_some())
+        + usize::from(compare.regex.is_some())
+        + usize::from(compare.present.is_some());
+    if given != 1 {
+        return Err("give exactly one of `exact`, `prefix`, `regex`, `present`".into());
+    }
+    Ok(match compare {
+        RawCompare {
+            exact: Some(text), ..
+        } => Condition::Exact(text.clone()),
+        RawCompare {
+            prefix: Some(text), ..
+        } => Condition::Prefix(text.clone()),
+        RawCompare {
+            regex: Some(pattern),
+            ..
+        } => Condition::regex(pattern)?,
+        RawCompare {
+            present: Some(present),
+            ..
+        } => Condition::Present(*present),
+        _ => unreachable!("one way was counted above"),
     })
 }

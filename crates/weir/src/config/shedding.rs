@@ -89,6 +89,7 @@ pub(super) fn shedding(
                 host: None,
                 path,
                 options,
+                values: Vec::new(),
             };
             Ok((
                 (prefix.value.clone(), Priority::from(route.priority)),

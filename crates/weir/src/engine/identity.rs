@@ -4,7 +4,10 @@
 use axum::http::HeaderName;
 use weir_core::Clock;
 
-use crate::request::{Facts, JwtVerifier, Refused, body_field, ip_key, normalize_email};
+use crate::request::{
+    Facts, Found, JwtVerifier, Refused, body_field, cookie, ip_key, normalize_email, one_header,
+    query_param,
+};
 
 /// The longest identity accepted; a request with a longer one is refused, which keeps
 /// keys bounded.
@@ -19,6 +22,10 @@ pub(crate) enum Source {
     Jwt(JwtVerifier),
     /// A top-level field of a JSON or form body.
     BodyField(String),
+    /// A parameter of the query string.
+    QueryParam(String),
+    /// A cookie.
+    Cookie(String),
     /// The client's IP address (behind trusted proxies, from the forwarding headers).
     ClientIp,
 }
@@ -68,25 +75,19 @@ impl IdentitySource {
         ipv6_prefix: u8,
         clock: &dyn Clock,
     ) -> Result<Option<Identity>, Refused> {
+        // Whether the request wrote the identity's name and value exactly so (a query
+        // parameter or cookie may be respelled, as a normalised value may).
+        let mut spelled_exactly = true;
+        let mut respelled = |found: Found| {
+            spelled_exactly = found.exact;
+            found.value
+        };
         let raw = match &self.source {
             Source::Header(name) => {
-                // `X_Api_Key` reaches CGI and WSGI apps as `X-Api-Key` does.
-                let spelled =
-                    |n: &HeaderName| n != name && n.as_str().replace('_', "-") == name.as_str();
-                if facts.headers.keys().any(spelled) {
-                    return Err(Refused::bad_request(format!(
-                        "`{name}` is also sent with underscores; send it once"
-                    )));
-                }
-                let mut values = facts.headers.get_all(name).iter();
-                let Some(value) = values.next() else {
+                let Some(value) = one_header(facts.headers, name).map_err(Refused::bad_request)?
+                else {
                     return Ok(None);
                 };
-                if values.next().is_some() {
-                    return Err(Refused::bad_request(format!(
-                        "`{name}` is sent more than once; send it once"
-                    )));
-                }
                 value
                     .to_str()
                     .map_err(|_| {
@@ -125,6 +126,16 @@ impl IdentitySource {
                     Err(e) => return Err(Refused::bad_request(e.to_string())),
                 }
             }
+            Source::QueryParam(name) => match facts.query.map(|q| query_param(q, name)) {
+                None | Some(Ok(None)) => return Ok(None),
+                Some(Ok(Some(found))) => respelled(found),
+                Some(Err(e)) => return Err(Refused::bad_request(e.to_string())),
+            },
+            Source::Cookie(name) => match cookie(facts.headers, name) {
+                Ok(None) => return Ok(None),
+                Ok(Some(found)) => respelled(found),
+                Err(e) => return Err(Refused::bad_request(e.to_string())),
+            },
             Source::ClientIp => ip_key(facts.client_ip, ipv6_prefix),
         };
         if raw.is_empty() {
@@ -146,7 +157,7 @@ impl IdentitySource {
             )));
         }
         Ok(Some(Identity {
-            exact: value == raw,
+            exact: spelled_exactly && value == raw,
             value,
         }))
     }

@@ -36,6 +36,7 @@ mod shadow;
 mod spec;
 mod stack;
 mod throttle;
+mod value_match;
 mod verdict;
 
 use std::collections::HashMap;
@@ -71,6 +72,7 @@ pub(crate) use self::spec::StoreKind;
 pub use self::spec::{EngineSpec, NamedPolicy};
 pub(crate) use self::stack::StoreStack;
 pub(crate) use self::throttle::Throttle;
+pub(crate) use self::value_match::{Condition, ValueMatch, ValueSource};
 pub(crate) use self::verdict::{Allowed, Denied, RuleDecision, Verdict};
 use crate::metrics::{EngineMetrics, Metrics};
 use crate::request::PathOptions;

@@ -7,9 +7,10 @@
 //! opt-ins for case and a trailing slash applied). Hosts are compared lowercase, without
 //! port or trailing dot.
 
-use axum::http::Method;
+use axum::http::{HeaderMap, Method};
 
-use crate::request::{PathMatchOptions, PathOptions, canonical_path, match_form};
+use super::ValueMatch;
+use crate::request::{PathMatchOptions, PathOptions, Refused, canonical_path, match_form};
 
 /// A path to match, in match form.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,8 @@ pub(crate) struct RouteMatch {
     pub path: PathMatch,
     /// The rule's opt-ins: case-insensitive paths, a trailing slash meaning the same.
     pub options: PathMatchOptions,
+    /// Conditions on headers, query parameters and cookies, all of which must hold.
+    pub values: Vec<ValueMatch>,
 }
 
 impl PathMatch {
@@ -180,6 +183,24 @@ impl RouteMatch {
     }
 }
 
+impl RouteMatch {
+    /// Whether a request with these headers and raw query holds every condition on
+    /// its values (see [`ValueMatch`]); a refusal when one cannot be read one way.
+    /// Asked only of a request whose method, host and path [`RouteMatch::matches`].
+    pub(crate) fn values_match(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<bool, Refused> {
+        for value in &self.values {
+            if !value.matches(headers, query)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +211,7 @@ mod tests {
             host: None,
             path,
             options: PathMatchOptions::default(),
+            values: Vec::new(),
         }
     }
 

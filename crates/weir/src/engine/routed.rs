@@ -55,16 +55,18 @@ impl Engine {
     ) -> Result<(Head<'a>, Routed), Refused> {
         let head = read_head(method, uri, target, headers, self.routing.paths)
             .map_err(|refused| self.refused(refused))?;
-        let routed = self.route(&head.method, head.host.as_deref(), head.path())?;
+        let routed = self.route(&head, headers)?;
         Ok((head, routed))
     }
 
-    /// The rules whose route matches a request with this method, host and path (both
-    /// canonical). When rules name hosts, a request naming none of them (an IP
+    /// The rules whose route matches a request with this head (method, host and path
+    /// canonical) and headers; a request whose values a matching rule cannot read one
+    /// way is refused (see [`super::ValueMatch`]). When rules name hosts, a request naming none of them (an IP
     /// literal, another name) is refused with a 421, and one without a host with a
     /// 400, unless `requests.unknown_hosts` is `forward`: the app may serve it as one
     /// of the named hosts.
-    fn route(&self, method: &Method, host: Option<&str>, path: &str) -> Result<Routed, Refused> {
+    fn route(&self, head: &Head<'_>, headers: &HeaderMap) -> Result<Routed, Refused> {
+        let (method, host, path) = (&head.method, head.host.as_deref(), head.path());
         if !self.routing.forward_unknown_hosts && !self.named_hosts.is_empty() {
             let Some(host) = host else {
                 return Err(self.refused(Refused::bad_request(
@@ -77,7 +79,12 @@ impl Engine {
         }
         let mut routed = Routed::default();
         for (i, rule) in self.routing.rules.iter().enumerate() {
-            if rule.route.matches(method, host, path) {
+            if rule.route.matches(method, host, path)
+                && rule
+                    .route
+                    .values_match(headers, head.query())
+                    .map_err(|refused| self.refused(refused))?
+            {
                 routed.rules.push(i);
                 routed.reads_body |= self.reads_body[i];
             }
@@ -98,7 +105,10 @@ impl Engine {
                 .filter_map(|identity| match &identity.source {
                     Source::Header(name) => Some(name.clone()),
                     Source::Jwt(verifier) => Some(verifier.header().clone()),
-                    Source::BodyField(_) | Source::ClientIp => None,
+                    Source::BodyField(_)
+                    | Source::QueryParam(_)
+                    | Source::Cookie(_)
+                    | Source::ClientIp => None,
                 });
         let plans = self
             .routing

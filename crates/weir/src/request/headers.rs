@@ -15,7 +15,7 @@
 //!   that carries the request's meaning (`Host`, `Content-Type`, an API key...) would
 //!   make weir forward something other than what it decided on: refused.
 
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 
 /// Headers that make some frameworks route under another method.
 const METHOD_OVERRIDES: [&str; 3] = [
@@ -92,6 +92,27 @@ pub(crate) fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Res
         }
     }
     Ok(())
+}
+
+/// The one value of the header `name` (`None`: not sent). A header sent on more than
+/// one line, or also under its underscored spelling (`X_Api_Key` reaches CGI and WSGI
+/// apps as `X-Api-Key` does), could be read as either value: refused, with why.
+pub(crate) fn one_header<'h>(
+    headers: &'h HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'h HeaderValue>, String> {
+    let spelled = |n: &HeaderName| n != name && n.as_str().replace('_', "-") == name.as_str();
+    if headers.keys().any(spelled) {
+        return Err(format!(
+            "`{name}` is also sent with underscores; send it once"
+        ));
+    }
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(format!("`{name}` is sent more than once; send it once"));
+    }
+    Ok(first)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ mod path;
 mod refused;
 
 pub(crate) use self::address::push_ip;
-pub(crate) use self::body::body_field;
+pub(crate) use self::body::{Found, body_field, cookie, query_param};
 pub use self::client_ip::client_ip;
 #[cfg(test)]
 pub(crate) use self::client_ip::test_support as client_ip_test_support;
@@ -34,7 +34,7 @@ pub(crate) use self::client_ip::{
 };
 pub(crate) use self::facts::Facts;
 pub(crate) use self::head::{Head, read_head};
-pub(crate) use self::headers::{canonical_method, check_routing_headers};
+pub(crate) use self::headers::{canonical_method, check_routing_headers, one_header};
 pub(crate) use self::host::canonical_host;
 pub(crate) use self::identity_text::normalize_email;
 pub(crate) use self::jwt::{JwtKey, JwtVerifier};

@@ -52,12 +52,28 @@ pub(super) fn form_field(body: &[u8], field: &FieldName<'_>) -> Result<Option<St
             "a form body must not start like JSON (`{` or `[`): apps that decode JSON whatever the type would read it differently",
         ));
     }
+    Ok(pairs_field(text, field, BodyError::InvalidForm)?.map(|found| found.value))
+}
+
+/// The field in a query string, read as a form's is.
+pub(super) fn query_field(query: &str, field: &FieldName<'_>) -> Result<Option<Found>, BodyError> {
+    pairs_field(query, field, BodyError::InvalidQuery)
+}
+
+/// The field in `name=value` pairs separated by `&` (and by `;` for some frameworks):
+/// once, not bracketed, the same whichever separators are read, its value decoded once.
+/// `invalid` words the error of a value that does not decode.
+fn pairs_field(
+    text: &str,
+    field: &FieldName<'_>,
+    invalid: fn(&'static str) -> BodyError,
+) -> Result<Option<Found>, BodyError> {
     let ambiguous = |why| BodyError::AmbiguousField {
         field: field.text.to_owned(),
         why,
     };
     // The field as read with `&` alone between pairs, and with `;` too.
-    let read = |separators: &[char]| -> Result<Option<&str>, BodyError> {
+    let read = |separators: &[char]| -> Result<Option<(&str, &str)>, BodyError> {
         field.unicode_names.set(0);
         let mut found = None;
         for pair in text.split(separators).filter(|p| !p.is_empty()) {
@@ -68,7 +84,7 @@ pub(super) fn form_field(body: &[u8], field: &FieldName<'_>) -> Result<Option<St
                 Some(false) if found.is_some() => {
                     return Err(ambiguous("it appears more than once"));
                 }
-                Some(false) => found = Some(value),
+                Some(false) => found = Some((name, value)),
             }
         }
         Ok(found)
@@ -81,10 +97,67 @@ pub(super) fn form_field(body: &[u8], field: &FieldName<'_>) -> Result<Option<St
         ));
     }
     with_ampersands
-        .map(|value| {
-            decode_strict(value).ok_or(BodyError::InvalidForm(
-                "the field's value has a broken percent-escape or is not UTF-8",
-            ))
+        .map(|(name, value)| found(field, name, value, invalid))
+        .transpose()
+}
+
+/// The field in `Cookie` header text (`a=1; b=2`, lines joined with `; `): once, under
+/// one spelling of its name, its value unquoted and decoded once.
+pub(super) fn cookie_field(text: &str, field: &FieldName<'_>) -> Result<Option<Found>, BodyError> {
+    let ambiguous = |why| BodyError::AmbiguousField {
+        field: field.text.to_owned(),
+        why,
+    };
+    field.unicode_names.set(0);
+    let mut found_pair = None;
+    for pair in text.split(';').map(|p| p.trim_matches([' ', '\t'])) {
+        let Some((name, value)) = pair.split_once('=') else {
+            continue;
+        };
+        let name = name.trim_matches([' ', '\t']);
+        match field.in_form(&decode_lossy(name))? {
+            None => {}
+            Some(true) => return Err(ambiguous("a bracketed name is read as a list")),
+            Some(false) if found_pair.is_some() => {
+                return Err(ambiguous("it appears more than once"));
+            }
+            Some(false) => found_pair = Some((name, value.trim_matches([' ', '\t']))),
+        }
+    }
+    found_pair
+        .map(|(name, value)| {
+            let unquoted = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(value);
+            found(field, name, unquoted, BodyError::InvalidCookie)
         })
         .transpose()
+}
+
+/// A field's value found under `name` (as sent), decoded once.
+fn found(
+    field: &FieldName<'_>,
+    name: &str,
+    value: &str,
+    invalid: fn(&'static str) -> BodyError,
+) -> Result<Found, BodyError> {
+    let decoded = decode_strict(value).ok_or(invalid(
+        "the field's value has a broken percent-escape or is not UTF-8",
+    ))?;
+    Ok(Found {
+        exact: name == field.text && decoded == value,
+        value: decoded,
+    })
+}
+
+/// A field's value, and whether the request wrote it exactly so: its name as the
+/// rule names it, its value without escapes. An app comparing exactly may read a
+/// respelled one as another field (see [`crate::engine`]'s `Identity::exact`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The value, decoded.
+    pub(crate) value: String,
+    /// Whether name and value were written exactly so.
+    pub(crate) exact: bool,
 }

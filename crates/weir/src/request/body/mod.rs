@@ -1,5 +1,6 @@
-//! One field of a request body (a login's email), read as strictly as the strictest app
-//! would, and refused wherever two apps could read it differently.
+//! One field of a request body (a login's email), a query parameter or a cookie, read
+//! as strictly as the strictest app would, and refused wherever two apps could read it
+//! differently.
 //!
 //! # Media types
 //!
@@ -42,6 +43,14 @@
 //! name in the query string is refused, whether or not the body has it, since an app
 //! could read either one.
 //!
+//! # Query parameters and cookies as identities
+//!
+//! [`query_param`] reads a parameter of the query string as a form's field is read.
+//! [`cookie`] reads a cookie from the `Cookie` lines joined: names compared as form
+//! names are (so `Session` beside `session` is refused as ambiguous), the value
+//! unquoted and decoded once. Both say whether the request wrote the name and value
+//! exactly so.
+//!
 //! A field found nowhere is `Ok(None)`.
 
 mod fields;
@@ -54,7 +63,8 @@ mod tests;
 use axum::http::{HeaderMap, header};
 
 use self::fields::FieldName;
-use self::form::{form_field, query_has};
+pub(crate) use self::form::Found;
+use self::form::{cookie_field, form_field, query_field, query_has};
 use self::json::json_field;
 use self::media::{Kind, media_kind};
 
@@ -96,6 +106,12 @@ pub(crate) enum BodyError {
     /// A form whose field cannot be decoded.
     #[error("the form body is invalid: {0}")]
     InvalidForm(&'static str),
+    /// A query parameter whose value cannot be decoded.
+    #[error("the query string is invalid: {0}")]
+    InvalidQuery(&'static str),
+    /// A cookie whose value cannot be decoded.
+    #[error("the Cookie header is invalid: {0}")]
+    InvalidCookie(&'static str),
     /// More than [`MAX_UNICODE_NAMES`] names with non-ASCII characters.
     #[error("the request has more than {MAX_UNICODE_NAMES} field names with non-ASCII characters")]
     TooManyUnicodeNames,
@@ -170,4 +186,33 @@ pub(crate) fn body_field(
         Kind::Json => json_field(body, &name),
         Kind::Form => form_field(body, &name),
     }
+}
+
+/// The value of the query parameter `name` in a request's raw query string, read as a
+/// form's field is (see the [module docs](self)): once, under any spelling of its name
+/// an app binding case-insensitively or PHP's way reads as it, decoded once.
+pub(crate) fn query_param(query: &str, name: &str) -> Result<Option<Found>, BodyError> {
+    query_field(query, &FieldName::new(name))
+}
+
+/// The value of the cookie `name`: the `Cookie` lines joined with `; ` (as HTTP/2
+/// sends one line per cookie), the cookie found once under any spelling of its name an
+/// app reads as it, its value unquoted and percent-decoded once (`+` as a space, as PHP
+/// reads it: the reading that joins the most spellings into one value).
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Result<Option<Found>, BodyError> {
+    let mut lines = headers.get_all(header::COOKIE).iter().peekable();
+    if lines.peek().is_none() {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    for line in lines {
+        let line = line
+            .to_str()
+            .map_err(|_| BodyError::InvalidCookie("the header must be visible ASCII text"))?;
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str(line);
+    }
+    cookie_field(&text, &FieldName::new(name))
 }
