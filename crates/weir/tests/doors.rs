@@ -49,6 +49,8 @@ const RULES: &str = "\
 identities:
   api_key: { header: x-api-key }
   email: { body_field: email, normalize: email }
+  tenant: { query_param: tenant }
+  session: { cookie: sid }
 rules:
   - name: books
     match: { path_prefix: /books }
@@ -74,6 +76,18 @@ rules:
     limit: 2
     period: 15m
     count_statuses: [401]
+  - name: exports
+    match: { path_prefix: /reports, query: { format: csv } }
+    key: [tenant]
+    algorithm: fixed_window
+    limit: 1
+    period: 1h
+  - name: sessions
+    match: { path_prefix: /session, headers: { x-tier: { prefix: beta } } }
+    key: [session]
+    algorithm: fixed_window
+    limit: 1
+    period: 1h
 ";
 
 /// The app behind every door: `/login` 200 for the right password and 401 otherwise,
@@ -478,6 +492,46 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
             "bad identity: the key sent twice",
             with(with(fetch("/keyed"), "x-api-key", "k1"), "x-api-key", "k2"),
         ),
+        (
+            "keyed by a query parameter",
+            fetch("/reports?tenant=t1&format=csv"),
+        ),
+        (
+            "the parameter respelled: the same budget",
+            fetch("/reports?TENANT=t%31&format=c%73v"),
+        ),
+        (
+            "a parameter sent twice",
+            fetch("/reports?tenant=t2&format=csv&tenant=t1"),
+        ),
+        (
+            "keyed by a cookie, matched by a header",
+            with(
+                with(fetch("/session"), "x-tier", "beta-1"),
+                "cookie",
+                "sid=s1",
+            ),
+        ),
+        (
+            "the cookie quoted: the same budget",
+            with(
+                with(fetch("/session"), "x-tier", "beta-1"),
+                "cookie",
+                "sid=\"s1\"",
+            ),
+        ),
+        (
+            "a cookie sent twice",
+            with(
+                with(fetch("/session"), "x-tier", "beta-1"),
+                "cookie",
+                "sid=s2; SID=s1",
+            ),
+        ),
+        (
+            "another header value: not the rule's",
+            with(with(fetch("/session"), "x-tier", "pro"), "cookie", "sid=s1"),
+        ),
         ("counted by outcome: a failure", login("ana@x.io", "wrong")),
         ("counted by outcome: a success", login("ANA@x.io", "right")),
         (
@@ -512,7 +566,8 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
     assert_eq!(
         statuses,
         [
-            200, 200, 429, 429, 200, 400, 400, 400, 200, 200, 200, 400, 401, 200, 401, 429, 400
+            200, 200, 429, 429, 200, 400, 400, 400, 200, 200, 200, 400, 200, 429, 400, 200, 429,
+            400, 200, 401, 200, 401, 429, 400
         ]
     );
     assert_eq!(replies[2].fields["retry-after"], "30");
@@ -522,7 +577,7 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
         "within its limit"
     );
     assert_eq!(replies[9].fields["weir-shadow-limited"], "preview");
-    assert_eq!(replies[15].fields["ratelimit"], "\"login\";r=0;t=900");
+    assert_eq!(replies[22].fields["ratelimit"], "\"login\";r=0;t=900");
 }
 
 #[tokio::test]
