@@ -93,6 +93,11 @@ enum Command {
         /// slow reader is not). The gRPC listener's is 60 s.
         #[arg(long, default_value_t = 60_000)]
         send_timeout_ms: u64,
+        /// How long an HTTP/2 connection to the main listener may have no request in
+        /// flight before it is closed, in milliseconds (idle HTTP/1.1 connections are
+        /// closed by --header-timeout-ms).
+        #[arg(long, default_value_t = 120_000)]
+        idle_timeout_ms: u64,
         /// The most connections each listener (the main one, the admin one, the gRPC
         /// one, the auth one) holds at once; past it, new connections wait in the kernel's listen
         /// queue until one closes. Default: a quarter of the file descriptors weir may
@@ -196,12 +201,14 @@ fn main() -> ExitCode {
             auth_listen,
             header_timeout_ms,
             send_timeout_ms,
+            idle_timeout_ms,
             max_connections,
             log_format,
         } => {
             let limits = ConnectionLimits {
                 header_timeout: Duration::from_millis(header_timeout_ms.max(1)),
                 send_timeout: Duration::from_millis(send_timeout_ms.max(1)),
+                idle_timeout: Duration::from_millis(idle_timeout_ms.max(1)),
                 ..ConnectionLimits::default()
             };
             let listeners = Listeners {

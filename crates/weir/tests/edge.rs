@@ -568,6 +568,91 @@ async fn every_stream_is_decided_exactly_over_tls_and_h2c() {
     assert_eq!(plain.request("GET", "/", "").0, "HTTP/1.1 200 OK");
 }
 
+/// An upstream whose `/slow` answers only once `release` is notified, and anything
+/// else at once.
+async fn held_upstream(release: Arc<tokio::sync::Notify>) -> std::net::SocketAddr {
+    let app = axum::Router::new()
+        .route(
+            "/slow",
+            axum::routing::get(move || async move {
+                release.notified().await;
+                "slow"
+            }),
+        )
+        .fallback(|| async { "fast" });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// An h2c client that pings every 50 ms even when idle, and its connection's task.
+async fn pinging_h2c(addr: &str) -> (SendRequest<Body>, tokio::task::JoinHandle<()>) {
+    let io = TokioIo::new(TcpStream::connect(addr).await.unwrap());
+    let (send, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(Duration::from_millis(50))
+        .keep_alive_while_idle(true)
+        .handshake(io)
+        .await
+        .unwrap();
+    let task = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    (send, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_connection_is_closed_but_not_one_with_a_request_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let upstream = held_upstream(release.clone()).await;
+    let weir = Server::start_with(
+        &gateway(dir.path(), "", upstream, 100),
+        &["--idle-timeout-ms", "300", "--max-connections", "2"],
+        Stdio::null(),
+    );
+    // B: a request held in flight at the upstream.
+    let (mut busy, busy_connection) = pinging_h2c(&weir.addr).await;
+    let held = tokio::spawn(async move { get(&mut busy, "api.example", "/slow", &[]).await });
+    // A: one quick request, then nothing but PINGs.
+    let (mut idle, idle_connection) = pinging_h2c(&weir.addr).await;
+    let answered = get(&mut idle, "api.example", "/", &[]).await;
+    assert_eq!(answered.status(), StatusCode::OK);
+    let quiet = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), idle_connection)
+        .await
+        .expect("the idle connection was never closed")
+        .unwrap();
+    let after = quiet.elapsed();
+    assert!(
+        after >= Duration::from_millis(250) && after < Duration::from_secs(3),
+        "closed after {after:?}: its PINGs do not keep it open"
+    );
+    // B's request has been in flight longer than the idle timeout: still served.
+    assert!(
+        !busy_connection.is_finished(),
+        "closed with a request in flight"
+    );
+    release.notify_one();
+    let answer = tokio::time::timeout(Duration::from_secs(5), held)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.body().as_ref(), b"slow");
+    // Its slot, and the idle one's, are free for others once B goes quiet too.
+    tokio::time::timeout(Duration::from_secs(5), busy_connection)
+        .await
+        .expect("the connection was never closed once idle")
+        .unwrap();
+    let (mut third, _) = pinging_h2c(&weir.addr).await;
+    assert_eq!(
+        get(&mut third, "api.example", "/", &[]).await.status(),
+        StatusCode::OK
+    );
+}
+
 // --------------------------------------------------------- hostile HTTP/2 clients
 
 /// An HTTP/2 frame.

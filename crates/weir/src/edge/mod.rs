@@ -19,8 +19,8 @@ use axum::response::{IntoResponse, Response};
 
 pub use self::accept::ConnectionSlots;
 pub(crate) use self::accept::{
-    Accept, Auto, AutoConnection, Certificates, Connection, Http1, Http1Connection, Http2, Io,
-    OverTls, Protocol, SEND_TIMEOUT, Tls, Version, server_config,
+    Accept, Auto, AutoConnection, Certificates, Connection, Http1, Http1Connection, Http2,
+    IDLE_TIMEOUT, Io, OverTls, Protocol, SEND_TIMEOUT, Tls, Version, server_config,
 };
 pub(crate) use self::body::BodyReader;
 pub(crate) use self::cost::settle;

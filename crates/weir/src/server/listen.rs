@@ -21,8 +21,8 @@ use tokio::net::TcpListener;
 use tower::ServiceExt;
 
 use crate::edge::{
-    Accept, Auto, AutoConnection, Connection, ConnectionSlots, Http1, Http1Connection, Io, OverTls,
-    Protocol, SEND_TIMEOUT, Tls, Version,
+    Accept, Auto, AutoConnection, Connection, ConnectionSlots, Http1, Http1Connection,
+    IDLE_TIMEOUT, Io, OverTls, Protocol, SEND_TIMEOUT, Tls, Version,
 };
 use crate::gateway::Gateway;
 use crate::reloadable::Reloadable;
@@ -38,6 +38,9 @@ pub struct ConnectionLimits {
     /// The longest a connection's writes may make no progress (a client that stops
     /// reading its answers is closed after it).
     pub send_timeout: Duration,
+    /// How long an HTTP/2 connection of the main listener may have no request in
+    /// flight before it is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -46,6 +49,7 @@ impl Default for ConnectionLimits {
             header_timeout: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
             send_timeout: SEND_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
         }
     }
 }
@@ -161,6 +165,7 @@ pub fn serve_main(
         version: Auto {
             header_timeout: limits.header_timeout,
             max_header_bytes: limits.max_header_bytes,
+            idle_timeout: limits.idle_timeout,
         },
         tls: tls.is_some(),
     };

@@ -16,7 +16,9 @@
 //! - at most [`MAX_LOCAL_ERROR_RESETS`] streams weir had to reset for the client's
 //!   errors (the "MadeYouReset" variant, CVE-2025-8671);
 //! - SETTINGS and PING frames are answered by h2 one at a time as they are read, with
-//!   no queue a flood can grow.
+//!   no queue a flood can grow;
+//! - a connection with no request in flight for the idle timeout is closed
+//!   ([`super::idle`]).
 
 use std::time::Duration;
 
@@ -27,6 +29,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::Watcher;
 
+use super::idle::{Counted, IdleDeadline, Streams};
 use super::preface::PrefaceDeadline;
 use super::{Io, Version};
 
@@ -51,6 +54,9 @@ pub(crate) struct Auto {
     /// The most bytes of request headers read: HTTP/1.1's buffer (more is answered
     /// `431`) and HTTP/2's header list (a larger one resets the stream).
     pub max_header_bytes: usize,
+    /// How long an HTTP/2 connection may have no request in flight before it is
+    /// closed ([`super::idle`]).
+    pub idle_timeout: Duration,
 }
 
 impl Version for Auto {
@@ -70,9 +76,12 @@ impl Version for Auto {
             .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
             .max_pending_accept_reset_streams(MAX_PENDING_RESET_STREAMS)
             .max_local_error_reset_streams(MAX_LOCAL_ERROR_RESETS);
+        let streams = Streams::new();
+        let io = PrefaceDeadline::new(io, self.header_timeout);
         AutoConnection {
-            io: TokioIo::new(PrefaceDeadline::new(io, self.header_timeout)),
+            io: TokioIo::new(IdleDeadline::new(io, streams.clone(), self.idle_timeout)),
             builder,
+            streams,
         }
     }
 }
@@ -81,8 +90,10 @@ impl Version for Auto {
 /// version: what a protocol speaking both versions serves.
 #[derive(Debug)]
 pub(crate) struct AutoConnection<I> {
-    io: TokioIo<PrefaceDeadline<I>>,
+    io: TokioIo<IdleDeadline<I>>,
     builder: auto::Builder<TokioExecutor>,
+    /// Its requests in flight, for the idle deadline.
+    streams: std::sync::Arc<Streams>,
 }
 
 impl<I: Io> AutoConnection<I> {
@@ -93,10 +104,14 @@ impl<I: Io> AutoConnection<I> {
         S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
         S::Future: Send + 'static,
         S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-        B: Body + Send + 'static,
+        B: Body + Send + Unpin + 'static,
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let service = Counted {
+            inner: service,
+            streams: self.streams,
+        };
         let connection = self.builder.serve_connection(self.io, service);
         let _ = graceful.watch(connection).await;
     }

@@ -11,11 +11,12 @@
 //! (`envoy`) are protocols of this loop, over plain TCP or TLS ([`Tls`]).
 //!
 //! `slots` bounds the connections held, `stall` the writes that make no progress,
-//! `preface` an HTTP/2 connection's start, `version` what a connection is held to
+//! `preface` an HTTP/2 connection's start, `idle` its end when it asks nothing, `version` what a connection is held to
 //! before it is served (`auto`: both versions and HTTP/2's bounds), `transport` how
 //! its bytes are carried (`tls`: the TLS handshake and the certificate chosen by SNI).
 
 mod auto;
+mod idle;
 mod preface;
 mod slots;
 mod stall;
@@ -33,6 +34,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 
 pub(crate) use self::auto::{Auto, AutoConnection};
+pub(crate) use self::idle::IDLE_TIMEOUT;
 pub use self::slots::ConnectionSlots;
 use self::slots::Slot;
 pub(crate) use self::stall::{SEND_TIMEOUT, WriteStall};

@@ -38,6 +38,8 @@ pub(crate) struct PrefaceDeadline<T> {
     /// Bytes read so far and the deadline; `None` once the preface has come, or once
     /// the bytes are not one.
     pending: Option<(usize, Pin<Box<Sleep>>)>,
+    /// Whether the preface has come: the connection speaks HTTP/2.
+    http2: bool,
 }
 
 impl<T> PrefaceDeadline<T> {
@@ -46,7 +48,13 @@ impl<T> PrefaceDeadline<T> {
         Self {
             inner,
             pending: Some((0, Box::pin(tokio::time::sleep(timeout)))),
+            http2: false,
         }
+    }
+
+    /// Whether the connection's first bytes were the HTTP/2 preface.
+    pub(crate) fn speaks_http2(&self) -> bool {
+        self.http2
     }
 }
 
@@ -71,6 +79,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for PrefaceDeadline<T> {
                 if (got.is_empty() && room) || diverged || *seen + got.len() >= PREFACE_BYTES {
                     // The preface is in, or these bytes are not one (HTTP/1.1), or the
                     // client closed: no deadline any more.
+                    this.http2 = !diverged && *seen + got.len() >= PREFACE_BYTES;
                     this.pending = None;
                 } else {
                     *seen += got.len();

@@ -1,0 +1,235 @@
+//! An HTTP/2 connection with no stream in flight for [`IDLE_TIMEOUT`] is closed, as
+//! nginx closes one after its `keepalive_timeout`: else a client could hold connection
+//! slots with connections that ask nothing (its PINGs answered, its preface and
+//! SETTINGS sent in time), until no other client gets one.
+//!
+//! A connection's streams are counted from a request's arrival to the end of its
+//! answer's body (a guard in the body, dropped when it ends or the stream is reset).
+//! Its reads fail with [`io::ErrorKind::TimedOut`] once none has been in flight for
+//! the timeout, whatever else the client sends (PINGs and SETTINGS do not count); hyper
+//! then closes it. HTTP/1.1 connections are left to their header deadline, which
+//! closes an idle keep-alive connection sooner; a connection upgraded to another
+//! protocol (WebSocket) is HTTP/1.1 and is never closed here.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::body::{Body, Frame, SizeHint};
+use hyper::service::Service;
+use hyper::{Request, Response};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+use super::preface::PrefaceDeadline;
+
+/// How long an HTTP/2 connection may have no stream in flight before it is closed
+/// (nginx's `keepalive_timeout` is 75 s; gRPC clients ping idle channels at most every
+/// 5 minutes by default and reconnect when closed).
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A connection's streams in flight, and since when it has had none.
+#[derive(Debug)]
+pub(crate) struct Streams {
+    /// When the connection started: `idle_since` counts from it.
+    start: Instant,
+    open: AtomicUsize,
+    /// Milliseconds from `start` to the end of the last stream.
+    idle_since_ms: AtomicU64,
+}
+
+impl Streams {
+    /// A connection's count, starting now with none in flight.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            start: Instant::now(),
+            open: AtomicUsize::new(0),
+            idle_since_ms: AtomicU64::new(0),
+        })
+    }
+
+    /// When the connection may be closed if no stream starts before: `None` while
+    /// one is in flight.
+    fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let since = Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire));
+        Some(self.start + since + timeout)
+    }
+
+    fn began(self: &Arc<Self>) -> InFlight {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(self))
+    }
+}
+
+/// One stream in flight, until dropped.
+#[derive(Debug)]
+struct InFlight(Arc<Streams>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let now = u64::try_from(self.0.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.idle_since_ms.fetch_max(now, Ordering::AcqRel);
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection's service, each request counted in `streams` until its answer's body
+/// ends.
+#[derive(Debug, Clone)]
+pub(crate) struct Counted<S> {
+    pub(crate) inner: S,
+    pub(crate) streams: Arc<Streams>,
+}
+
+impl<S, B> Service<Request<hyper::body::Incoming>> for Counted<S>
+where
+    S: Service<Request<hyper::body::Incoming>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    B: Body + Unpin,
+{
+    type Response = Response<CountedBody<B>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn call(&self, request: Request<hyper::body::Incoming>) -> Self::Future {
+        let in_flight = self.streams.began();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|body| CountedBody {
+                inner: body,
+                _in_flight: in_flight,
+            }))
+        })
+    }
+}
+
+/// An answer's body, its stream counted in flight until it ends or is dropped.
+#[derive(Debug)]
+pub(crate) struct CountedBody<B> {
+    inner: B,
+    _in_flight: InFlight,
+}
+
+impl<B: Body + Unpin> Body for CountedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// `inner` (a connection whose preface is watched), whose reads fail once it speaks
+/// HTTP/2 and has had no stream in flight for `timeout`.
+#[derive(Debug)]
+pub(crate) struct IdleDeadline<T> {
+    inner: PrefaceDeadline<T>,
+    streams: Arc<Streams>,
+    timeout: Duration,
+    /// Wakes the reader at the deadline (or at the next check while a stream is in
+    /// flight).
+    timer: Pin<Box<Sleep>>,
+}
+
+impl<T> IdleDeadline<T> {
+    pub(crate) fn new(inner: PrefaceDeadline<T>, streams: Arc<Streams>, timeout: Duration) -> Self {
+        Self {
+            timer: Box::pin(tokio::time::sleep(timeout)),
+            inner,
+            streams,
+            timeout,
+        }
+    }
+
+    /// Whether the connection has been idle past its deadline; else the timer is set
+    /// to wake the reader when it may be (checked again then).
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.inner.speaks_http2() {
+            return false;
+        }
+        loop {
+            let due = self
+                .streams
+                .idle_deadline(self.timeout)
+                .unwrap_or_else(|| Instant::now() + self.timeout);
+            if due <= Instant::now() {
+                return true;
+            }
+            if self.timer.deadline() != due {
+                self.timer.as_mut().reset(due);
+            }
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for IdleDeadline<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Pending if this.expired(cx) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no HTTP/2 stream within the idle timeout",
+            ))),
+            Poll::Ready(Ok(())) if this.expired(cx) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no HTTP/2 stream within the idle timeout",
+            ))),
+            read => read,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for IdleDeadline<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
