@@ -138,6 +138,12 @@ enum Command {
     CheckConfig {
         /// The configuration file.
         file: PathBuf,
+        /// Also connect to the Redis store once, as `weir serve` does at start: its
+        /// TLS certificate verified, the credentials and the ACL user's commands
+        /// tried (a check previewed, nothing written); exit 1 with the reason if Redis
+        /// cannot be reached or refuses weir.
+        #[arg(long)]
+        connect: bool,
     },
     // Its help is the doc of `SimulateArgs`, followed by the fleet's.
     #[cfg(feature = "simulate")]
@@ -183,14 +189,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::CheckConfig { file } => Config::load(&file)
-            .map(|config| {
-                for warning in &config.warnings {
-                    eprintln!("{}: warning: {warning}", file.display());
-                }
-                println!("{}: ok ({})", file.display(), config.summary());
-            })
-            .map_err(anyhow::Error::from),
+        Command::CheckConfig { file, connect } => check_config(&file, connect),
         Command::DemoUpstream { listen } => demo_upstream(listen),
         Command::Example { name, dir } => example(name.as_deref(), dir.as_deref()),
         Command::Serve {
@@ -271,6 +270,37 @@ fn example(name: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<
 }
 
 /// `weir demo-upstream`: the demo app on `listen`, until Ctrl-C or SIGTERM.
+/// `weir check-config`: the file loaded (its warnings printed), and with `connect` the
+/// store reached.
+fn check_config(file: &std::path::Path, connect: bool) -> anyhow::Result<()> {
+    let config = Config::load(file)?;
+    for warning in &config.warnings {
+        eprintln!("{}: warning: {warning}", file.display());
+    }
+    println!("{}: ok ({})", file.display(), config.summary());
+    if connect {
+        connect_to_store(&config.store)?;
+    }
+    Ok(())
+}
+
+/// `check-config --connect`: the store reached and weir admitted, once, as at start.
+fn connect_to_store(store: &weir::StoreConfig) -> anyhow::Result<()> {
+    let weir::StoreConfig::Redis(redis, _) = store else {
+        println!("store: memory, nothing to connect to");
+        return Ok(());
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let clock: Arc<dyn weir_core::Clock> = Arc::new(weir_store::SystemClock::new());
+    runtime
+        .block_on(weir_store::RedisStore::reached(redis, clock))
+        .context("store: could not connect")?;
+    println!("store: connected, and Redis lets weir check limits");
+    Ok(())
+}
+
 fn demo_upstream(listen: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -56,8 +56,13 @@ fn config(dir: &Path, store: &str) -> PathBuf {
 }
 
 fn check_config(path: &Path) -> Output {
+    check_config_with(path, &[])
+}
+
+fn check_config_with(path: &Path, flags: &[&str]) -> Output {
     weir()
         .arg("check-config")
+        .args(flags)
         .arg(path)
         .env(PASSWORD_ENV, PASSWORD)
         .env(TOKEN_ENV, ADMIN_TOKEN)
@@ -209,6 +214,13 @@ fn a_password_redis_refuses_stops_the_start_naming_the_user() {
             redis.port()
         ),
     );
+    let connected = check_config_with(&path, &["--connect"]);
+    let said = String::from_utf8_lossy(&connected.stderr);
+    assert!(!connected.status.success());
+    assert!(
+        said.contains("Redis refused weir: the password of ACL user weir was not accepted"),
+        "{said}"
+    );
     let started = Instant::now();
     let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
     let output = result.expect_err("weir served on a refused password");
@@ -243,9 +255,23 @@ fn serve_on_tls_refuses_a_certificate_for_another_name_and_serves_on_a_good_one(
                 certs.client.key.display()
             ),
         );
-        // check-config reads the files; it does not connect.
+        // check-config reads the files; it connects only when asked, and then says
+        // why Redis could not be used.
         let checked = check_config(&path);
         assert!(checked.status.success(), "{checked:?}");
+        let connected = check_config_with(&path, &["--connect"]);
+        let said = String::from_utf8_lossy(&connected.stderr);
+        if serves {
+            assert!(connected.status.success(), "{connected:?}");
+            assert!(
+                String::from_utf8_lossy(&connected.stdout)
+                    .contains("store: connected, and Redis lets weir check limits")
+            );
+        } else {
+            assert!(!connected.status.success());
+            assert!(said.contains("weir: store: could not connect"), "{said}");
+            assert!(said.contains("not valid for name"), "{said}");
+        }
         let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
         match result {
             Ok(addr) if serves => {
@@ -354,4 +380,35 @@ fn check_config_names_the_field_of_each_access_mistake() {
         "{said}"
     );
     assert_never_said("check-config's warning", &said);
+}
+
+#[test]
+fn check_config_connect_reports_a_redis_that_is_not_there_and_passes_the_memory_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(
+        dir.path(),
+        &format!(
+            "  type: redis\n  url: redis://127.0.0.1:{}\n",
+            common::free_port()
+        ),
+    );
+    assert!(
+        check_config(&path).status.success(),
+        "no connection without --connect"
+    );
+    let connected = check_config_with(&path, &["--connect"]);
+    let said = String::from_utf8_lossy(&connected.stderr);
+    assert!(!connected.status.success());
+    assert!(said.contains("weir: store: could not connect"), "{said}");
+    let memory = dir.path().join("memory.yaml");
+    std::fs::write(
+        &memory,
+        "rules:\n  - { name: api, algorithm: gcra, limit: 3, period: 1h }\n",
+    )
+    .unwrap();
+    let checked = check_config_with(&memory, &["--connect"]);
+    assert!(checked.status.success(), "{checked:?}");
+    assert!(
+        String::from_utf8_lossy(&checked.stdout).contains("store: memory, nothing to connect to")
+    );
 }

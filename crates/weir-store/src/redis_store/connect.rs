@@ -100,11 +100,20 @@ impl RedisStore {
         config: &RedisStoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<(), StoreError> {
-        let connection = match open(config, first_connect_within(config)).await {
-            Ok((connection, _)) => connection,
-            Err(StoreError::Refused(reason)) => return Err(StoreError::Refused(reason)),
-            Err(_) => return Ok(()),
-        };
+        match Self::reached(config, clock).await {
+            Err(StoreError::Refused(reason)) => Err(StoreError::Refused(reason)),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`RedisStore::admitted`], and a Redis that cannot be reached within the first
+    /// connection's time is an error too (what `weir check-config --connect` asks:
+    /// is the store there, and does it let weir in?).
+    pub async fn reached(
+        config: &RedisStoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(), StoreError> {
+        let (connection, _) = open(config, first_connect_within(config)).await?;
         let store = Self::unconnected(config, clock, true);
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
@@ -128,9 +137,10 @@ impl RedisStore {
                         &user, what, &said,
                     )))
                 }
-                None => Ok(()),
+                None => Err(StoreError::Protocol(said)),
             },
-            _ => Ok(()),
+            Err(error) => Err(error),
+            Ok(_) => Ok(()),
         }
     }
 }
