@@ -134,6 +134,8 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
     },
+    // Its help is the doc of `OverrideArgs`.
+    Override(weir::OverrideArgs),
     // Its help is the doc of `SimulateArgs`, followed by the fleet's.
     #[cfg(feature = "simulate")]
     Simulate(Box<Simulate>),
@@ -187,6 +189,7 @@ fn main() -> ExitCode {
             })
             .map_err(anyhow::Error::from),
         Command::DemoUpstream { listen } => demo_upstream(listen),
+        Command::Override(args) => weir::run_override(&args).map_err(anyhow::Error::from),
         Command::Example { name, dir } => example(name.as_deref(), dir.as_deref()),
         Command::Serve {
             config,

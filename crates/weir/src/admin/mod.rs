@@ -16,6 +16,7 @@
 //! - `PUT`/`DELETE /admin/api/overrides/{rule}/{key}`, `GET /admin/api/overrides`:
 //!   limits for one key set at runtime (see `overrides`).
 
+mod command;
 mod overrides;
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,6 +39,8 @@ use crate::edge::{Problem, ceil_millis, json};
 use crate::engine::Engine;
 use crate::metrics::{CLASSES, Counted};
 use crate::reloadable::Reloadable;
+
+pub use self::command::{CommandError, OverrideArgs, run as run_override};
 
 /// The status page: one HTML file and its script, no build step, no external assets.
 const PAGE: &str = include_str!("page.html");

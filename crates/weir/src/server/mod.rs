@@ -89,7 +89,12 @@ pub async fn instance(config: &Config) -> Result<Instance, StoreError> {
         // Their own connection (and health loop) to the shared store: polls and admin
         // writes never queue behind checks, nor trip the checks' breaker.
         (StoreConfig::Redis(redis, _), _) => {
-            OverrideBacking::Shared(weir_store::RedisStore::start(redis, clock.clone()))
+            let shared = weir_store::RedisStore::start(redis, clock.clone());
+            // As the checks' store does: start with what Redis holds when it is there.
+            shared
+                .wait_connected(redis.timeout.max(std::time::Duration::from_secs(2)))
+                .await;
+            OverrideBacking::Shared(shared)
         }
         (StoreConfig::Memory(_), Some(file)) => OverrideBacking::File(file.clone()),
         (StoreConfig::Memory(_), None) => OverrideBacking::InProcess,
@@ -161,11 +166,21 @@ impl Instance {
             owed.as_ref(),
         );
         let counted = Arc::downgrade(&overrides);
+        // A rule whose last override went reads 0, rather than losing its series.
+        let seen = parking_lot::Mutex::new(std::collections::BTreeSet::new());
         metrics.watch_overrides(Box::new(move || {
-            counted
+            let mut counts = counted
                 .upgrade()
                 .map(|book| book.in_force_by_rule())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            let mut seen = seen.lock();
+            seen.extend(counts.iter().map(|(rule, _)| rule.clone()));
+            for rule in seen.iter() {
+                if !counts.iter().any(|(r, _)| r == rule) {
+                    counts.push((rule.clone(), 0));
+                }
+            }
+            counts
         }));
         let engine = Arc::new(
             Engine::with_stack(&config.engine, stack, clock.clone(), Arc::clone(&metrics))
