@@ -241,6 +241,16 @@ fn on_memory_an_override_set_by_the_cli_is_kept_in_the_file_across_a_restart() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("no rule is named `nope`"));
+    // The help says where the token comes from and which limit wins.
+    let help = weir().args(["override", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for says in [
+        "WEIR_ADMIN_TOKEN",
+        "WEIR_ADMIN_URL",
+        "override > plans file custom limit > plan > rule",
+    ] {
+        assert!(help.contains(says), "{help}");
+    }
 }
 
 #[test]

@@ -111,6 +111,9 @@ impl Overrides {
         let Backing::Shared(redis) = &self.backing else {
             return;
         };
+        // Not beside a change of this instance's: a snapshot read before it would
+        // hide it until the next poll.
+        let _one = self.writing.lock().await;
         let version = match redis.table_version(TABLE).await {
             Ok(version) => version,
             Err(error) => {
