@@ -32,7 +32,7 @@ fn config(dir: &Path, name: &str, store: &str, more: &str) -> std::path::PathBuf
         format!("store:\n{store}")
     };
     let text = format!(
-        "{store}{more}admin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n  - name: logins\n    algorithm: sliding_log\n    limit: 3\n    period: 15m\n"
+        "{store}{more}admin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n  - name: logins\n    algorithm: sliding_log\n    limit: 3\n    period: 15m\n  - name: bucket\n    algorithm: token_bucket\n    limit: 100\n    period: 1h\n"
     );
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -370,4 +370,58 @@ fn bad_input_is_refused_with_the_field_and_nothing_is_stored() {
         metrics.contains("weir_overrides_in_force{rule=\"api\"} 1"),
         "{metrics}"
     );
+}
+
+/// How many of `n` `/v1/check`s of `key` under `rule` are allowed.
+fn allowed(server: &Server, rule: &str, key: &str, n: usize) -> usize {
+    let body = format!(r#"{{"rule": "{rule}", "key": "{key}"}}"#);
+    (0..n)
+        .filter(|_| call(&server.addr, "POST", "/v1/check", &body, false).0 == 200)
+        .count()
+}
+
+#[test]
+fn a_key_keeps_its_state_under_a_new_limit_and_never_gets_more_than_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&config(dir.path(), "weir.yaml", "", ""));
+    let set = |rule: &str, key: &str, limit: u64| {
+        let body = format!(r#"{{"limit": {limit}}}"#);
+        let path = format!("/admin/api/overrides/{rule}/{key}");
+        let (status, answer) = call(admin(&server), "PUT", &path, &body, true);
+        assert_eq!(status, 200, "{answer}");
+    };
+    // A bucket with 98 tokens left, lowered to 5: it holds 5, not 98.
+    assert_eq!(allowed(&server, "bucket", "k", 2), 2);
+    set("bucket", "k", 5);
+    assert_eq!(allowed(&server, "bucket", "k", 10), 5);
+    // A log that counted 2, lowered to 1: denied until they leave it; raised to 10:
+    // 8 more, exactly.
+    assert_eq!(allowed(&server, "logins", "ana", 2), 2);
+    set("logins", "ana", 1);
+    assert_eq!(allowed(&server, "logins", "ana", 3), 0);
+    set("logins", "ana", 10);
+    assert_eq!(allowed(&server, "logins", "ana", 20), 8);
+    // Other keys keep the rule's limit.
+    assert_eq!(allowed(&server, "logins", "bo", 5), 3);
+}
+
+#[test]
+fn check_config_refuses_an_overrides_file_it_cannot_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "  type: redis\n  url: redis://127.0.0.1:1\n",
+            "overrides:\n  file: o.json\n",
+            "overrides.file: on a shared store",
+        ),
+        ("", "overrides:\n  file: nowhere/o.json\n", "overrides.file: the directory"),
+        ("", "overrides:\n  file: token\n", "overrides.file: "),
+    ];
+    for (store, more, says) in cases {
+        let path = config(dir.path(), "weir.yaml", store, more);
+        let out = weir().arg("check-config").arg(&path).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(says), "{says}: {err}");
+    }
 }
