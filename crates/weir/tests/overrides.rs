@@ -1,5 +1,6 @@
 //! Overrides set at runtime, on the real binary: set through one instance's admin API
-//! (or `weir override`) and applied by the other within a second on Redis, kept across
+//! (or `weir override`) and applied by the other within a second on Redis and a Redis
+//! Cluster, kept across
 //! a restart (the Redis table, the memory store's file), applied through the gateway
 //! and `/v1/decide` alike, and bad input refused with nothing stored.
 //!
@@ -14,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Server, weir};
-use weir_testkit::RedisServer;
+use weir_testkit::{RedisCluster, RedisServer};
 
 /// The admin token of the configurations under test.
 const TOKEN: &str = "overrides-test-admin-token-0123456789";
@@ -414,7 +415,11 @@ fn check_config_refuses_an_overrides_file_it_cannot_keep() {
             "overrides:\n  file: o.json\n",
             "overrides.file: on a shared store",
         ),
-        ("", "overrides:\n  file: nowhere/o.json\n", "overrides.file: the directory"),
+        (
+            "",
+            "overrides:\n  file: nowhere/o.json\n",
+            "overrides.file: the directory",
+        ),
         ("", "overrides:\n  file: token\n", "overrides.file: "),
     ];
     for (store, more, says) in cases {
@@ -424,4 +429,22 @@ fn check_config_refuses_an_overrides_file_it_cannot_keep() {
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains(says), "{says}: {err}");
     }
+}
+
+#[test]
+fn on_a_redis_cluster_an_override_applies_on_every_instance_within_a_second() {
+    let cluster = RedisCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = cluster.urls().join(", ");
+    let store = format!("  type: redis_cluster\n  nodes: [{nodes}]\n");
+    let path = config(dir.path(), "weir.yaml", &store, "");
+    let (a, b) = (Server::start(&path), Server::start(&path));
+    let (status, body) = call(admin(&a), "PUT", KEY, FIVE, true);
+    assert_eq!(status, 200, "{body}");
+    let took = applied_within(&b, 1);
+    assert!(
+        took < WITHIN,
+        "applied by the other instance after {took:?}"
+    );
+    assert_eq!(decide(&b.addr), (true, 5));
 }
