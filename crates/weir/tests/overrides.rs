@@ -1,8 +1,8 @@
 //! Overrides set at runtime, on the real binary: set through one instance's admin API
 //! (or `weir override`) and applied by the other within a second on Redis and a Redis
-//! Cluster, kept across
-//! a restart (the Redis table, the memory store's file), applied through the gateway
-//! and `/v1/decide` alike, and bad input refused with nothing stored.
+//! Cluster, kept across a restart (the Redis table, the memory store's file), applied
+//! through the gateway and `/v1/decide` alike, a key's state read under the new limit,
+//! and bad input refused with nothing stored.
 //!
 //! Expiry at `expires_at` is asserted on an injected clock in the engine's unit tests
 //! (`engine/overrides/tests.rs`): the binary reads the system clock.
