@@ -315,9 +315,11 @@ fn audit(rule: &str, changed: &Replaced, peer: SocketAddr, at: u64, what: &str) 
         .or(changed.before.as_ref())
         .map(|o| o.reason.as_str())
         .unwrap_or_default();
+    // A deleted override's own expiry, or the new one's.
     let expires_at = changed
         .after
         .as_ref()
+        .or(changed.before.as_ref())
         .and_then(|o| o.expires_at)
         .map_or_else(|| "never".to_owned(), rfc3339);
     tracing::info!(
