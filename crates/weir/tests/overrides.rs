@@ -217,6 +217,19 @@ fn on_memory_an_override_set_by_the_cli_is_kept_in_the_file_across_a_restart() {
     );
     let file = std::fs::read_to_string(dir.path().join("state/overrides.json")).unwrap();
     assert!(file.contains("\"load test\""), "{file}");
+    // It outlives a reload (the file changed, and read again).
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("period: 1h", "period: 2h")).unwrap();
+    let start = Instant::now();
+    while !call(admin(&server), "GET", "/metrics", "", false)
+        .1
+        .contains("weir_config_reloads_total{result=\"ok\"} 1")
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "not reloaded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(listed(&server)[0]["limit"], 4);
+    assert_eq!(decide(admin(&server)).1, 4);
 
     drop(server);
     let server = Server::start(&path);
