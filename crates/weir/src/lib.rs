@@ -96,6 +96,8 @@ pub use self::server::{Instance, instance};
 
 // What the binary and the tests are built from: not an embedding API.
 #[doc(hidden)]
+pub use self::admin::{CommandError, OverrideArgs, run_override};
+#[doc(hidden)]
 pub use self::api::router as api_router;
 #[doc(hidden)]
 pub use self::config::{Fallback, StoreConfig};

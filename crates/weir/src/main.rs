@@ -145,6 +145,8 @@ enum Command {
         #[arg(long)]
         connect: bool,
     },
+    // Its help is the doc of `OverrideArgs`.
+    Override(weir::OverrideArgs),
     // Its help is the doc of `SimulateArgs`, followed by the fleet's.
     #[cfg(feature = "simulate")]
     Simulate(Box<Simulate>),
@@ -191,6 +193,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::CheckConfig { file, connect } => check_config(&file, connect),
         Command::DemoUpstream { listen } => demo_upstream(listen),
+        Command::Override(args) => weir::run_override(&args).map_err(anyhow::Error::from),
         Command::Example { name, dir } => example(name.as_deref(), dir.as_deref()),
         Command::Serve {
             config,

@@ -130,6 +130,8 @@ fn each_listener_serves_a_valid_document_of_what_it_serves() {
         [
             "/admin/api/doors",
             "/admin/api/key",
+            "/admin/api/overrides",
+            "/admin/api/overrides/{rule}/{key}",
             "/admin/api/reset",
             "/admin/api/rules",
             "/admin/api/top",
@@ -269,6 +271,8 @@ fn the_fuzzer_finds_no_answer_that_breaks_the_document() {
             "/admin/api/key",
             "/admin/api/reset",
             "/admin/api/top",
+            "/admin/api/overrides",
+            "/admin/api/overrides/{rule}/{key}",
         ],
         &[],
         &[&bearer],

@@ -32,6 +32,7 @@ mod script;
 mod sentinel;
 mod settle;
 mod share;
+mod table;
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
+pub use self::table::TableSnapshot;
 use crate::{
     Check, Key, LeaseStore, Settled, ShareStore, Store, StoreError, StoreFuture, StoreHealth,
 };

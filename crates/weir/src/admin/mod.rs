@@ -12,7 +12,12 @@
 //! - `GET /admin/api/top?rule=R&minutes=5&n=20`: the identities the rule denied most
 //!   (estimated in bounded memory; see `metrics::top`);
 //! - `GET /admin/api/doors`: each door's answers so far, by status class (the page's
-//!   traffic by door).
+//!   traffic by door);
+//! - `PUT`/`DELETE /admin/api/overrides/{rule}/{key}`, `GET /admin/api/overrides`:
+//!   limits for one key set at runtime (see `overrides`).
+
+mod command;
+mod overrides;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -23,7 +28,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use serde::{Deserialize, Serialize};
 
 use crate::config::AdminConfig;
@@ -34,6 +39,8 @@ use crate::edge::{Problem, ceil_millis, json};
 use crate::engine::Engine;
 use crate::metrics::{CLASSES, Counted};
 use crate::reloadable::Reloadable;
+
+pub use self::command::{CommandError, OverrideArgs, run as run_override};
 
 /// The status page: one HTML file and its script, no build step, no external assets.
 const PAGE: &str = include_str!("page.html");
@@ -90,12 +97,20 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
         .route("/admin/api/reset", post(reset))
         .route("/admin/api/top", get(top))
         .route("/admin/api/doors", get(doors))
+        .route("/admin/api/overrides", get(overrides::list))
+        .route(
+            "/admin/api/overrides/{rule}/{key}",
+            put(overrides::set).delete(overrides::delete),
+        )
         .with_state(Admin { engine, config })
 }
 
 /// The admin API's part of the OpenAPI document, with its bearer token scheme.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(rules, key, reset, top, doors), modifiers(&AdminToken))]
+#[openapi(
+    paths(rules, key, reset, top, doors, overrides::list, overrides::set, overrides::delete),
+    modifiers(&AdminToken)
+)]
 pub(crate) struct AdminApi;
 
 /// The security scheme of the admin API: `Authorization: Bearer <admin token>`.

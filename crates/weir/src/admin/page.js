@@ -83,9 +83,31 @@ function renderDoors(doors) {
   lastDoors = { at: now, totals: new Map(doors.map((d) => [d.door, d.total])) };
 }
 
+// The overrides set at runtime (GET /admin/api/overrides); text only, never HTML.
+function renderOverrides(overrides) {
+  const body = document.querySelector("#overrides tbody");
+  body.replaceChildren();
+  for (const o of overrides) {
+    const row = body.insertRow();
+    row.dataset.rule = o.rule;
+    cell(row, o.rule);
+    cell(row, "").appendChild(document.createElement("code")).textContent = o.key;
+    cell(row, o.limit, "n");
+    cell(row, o.period_seconds === null ? "the rule's" : period(o.period_seconds), "n");
+    cell(row, o.expires_at === null ? "never" : o.expires_at);
+    cell(row, o.reason);
+    cell(row, o.set_at, "muted");
+  }
+  if (overrides.length === 0) {
+    const row = body.insertRow();
+    cell(row, "none", "muted").colSpan = 7;
+  }
+}
+
 async function refresh() {
   try {
     renderDoors(await api("doors"));
+    renderOverrides(await api("overrides"));
     const rules = await api("rules");
     const body = document.querySelector("#rules tbody");
     body.replaceChildren();

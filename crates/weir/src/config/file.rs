@@ -28,6 +28,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) requests: RawRequests,
     pub(super) admin: Option<Spanned<RawAdmin>>,
+    /// Where overrides set at runtime are kept (memory store).
+    pub(super) overrides: Option<Spanned<super::overrides::RawOverrides>>,
     pub(super) shedding: Option<Spanned<RawShedding>>,
     /// Envoy's rate limit service: with it, `rules` may be left out.
     pub(super) envoy: Option<Spanned<super::descriptors::RawEnvoy>>,

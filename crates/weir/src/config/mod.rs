@@ -15,6 +15,7 @@ mod error;
 mod file;
 mod identities;
 mod lease;
+mod overrides;
 mod period;
 mod plans;
 mod redis_access;
@@ -81,6 +82,9 @@ pub struct Config {
     pub(crate) gateway: Option<GatewayConfig>,
     /// The admin API, when an `admin` section is configured.
     pub(crate) admin: Option<AdminConfig>,
+    /// The file overrides are kept in on the memory store (`overrides.file`); none:
+    /// in the process alone, or in the shared store.
+    pub(crate) overrides_file: Option<std::path::PathBuf>,
     /// Envoy's rate limit service, when an `envoy` section is configured.
     pub(crate) envoy: Option<EnvoyConfig>,
     /// The forward-auth door, when an `auth` section is configured.
@@ -173,6 +177,11 @@ impl Config {
         ));
         let region = found.keep(region::region(raw.region.as_ref(), &store, source));
         let admin = found.keep(admin::admin(raw.admin.as_ref(), &errors));
+        let overrides_file = found.keep(overrides::overrides_file(
+            raw.overrides.as_ref(),
+            on_redis,
+            &errors,
+        ));
         let auth = found.keep(auth::auth(
             raw.auth.as_ref(),
             &raw.rules,
@@ -241,6 +250,7 @@ impl Config {
             .and_then(|client_ip| found.keep(upstream::gateway(&raw, &errors, client_ip.clone())));
         found.finish()?;
         let (
+            Some(overrides_file),
             Some(max_owed),
             Some(tls),
             Some(envoy),
@@ -251,7 +261,16 @@ impl Config {
             Some(routing),
             Some(gateway),
         ) = (
-            max_owed, tls, envoy, admin, auth, client_ip, rules, routing, gateway,
+            overrides_file,
+            max_owed,
+            tls,
+            envoy,
+            admin,
+            auth,
+            client_ip,
+            rules,
+            routing,
+            gateway,
         )
         else {
             // Each section missing has its error in `found`.
@@ -275,6 +294,7 @@ impl Config {
             client_ip,
             gateway,
             admin,
+            overrides_file,
             envoy,
             auth,
             tls,

@@ -89,6 +89,16 @@ impl Problem {
         )
     }
 
+    /// The key has no override in force to delete (404).
+    pub(crate) fn no_override() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown-override",
+            "Unknown override",
+            "the key has no override in force under this rule (expired, deleted, or never set)",
+        )
+    }
+
     /// No settlement is waiting under the id given: settled already, expired, or made
     /// before a reload (404). Its reservations stay counted.
     pub(crate) fn unknown_settlement() -> Self {

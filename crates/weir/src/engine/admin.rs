@@ -13,7 +13,8 @@ use crate::metrics::StoreOp;
 pub(crate) struct KeyState {
     /// The key as the store holds it.
     pub key: String,
-    /// The rule's limit (a caller's plan may give another).
+    /// The key's limit: the override in force, else the rule's (a caller's plan may
+    /// give another).
     pub limit: u64,
     /// Units left now.
     pub remaining: u64,
@@ -44,12 +45,13 @@ impl Engine {
             .iter()
             .find(|r| r.name == rule)
             .and_then(|r| r.lockout.as_ref());
+        let policy = self.overridden(rule, &key, &named.policy);
         let mut checks = vec![Check {
             key: Key {
                 rule,
                 identity: &key,
             },
-            policy: &named.policy,
+            policy: &policy,
             cost: 0,
         }];
         if let Some(lockout) = lockout {
@@ -83,7 +85,7 @@ impl Engine {
             _ => (None, 0),
         };
         Ok(Some(KeyState {
-            limit: named.policy.limit(),
+            limit: policy.limit(),
             remaining: state.remaining,
             reset_after: state.reset_after,
             locked_for,
@@ -99,7 +101,8 @@ impl Engine {
             return Ok(false);
         };
         let key = key::stored(key.to_owned());
-        let mut rules = vec![(rule, &named.policy)];
+        let policy = self.overridden(rule, &key, &named.policy);
+        let mut rules = vec![(rule, &policy)];
         if let Some(lockout) = self
             .routing
             .rules

@@ -26,8 +26,9 @@ impl Engine {
             rule: &rule.name,
             identity,
         };
+        let policy = self.overridden(&rule.name, identity, &rule.policy);
         let timer = self.metrics.store_timer(StoreOp::Check, false);
-        let decided = self.store.check(key, &rule.policy, cost).await;
+        let decided = self.store.check(key, &policy, cost).await;
         timer.finish(decided.as_ref().err());
         // A cost-0 check only reads: not a decision.
         if let (Some(&series), true) = (self.named.get(&rule.name), cost > 0) {

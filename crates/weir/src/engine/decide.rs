@@ -138,12 +138,16 @@ impl Engine {
             })
             .map(|(index, rule)| {
                 let key = identities.key(&rule.key);
+                let policy = self
+                    .overrides
+                    .policy(&rule.name, &key.key, &rule.policy)
+                    .unwrap_or_else(|| policy(rule, plan.as_ref()));
                 Applied {
                     index,
                     rule,
                     identity: key.key,
                     exact: key.exact,
-                    policy: policy(rule, plan.as_ref()),
+                    policy,
                     cost: rule.cost_of(facts.method, facts.host, facts.path),
                 }
             })
@@ -157,7 +161,9 @@ impl Engine {
     }
 }
 
-/// The rule's policy, with the caller's custom limit when its plan gives one.
+/// The rule's policy, with the caller's custom limit when its plan gives one (an
+/// override, looked up before, wins over both: override > plans file custom limit >
+/// plan > rule).
 fn policy(rule: &Rule, plan: Option<&CallerPlan>) -> Policy {
     let p = rule.policy;
     match plan.and_then(|plan| plan.limit.filter(|_| rule.plans.contains(&plan.name))) {

@@ -155,7 +155,7 @@ pub(crate) fn single_identity_key(name: &str, value: &str) -> String {
 
 /// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
 /// so that different lists of identities never make the same key.
-fn push_tagged(key: &mut String, name: &str, value: &str) {
+pub(super) fn push_tagged(key: &mut String, name: &str, value: &str) {
     if !key.is_empty() {
         key.push('&');
     }

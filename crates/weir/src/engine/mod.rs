@@ -24,6 +24,7 @@ mod failover;
 mod identity;
 mod ids;
 mod key;
+mod overrides;
 mod owed;
 mod pending;
 mod plan;
@@ -57,6 +58,10 @@ pub(crate) use self::identity::{IdentitySource, Normalize, Source};
 use self::ids::RandomIds;
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;
+pub(crate) use self::overrides::{
+    Backing as OverrideBacking, MAX_REASON_CHARS, Override, OverrideError, OverrideRequest,
+    Overrides, Replaced, Stored, read_file as read_overrides_file,
+};
 pub(crate) use self::owed::{DEFAULT_MAX_OWED, Owed};
 use self::pending::Pending;
 pub use self::pending::SETTLE_WITHIN;
@@ -143,6 +148,10 @@ pub struct Engine {
     /// Per routed rule, its series in `metrics`.
     series: Vec<usize>,
     denials: DenialLog,
+    /// The overrides set at runtime (the process's, kept across reloads).
+    overrides: Arc<Overrides>,
+    /// The kind of store it decides on (an override must suit it).
+    store_kind: StoreKind,
 }
 
 impl std::fmt::Debug for Engine {
@@ -216,6 +225,7 @@ impl Engine {
         named_hosts.dedup();
         let metrics = accounting::engine_metrics(spec, metrics);
         let denials = DenialLog::new(clock.clone());
+        let overrides = Arc::new(Overrides::in_process(clock.clone()));
         let series = routing
             .rules
             .iter()
@@ -240,7 +250,27 @@ impl Engine {
             metrics,
             series,
             denials,
+            overrides,
+            store_kind: spec.store,
         }
+    }
+
+    /// This engine deciding with the process's overrides `overrides` (kept across
+    /// reloads) instead of a book of its own.
+    pub(crate) fn with_overrides(mut self, overrides: Arc<Overrides>) -> Self {
+        self.overrides = overrides;
+        self
+    }
+
+    /// The overrides set at runtime.
+    pub(crate) fn overrides(&self) -> &Arc<Overrides> {
+        &self.overrides
+    }
+
+    /// The policy of `rule` (whose own is `base`) for `key`: the override in force,
+    /// else `base`.
+    fn overridden(&self, rule: &str, key: &str, base: &weir_core::Policy) -> weir_core::Policy {
+        self.overrides.policy(rule, key, base).unwrap_or(*base)
     }
 
     /// What the engine counts into.

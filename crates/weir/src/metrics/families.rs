@@ -201,6 +201,7 @@ pub(super) struct Families {
     pub(super) settlements_owed: Family<NoLabels, Gauge>,
     pub(super) settlements_dropped: Family<ReasonLabels, RareCounter>,
     pub(super) settlements_retried: Family<OutcomeLabels, RareCounter>,
+    pub(super) overrides_in_force: Family<RuleLabels, Gauge>,
 }
 
 impl Families {
@@ -240,6 +241,7 @@ impl Families {
             settlements_owed: Family::default(),
             settlements_dropped: Family::default(),
             settlements_retried: Family::default(),
+            overrides_in_force: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -272,6 +274,11 @@ impl Families {
             "store_errors",
             "Store operations that failed, by store and kind (timeout, unavailable, full, protocol, policy)",
             f.store_errors.clone(),
+        );
+        registry.register(
+            "overrides_in_force",
+            "Overrides set at runtime (admin API, `weir override`) in force now, by rule",
+            f.overrides_in_force.clone(),
         );
         registry.register(
             "store_up",

@@ -57,6 +57,8 @@ pub struct Metrics {
     store: Mutex<Option<StoreWatch>>,
     /// Each listener's connections served now, read at each scrape.
     listeners: Mutex<Vec<(&'static str, OpenConnections)>>,
+    /// The overrides in force per rule, read at each scrape.
+    overrides: Mutex<Option<OverridesInForce>>,
     /// Time for the windows of the live state.
     clock: Arc<dyn Clock>,
     /// The rules' totals over the last minute, for rates.
@@ -68,6 +70,9 @@ impl std::fmt::Debug for Metrics {
         f.debug_struct("Metrics").finish_non_exhaustive()
     }
 }
+
+/// How many overrides are in force per rule now, read at each scrape.
+pub(crate) type OverridesInForce = Box<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;
 
 /// How many connections a listener serves now, read at each scrape.
 pub(crate) type OpenConnections = Box<dyn Fn() -> usize + Send + Sync>;
@@ -105,6 +110,7 @@ impl Metrics {
             config: Mutex::new(None),
             store: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
+            overrides: Mutex::new(None),
             clock,
             samples: Mutex::new(Samples::default()),
         }
@@ -187,6 +193,11 @@ impl Metrics {
         *self.store.lock() = Some(watch);
     }
 
+    /// Tells the metrics how to count the overrides in force at each scrape.
+    pub(crate) fn watch_overrides(&self, in_force: OverridesInForce) {
+        *self.overrides.lock() = Some(in_force);
+    }
+
     /// Notes that a decision was made on the shared store (`false`) or on the local
     /// fallback (`true`); counts each switch to the fallback.
     fn decided_on_fallback(&self, fallback: bool) {
@@ -222,6 +233,15 @@ impl Metrics {
                     .slots_lost
                     .get_or_create(&labels)
                     .set(i64::try_from(lost()).unwrap_or(i64::MAX));
+            }
+        }
+        if let Some(in_force) = &*self.overrides.lock() {
+            self.families.overrides_in_force.clear();
+            for (rule, n) in in_force() {
+                self.families
+                    .overrides_in_force
+                    .get_or_create(&families::RuleLabels { rule })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
         }
         let now = self.clock.now();

@@ -19,7 +19,7 @@ use crate::auth::AuthDoor;
 use crate::config::{AdminConfig, Config, StoreConfig, TlsConfig};
 use crate::edge::{Certificates, server_config};
 use crate::engine::Descriptors;
-use crate::engine::{Engine, Owed};
+use crate::engine::{Engine, OverrideBacking, Overrides, Owed};
 use crate::envoy::RateLimitDoor;
 use crate::gateway::Gateway;
 use crate::metrics::{Metrics, StoreWatch};
@@ -56,6 +56,11 @@ pub struct Instance {
     /// Settlements owed to the shared store, kept across reloads (made with the first
     /// shared store).
     owed: Option<Arc<Owed>>,
+    /// The overrides set at runtime, kept across reloads (where they are kept is
+    /// chosen at start).
+    overrides: Arc<Overrides>,
+    /// The file they are kept in, as configured at start.
+    overrides_file: Option<std::path::PathBuf>,
     /// The SHA-256 of the configuration serving now (a reload compares the file's).
     /// (`Config::fingerprint`: with an `envoy` section, its directory's too.)
     config_sha256: String,
@@ -80,7 +85,24 @@ impl std::fmt::Debug for Instance {
 pub async fn instance(config: &Config) -> Result<Instance, StoreError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
     let (store, watch) = stack::open(&config.store, clock.clone()).await?;
-    let service = Instance::with_store(config, store, clock);
+    let backing = match (&config.store, &config.overrides_file) {
+        // Their own connection (and health loop) to the shared store: polls and admin
+        // writes never queue behind checks, nor trip the checks' breaker.
+        (StoreConfig::Redis(redis, _), _) => {
+            let shared = weir_store::RedisStore::start(redis, clock.clone());
+            // As the checks' store does: start with what Redis holds when it is there.
+            shared
+                .wait_connected(redis.timeout.max(std::time::Duration::from_secs(2)))
+                .await;
+            OverrideBacking::Shared(shared)
+        }
+        (StoreConfig::Memory(_), Some(file)) => OverrideBacking::File(file.clone()),
+        (StoreConfig::Memory(_), None) => OverrideBacking::InProcess,
+    };
+    let overrides = Overrides::open(backing, clock.clone())
+        .await
+        .map_err(|e| StoreError::Protocol(format!("overrides: {e}")))?;
+    let service = Instance::build(config, store, clock, overrides);
     service.metrics.watch_store(watch);
     Ok(service)
 }
@@ -99,6 +121,28 @@ impl Instance {
         config: &Config,
         store: Arc<dyn BackingStore>,
         clock: Arc<dyn Clock>,
+    ) -> Self {
+        let initial = match &config.overrides_file {
+            Some(file) => crate::engine::read_overrides_file(file).unwrap_or_else(|error| {
+                tracing::error!(%error, "overrides: the file cannot be read; starting without");
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        let backing = match &config.overrides_file {
+            Some(file) => OverrideBacking::File(file.clone()),
+            None => OverrideBacking::InProcess,
+        };
+        let overrides = Arc::new(Overrides::new(backing, initial, clock.clone()));
+        Self::build(config, store, clock, overrides)
+    }
+
+    /// The service of `config` on `store`, with the process's `overrides`.
+    fn build(
+        config: &Config,
+        store: Arc<dyn BackingStore>,
+        clock: Arc<dyn Clock>,
+        overrides: Arc<Overrides>,
     ) -> Self {
         let metrics = Arc::new(Metrics::new(clock.clone()));
         metrics.serving_config(&config.sha256);
@@ -121,12 +165,27 @@ impl Instance {
             &metrics,
             owed.as_ref(),
         );
-        let engine = Arc::new(Engine::with_stack(
-            &config.engine,
-            stack,
-            clock.clone(),
-            Arc::clone(&metrics),
-        ));
+        let counted = Arc::downgrade(&overrides);
+        // A rule whose last override went reads 0, rather than losing its series.
+        let seen = parking_lot::Mutex::new(std::collections::BTreeSet::new());
+        metrics.watch_overrides(Box::new(move || {
+            let mut counts = counted
+                .upgrade()
+                .map(|book| book.in_force_by_rule())
+                .unwrap_or_default();
+            let mut seen = seen.lock();
+            seen.extend(counts.iter().map(|(rule, _)| rule.clone()));
+            for rule in seen.iter() {
+                if !counts.iter().any(|(r, _)| r == rule) {
+                    counts.push((rule.clone(), 0));
+                }
+            }
+            counts
+        }));
+        let engine = Arc::new(
+            Engine::with_stack(&config.engine, stack, clock.clone(), Arc::clone(&metrics))
+                .with_overrides(Arc::clone(&overrides)),
+        );
         Instance {
             admin: config.admin.clone().map(Reloadable::new),
             envoy: config
@@ -149,6 +208,8 @@ impl Instance {
             store,
             store_config: config.store.clone(),
             owed,
+            overrides,
+            overrides_file: config.overrides_file.clone(),
             config_sha256: config.fingerprint(),
             envoy_dir: config.envoy.as_ref().map(|envoy| envoy.dir.clone()),
             watched_files: config.watched_files(),

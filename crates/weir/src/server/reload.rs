@@ -73,6 +73,11 @@ impl Instance {
         if config.tls.is_some() != self.tls.is_some() {
             return Err(ReloadError::TlsChange);
         }
+        if config.overrides_file != self.overrides_file || config.store != self.store_config {
+            tracing::warn!(
+                "where overrides are kept (the store, `overrides.file`) is chosen at start: they stay where they are until weir restarts"
+            );
+        }
         if config.store != self.store_config {
             let (store, watch) = stack::open(&config.store, self.clock.clone()).await?;
             self.store = store;
@@ -94,12 +99,15 @@ impl Instance {
             &self.metrics,
             self.owed.as_ref(),
         );
-        let engine = Arc::new(Engine::with_stack(
-            &config.engine,
-            stack,
-            self.clock.clone(),
-            Arc::clone(&self.metrics),
-        ));
+        let engine = Arc::new(
+            Engine::with_stack(
+                &config.engine,
+                stack,
+                self.clock.clone(),
+                Arc::clone(&self.metrics),
+            )
+            .with_overrides(Arc::clone(&self.overrides)),
+        );
         self.metrics.serving_config(&config.sha256);
         self.config_sha256 = config.fingerprint();
         self.envoy_dir = config.envoy.as_ref().map(|envoy| envoy.dir.clone());

@@ -1,0 +1,173 @@
+//! Setting and deleting an override: checked against the rule as the configuration's
+//! rules are checked, so that nothing is stored that the rule could not take.
+
+use std::time::Duration;
+
+use weir_core::{Policy, PolicyError};
+
+use super::backing::KeepError;
+use super::canonical::canonical_key;
+use super::{MAX_OVERRIDES, Override};
+use crate::engine::{Engine, StoreKind};
+
+/// The longest `reason` kept.
+pub(crate) const MAX_REASON_CHARS: usize = 256;
+
+/// An override to set, as the admin API read it.
+#[derive(Debug, Clone)]
+pub(crate) struct OverrideRequest {
+    /// The limit per period.
+    pub limit: u64,
+    /// The period (`None`: the rule's).
+    pub period: Option<Duration>,
+    /// The capacity of a bucket algorithm (`None`: the limit).
+    pub burst: Option<u64>,
+    /// When it ends, in seconds since the Unix epoch (`None`: when deleted).
+    pub expires_at: Option<u64>,
+    /// Why it is set.
+    pub reason: String,
+}
+
+/// What a change did: the key as the engine keys it, the override before and after.
+#[derive(Debug, Clone)]
+pub(crate) struct Replaced {
+    /// The canonical key.
+    pub key: String,
+    /// The override in force before (`None`: the rule's limit, or the plan's).
+    pub before: Option<Override>,
+    /// The override in force after (`None`: deleted).
+    pub after: Option<Override>,
+    /// The rule's own policy.
+    pub rule_policy: Policy,
+}
+
+/// Why an override was not set or deleted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OverrideError {
+    /// No rule has the name.
+    #[error("no rule is named `{0}`")]
+    UnknownRule(String),
+    /// A field is wrong; nothing was stored.
+    #[error("`{field}`: {message}")]
+    Invalid {
+        /// The field at fault.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The key has no override to delete.
+    #[error("no override is set for this key")]
+    NotSet,
+    /// Where overrides are kept did not take the change; nothing changed.
+    #[error(transparent)]
+    Unavailable(#[from] KeepError),
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> OverrideError {
+    OverrideError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+impl Engine {
+    /// Sets `request` as the override of `key` (canonicalised) under the rule named
+    /// `rule`, once it passes the checks the configuration's rules pass.
+    pub(crate) async fn set_override(
+        &self,
+        rule: &str,
+        key: &str,
+        request: OverrideRequest,
+    ) -> Result<Replaced, OverrideError> {
+        let named = self
+            .rule(rule)
+            .ok_or_else(|| OverrideError::UnknownRule(rule.to_owned()))?;
+        if named.global {
+            return Err(invalid(
+                "rule",
+                "the rule has `scope: global`: its limit is shared by the regions, which an override for one key cannot change",
+            ));
+        }
+        let key = self.override_key(rule, key)?;
+        let now = self.overrides.now_secs();
+        if request.expires_at.is_some_and(|end| end <= now) {
+            return Err(invalid("expires_at", "must be in the future"));
+        }
+        let reason = request.reason.trim();
+        if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
+            return Err(invalid(
+                "reason",
+                format!("at most {MAX_REASON_CHARS} characters, no control characters"),
+            ));
+        }
+        let entry = Override {
+            limit: request.limit,
+            period_ms: request
+                .period
+                .map(|p| u64::try_from(p.as_millis()).unwrap_or(u64::MAX)),
+            burst: request.burst,
+            expires_at: request.expires_at,
+            reason: reason.to_owned(),
+            set_at: now,
+        };
+        let policy = entry.policy(&named.policy).map_err(|error| {
+            let field = match error {
+                PolicyError::PeriodOutOfRange(_) => "period",
+                PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => "burst",
+                _ => "limit",
+            };
+            invalid(field, error.to_string())
+        })?;
+        if self.store_kind == StoreKind::Redis {
+            weir_store::check_redis_policy(&policy).map_err(|e| invalid("limit", e.to_string()))?;
+        }
+        if self.overrides.get(rule, &key).is_none()
+            && self.overrides.count_in_force() >= MAX_OVERRIDES
+        {
+            return Err(invalid(
+                "key",
+                format!("{MAX_OVERRIDES} overrides are in force already: delete some first"),
+            ));
+        }
+        let before = self.overrides.put(rule, &key, entry.clone()).await?;
+        Ok(Replaced {
+            key,
+            before,
+            after: Some(entry),
+            rule_policy: named.policy,
+        })
+    }
+
+    /// Deletes the override of `key` (canonicalised) under the rule named `rule`.
+    pub(crate) async fn delete_override(
+        &self,
+        rule: &str,
+        key: &str,
+    ) -> Result<Replaced, OverrideError> {
+        let named = self
+            .rule(rule)
+            .ok_or_else(|| OverrideError::UnknownRule(rule.to_owned()))?;
+        let key = self.override_key(rule, key)?;
+        if self.overrides.get(rule, &key).is_none() {
+            return Err(OverrideError::NotSet);
+        }
+        let before = self.overrides.remove(rule, &key).await?;
+        Ok(Replaced {
+            key,
+            before,
+            after: None,
+            rule_policy: named.policy,
+        })
+    }
+
+    /// `key` as the rule named `rule` keys its callers.
+    fn override_key(&self, rule: &str, key: &str) -> Result<String, OverrideError> {
+        let routed = self
+            .routing
+            .rules
+            .iter()
+            .find(|r| r.name == rule)
+            .map(|r| r.key.as_slice());
+        canonical_key(&self.routing, routed, key).map_err(|message| invalid("key", message))
+    }
+}

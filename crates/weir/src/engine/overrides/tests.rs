@@ -1,0 +1,86 @@
+//! The book's lookups on a clock the tests move.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_core::{Algorithm, ManualClock, Policy};
+
+use super::{Backing, Override, Overrides, Stored};
+
+fn entry(limit: u64, expires_at: Option<u64>) -> Override {
+    Override {
+        limit,
+        period_ms: None,
+        burst: None,
+        expires_at,
+        reason: "test".into(),
+        set_at: 0,
+    }
+}
+
+#[test]
+fn an_override_applies_until_its_expiry_to_the_second() {
+    let clock = Arc::new(ManualClock::new(1_000 * 1_000_000_000));
+    let base = Policy::new(Algorithm::FixedWindow, 10, Duration::from_secs(60), None).unwrap();
+    let book = Overrides::new(
+        Backing::InProcess,
+        vec![Stored {
+            rule: "api".into(),
+            key: "client_ip=192.0.2.1".into(),
+            entry: entry(500, Some(1_060)),
+        }],
+        clock.clone(),
+    );
+    let policy = book.policy("api", "client_ip=192.0.2.1", &base).unwrap();
+    assert_eq!((policy.limit(), policy.period()), (500, base.period()));
+    assert!(book.policy("api", "client_ip=192.0.2.2", &base).is_none());
+    assert!(book.policy("other", "client_ip=192.0.2.1", &base).is_none());
+    clock.advance(Duration::from_millis(59_999));
+    assert!(book.policy("api", "client_ip=192.0.2.1", &base).is_some());
+    clock.advance(Duration::from_millis(1));
+    assert!(book.policy("api", "client_ip=192.0.2.1", &base).is_none());
+    assert!(book.list(None).is_empty());
+    assert_eq!(book.in_force_by_rule(), vec![("api".to_owned(), 0)]);
+}
+
+#[test]
+fn an_override_the_rule_cannot_take_is_not_applied() {
+    // Set for a window rule, then the rule became a sliding log by a reload.
+    let clock = Arc::new(ManualClock::new(0));
+    let log = Policy::new(Algorithm::SlidingLog, 10, Duration::from_secs(60), None).unwrap();
+    let book = Overrides::new(
+        Backing::InProcess,
+        vec![Stored {
+            rule: "api".into(),
+            key: "k".into(),
+            entry: entry(50_000, None),
+        }],
+        clock,
+    );
+    assert!(book.policy("api", "k", &log).is_none());
+}
+
+#[tokio::test]
+async fn a_file_keeps_overrides_across_restarts_and_drops_expired_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overrides.json");
+    let clock = Arc::new(ManualClock::new(100 * 1_000_000_000));
+    let book = Overrides::open(Backing::File(path.clone()), clock.clone())
+        .await
+        .unwrap();
+    book.put("api", "a", entry(5, Some(200))).await.unwrap();
+    book.put("api", "b", entry(7, None)).await.unwrap();
+    let replaced = book.put("api", "b", entry(8, None)).await.unwrap();
+    assert_eq!(replaced.map(|o| o.limit), Some(7));
+    assert_eq!(book.remove("api", "zz").await.unwrap(), None);
+    let again = Overrides::open(Backing::File(path.clone()), clock.clone())
+        .await
+        .unwrap();
+    let limits: Vec<_> = again.list(None).iter().map(|s| s.entry.limit).collect();
+    assert_eq!(limits, [5, 8]);
+    clock.advance(Duration::from_secs(100));
+    again.remove("api", "b").await.unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("\"key\": \"a\""), "{text}");
+    assert!(!text.contains("\"key\": \"b\""), "{text}");
+}
