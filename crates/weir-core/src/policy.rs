@@ -24,7 +24,8 @@ pub const MAX_PERIOD: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The limiting algorithms weir implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// At most `limit` per window of `period`, windows aligned to the Unix epoch.
+    /// At most `limit` per window of `period`, windows aligned to the Unix epoch, or
+    /// per window of a calendar ([`Policy::on_calendar`]).
     FixedWindow,
     /// At most `limit` in any trailing `period`, exactly (a log of admitted requests).
     SlidingLog,

@@ -148,6 +148,48 @@ async fn calendar_windows_decide_exactly_as_the_memory_store() {
 
 static CALENDAR: weir_testkit::UnevenCalendar = weir_testkit::UnevenCalendar;
 
+/// On Redis's own clock (the default), the instance's clock still picks a calendar's
+/// window (its key), and Redis's times the answer: the reset is the time from Redis's
+/// clock to that window's end.
+#[tokio::test]
+async fn on_the_servers_clock_a_calendar_window_is_the_instances() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(weir_store::SystemClock::new());
+    let redis = store(
+        &server,
+        "calendar-server",
+        clock.clone(),
+        RedisClock::Server,
+    )
+    .await;
+    let policy = Policy::new(Algorithm::FixedWindow, 1, Duration::from_secs(4), None)
+        .unwrap()
+        .on_calendar(&CALENDAR)
+        .unwrap();
+    for attempt in 0.. {
+        let identity = format!("u{attempt}");
+        let before = clock.now();
+        let decision = redis.check(key(&identity), &policy, 1).await.unwrap();
+        let after = clock.now();
+        let window = weir_core::Calendar::window(&CALENDAR, before);
+        if weir_core::Calendar::window(&CALENDAR, after) != window {
+            continue; // a boundary passed during the check: which window is unknown
+        }
+        assert!(decision.allowed);
+        let reset = u64::try_from(decision.reset_after.as_nanos()).unwrap();
+        // Redis's TIME and the instance's clock are this machine's: within a few ms.
+        let skew = 5_000_000;
+        assert!(
+            reset + skew >= window.end - after && reset <= window.end - before + skew,
+            "reset {reset} ns for a window ending {} ns after the check began",
+            window.end - before
+        );
+        let name = format!("calendar-server:{{{identity}}}c{}:r", window.start / 1_000);
+        assert_eq!(server.cli(&["GET", &name]).trim(), "1");
+        break;
+    }
+}
+
 #[tokio::test]
 async fn layered_checks_are_all_or_nothing_as_in_memory() {
     let server = RedisServer::start();

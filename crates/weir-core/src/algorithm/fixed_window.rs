@@ -36,6 +36,8 @@ impl AlgorithmState for FixedWindow {
         // the stored window, as if no time had passed (waits still count from `now`).
         let (start, end, mut count) = if window.start > self.window {
             (window.start, window.end, 0)
+        } else if window.start == self.window {
+            (self.window, window.end, self.count)
         } else {
             (self.window, policy.window(self.window).end, self.count)
         };

@@ -54,8 +54,10 @@ pub(crate) struct Windows {
 /// a `Policy` refers to its calendar as `&'static` (so it stays `Copy`), and a reload
 /// finds the same object again, so the memory they hold is bounded by the distinct
 /// calendars configured, not by reloads.
-static KEPT: LazyLock<Mutex<HashMap<(Unit, String, Starts), &'static Windows>>> =
-    LazyLock::new(Mutex::default);
+static KEPT: LazyLock<Mutex<HashMap<Named, &'static Windows>>> = LazyLock::new(Mutex::default);
+
+/// What tells one calendar from another: its unit, its zone's canonical name, its start.
+type Named = (Unit, String, Starts);
 
 impl Windows {
     /// The windows of `unit` in `zone` (named `zone_name`, its canonical IANA name),
@@ -67,8 +69,7 @@ impl Windows {
         starts: Starts,
     ) -> &'static Windows {
         let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *kept
-            .entry((unit, zone_name.to_owned(), starts))
+        kept.entry((unit, zone_name.to_owned(), starts))
             .or_insert_with(|| {
                 Box::leak(Box::new(Windows {
                     unit,
