@@ -341,3 +341,43 @@ fn time_zone_names_are_read_without_regard_to_case() {
     let text = "rules:\n  - name: q\n    algorithm: fixed_window\n    limit: 5\n    period: calendar_year\n    time_zone: europe/london\n    starts: { month: 4, day: 6 }\n";
     Config::parse(text, Path::new("weir.yaml")).unwrap();
 }
+
+/// Two instances on one Redis whose clocks disagree by a second at a month's end: for
+/// that second the one behind counts in January's key and the one ahead in February's,
+/// and neither window ever admits more than the limit (the bound DESIGN.md states).
+#[tokio::test]
+async fn two_instances_a_second_apart_at_a_boundary_count_each_window_once() {
+    let server = RedisServer::start();
+    let instance = |clock: Arc<ManualClock>| {
+        let config = RedisStoreConfig {
+            target: RedisTarget::Single(server.url()),
+            key_prefix: "weir-two".into(),
+            timeout: Duration::from_secs(2),
+            clock: RedisClock::Local,
+            window_counters: false,
+            access: Default::default(),
+        };
+        async move {
+            let store = RedisStore::connect(&config, clock.clone() as Arc<dyn Clock>)
+                .await
+                .unwrap();
+            app(Arc::new(store), clock)
+        }
+    };
+    let behind = Arc::new(ManualClock::new(at("2028-01-31T23:59:59.500Z")));
+    let ahead = Arc::new(ManualClock::new(at("2028-02-01T00:00:00.500Z")));
+    let (a, b) = (
+        instance(behind.clone()).await,
+        instance(ahead.clone()).await,
+    );
+    let feb = 29 * DAY_MS - 500;
+    assert_eq!(check(&a, "monthly", "k").await, allowed("monthly", 1, 500));
+    assert_eq!(check(&b, "monthly", "k").await, allowed("monthly", 1, feb));
+    assert_eq!(check(&a, "monthly", "k").await, allowed("monthly", 0, 500));
+    assert_eq!(check(&a, "monthly", "k").await, denied("monthly", 500));
+    assert_eq!(check(&b, "monthly", "k").await, allowed("monthly", 0, feb));
+    assert_eq!(check(&b, "monthly", "k").await, denied("monthly", feb));
+    // A second later the one behind is in February too, and finds it spent.
+    behind.advance(Duration::from_secs(1));
+    assert_eq!(check(&a, "monthly", "k").await, denied("monthly", feb));
+}
