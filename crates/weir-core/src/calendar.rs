@@ -23,7 +23,9 @@ pub struct Window {
 /// An implementation must be a pure function of the instant (the same window for
 /// every instant in it, on every instance that has the same configuration), with
 /// `start <= now < end`, and windows that follow one another: the window holding
-/// `end` starts at `end`. The stores key a window by its start.
+/// `end` starts at `end`. The stores key a window by its start (weir's Redis store in
+/// microseconds: boundaries on whole microseconds keep the stores alike; a time zone
+/// calendar's are on whole seconds).
 pub trait Calendar: Send + Sync + fmt::Debug {
     /// The window holding `now` (nanoseconds since the Unix epoch).
     fn window(&self, now: u64) -> Window;
