@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 mod algorithm;
+mod calendar;
 mod clock;
 mod decision;
 mod lease;
@@ -26,6 +27,7 @@ mod shed;
 mod state;
 
 pub use algorithm::{charge, check, check_word, refund};
+pub use calendar::{Calendar, Window};
 pub use clock::{Clock, ManualClock};
 pub use decision::Decision;
 pub use lease::{

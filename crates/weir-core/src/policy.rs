@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::calendar::{Calendar, CalendarRef, Window};
+
 /// The largest `limit` or `burst` a policy accepts.
 ///
 /// Large enough for any real quota (a billion per period) and small enough that every
@@ -22,7 +24,8 @@ pub const MAX_PERIOD: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The limiting algorithms weir implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// At most `limit` per window of `period`, windows aligned to the Unix epoch.
+    /// At most `limit` per window of `period`, windows aligned to the Unix epoch, or
+    /// per window of a calendar ([`Policy::on_calendar`]).
     FixedWindow,
     /// At most `limit` in any trailing `period`, exactly (a log of admitted requests).
     SlidingLog,
@@ -111,6 +114,9 @@ pub enum PolicyError {
         /// The global limit.
         limit: u64,
     },
+    /// A calendar period ([`Policy::on_calendar`]) on an algorithm other than
+    /// `fixed_window`.
+    CalendarNotApplicable(Algorithm),
 }
 
 impl fmt::Display for PolicyError {
@@ -151,6 +157,10 @@ impl fmt::Display for PolicyError {
                 f,
                 "each of {regions} regions keeps a floor of {floor} units, which must be at least 1 and add up to at most the limit ({limit}): raise the limit or lower region.floor"
             ),
+            PolicyError::CalendarNotApplicable(algorithm) => write!(
+                f,
+                "a calendar period applies to fixed_window, not to {algorithm} (its windows are the calendar's; the other algorithms refill or slide by a fixed period)"
+            ),
         }
     }
 }
@@ -173,6 +183,8 @@ pub struct Policy {
     /// For a region's share of a global limit ([`Policy::regional`]): the units per
     /// period this region always has, whatever its share; else 0.
     region_floor: u64,
+    /// For a fixed window whose windows follow the calendar ([`Policy::on_calendar`]).
+    calendar: Option<CalendarRef>,
 }
 
 impl Policy {
@@ -232,7 +244,83 @@ impl Policy {
                 0
             },
             region_floor: 0,
+            calendar: None,
         })
+    }
+
+    /// This fixed-window policy with its windows taken from `calendar` (a calendar
+    /// month in a time zone...) rather than cut every `period` from the Unix epoch.
+    /// `period` stays what [`Policy::period`] reports (the longest window, for
+    /// headers that state a window); the windows and the times to reset are the
+    /// calendar's. Only `fixed_window`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use weir_core::{Algorithm, Calendar, Policy, Window, check};
+    ///
+    /// // Windows of 3 s, then 5 s, then 3 s...: the fixed window resets at each.
+    /// #[derive(Debug)]
+    /// struct Uneven;
+    /// impl Calendar for Uneven {
+    ///     fn window(&self, now: u64) -> Window {
+    ///         let (s, rest) = (8_000_000_000, now % 8_000_000_000);
+    ///         let base = now - rest;
+    ///         if rest < 3_000_000_000 {
+    ///             Window { start: base, end: base + 3_000_000_000 }
+    ///         } else {
+    ///             Window { start: base + 3_000_000_000, end: base + s }
+    ///         }
+    ///     }
+    /// }
+    /// let policy = Policy::new(Algorithm::FixedWindow, 1, Duration::from_secs(5), None)?
+    ///     .on_calendar(&Uneven)?;
+    /// let mut state = None;
+    /// assert!(check(&policy, &mut state, 1_000_000_000, 1).allowed);
+    /// let denied = check(&policy, &mut state, 1_000_000_000, 1);
+    /// assert_eq!(denied.retry_after, Some(Duration::from_secs(2)));
+    /// assert!(check(&policy, &mut state, 3_000_000_000, 1).allowed);
+    /// let denied = check(&policy, &mut state, 4_000_000_000, 1);
+    /// assert_eq!(denied.retry_after, Some(Duration::from_secs(4)));
+    /// # Ok::<(), weir_core::PolicyError>(())
+    /// ```
+    pub fn on_calendar(self, calendar: &'static dyn Calendar) -> Result<Self, PolicyError> {
+        if self.algorithm != Algorithm::FixedWindow {
+            return Err(PolicyError::CalendarNotApplicable(self.algorithm));
+        }
+        Ok(Self {
+            calendar: Some(CalendarRef(calendar)),
+            ..self
+        })
+    }
+
+    /// The calendar the windows follow, if any ([`Policy::on_calendar`]).
+    pub fn calendar(&self) -> Option<&'static dyn Calendar> {
+        self.calendar.map(|c| c.0)
+    }
+
+    /// The window holding `now` for a window algorithm: the calendar's, or the
+    /// `period` cut from the Unix epoch.
+    pub fn window(&self, now: u64) -> Window {
+        match self.calendar {
+            Some(calendar) => calendar.0.window(now),
+            None => {
+                let start = now - now % self.period_ns;
+                Window {
+                    start,
+                    end: start.saturating_add(self.period_ns),
+                }
+            }
+        }
+    }
+
+    /// This policy with another limit and burst, the rest kept (the calendar too): a
+    /// caller's custom limit, or an instance's part of it.
+    pub fn relimit(&self, limit: u64, burst: Option<u64>) -> Result<Self, PolicyError> {
+        let policy = Self::new(self.algorithm, limit, self.period(), burst)?;
+        match self.calendar {
+            Some(calendar) => policy.on_calendar(calendar.0),
+            None => Ok(policy),
+        }
     }
 
     /// This policy as one region's share of it, for a rule whose limit is global
@@ -291,6 +379,7 @@ impl Policy {
             burst: Some(capacity),
             word_interval_ns: 0,
             region_floor: 0,
+            calendar: None,
         }
     }
 

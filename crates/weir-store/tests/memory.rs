@@ -13,7 +13,7 @@ use std::time::Duration;
 use weir_core::{Algorithm, ManualClock, Policy};
 use weir_store::LeaseStore;
 use weir_store::{Check, Key, MemoryStore, MemoryStoreConfig, Store, StoreError};
-use weir_testkit::conformance_sequences;
+use weir_testkit::{calendar_sequences, conformance_sequences};
 
 const START: u64 = 1_796_032_800_000_000_000;
 
@@ -263,7 +263,10 @@ fn entries_expire_when_their_state_is_full_again() {
 #[tokio::test]
 async fn the_conformance_sequences_decide_as_weir_core() {
     let (clock, store) = store(1_000);
-    for (n, (policy, steps)) in conformance_sequences(0x5eed, 240).into_iter().enumerate() {
+    let sequences = conformance_sequences(0x5eed, 240)
+        .into_iter()
+        .chain(calendar_sequences(0x5eed, 30));
+    for (n, (policy, steps)) in sequences.enumerate() {
         let identity = format!("seq-{n}");
         let mut state = None;
         let mut now = START;

@@ -17,7 +17,9 @@ use weir_store::{
     Check, Key, MemoryStore, MemoryStoreConfig, RedisClock, RedisStore, RedisStoreConfig,
     RedisTarget, Settled, Store, StoreError,
 };
-use weir_testkit::{RedisCluster, RedisServer, conformance_sequences, decisions_in_micros};
+use weir_testkit::{
+    RedisCluster, RedisServer, calendar_sequences, conformance_sequences, decisions_in_micros,
+};
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds (whole microseconds).
 const START: u64 = 1_796_032_800_000_000_000;
@@ -85,6 +87,107 @@ async fn redis_decides_exactly_as_the_memory_store() {
         }
     }
     assert_eq!(compared, 240 * 30);
+}
+
+/// A fixed window on a calendar (uneven windows, as months and days at a clock change
+/// are): Redis counts in a key per window, named by the start the instance works out,
+/// and decides as the memory store does, by Functions and by script; on Redis's own
+/// clock too, the window is the instance's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calendar_windows_decide_exactly_as_the_memory_store() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let functions = store(&server, "calendar-f", clock.clone(), RedisClock::Local).await;
+    let scripts = store(&server, "calendar-s", clock.clone(), RedisClock::Local).await;
+    scripts.use_scripts();
+    let mut compared = 0;
+    for (n, (policy, steps)) in calendar_sequences(0xca1, 60).into_iter().enumerate() {
+        let memory = MemoryStore::new(MemoryStoreConfig::default(), clock.clone());
+        let identity = format!("cal-{n}");
+        let mut now = START;
+        for (i, step) in steps.iter().enumerate() {
+            now = now.saturating_add_signed(step.gap_us * 1_000);
+            clock.set(now);
+            let expected = step.replay(&memory, key(&identity), &policy).await.unwrap();
+            for redis in [&functions, &scripts] {
+                let actual = step.replay(redis, key(&identity), &policy).await.unwrap();
+                assert_eq!(
+                    decisions_in_micros(&actual),
+                    decisions_in_micros(&expected),
+                    "sequence {n} ({} per window), step {i} {step:?} at {now}",
+                    policy.limit(),
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 60 * 30);
+    // Each window's count lives under its own key, which expires a second after the
+    // window's end (on the instances' clocks).
+    let now = clock.now();
+    let window = weir_core::Calendar::window(&CALENDAR, now);
+    let name = format!("calendar-f:{{cal-0}}c{}:r", window.start / 1_000);
+    let one = Policy::new(Algorithm::FixedWindow, 5, Duration::from_secs(4), None)
+        .unwrap()
+        .on_calendar(&CALENDAR)
+        .unwrap();
+    assert!(
+        functions
+            .check(key("cal-0"), &one, 1)
+            .await
+            .unwrap()
+            .allowed
+    );
+    let ttl: i64 = server.cli(&["PTTL", &name]).trim().parse().unwrap();
+    let until_end = ((window.end - now) / 1_000_000) as i64;
+    assert!(
+        (until_end + 990..=until_end + 1_001).contains(&ttl),
+        "{ttl} ms for a window ending in {until_end} ms"
+    );
+}
+
+static CALENDAR: weir_testkit::UnevenCalendar = weir_testkit::UnevenCalendar;
+
+/// On Redis's own clock (the default), the instance's clock still picks a calendar's
+/// window (its key), and Redis's times the answer: the reset is the time from Redis's
+/// clock to that window's end.
+#[tokio::test]
+async fn on_the_servers_clock_a_calendar_window_is_the_instances() {
+    let server = RedisServer::start();
+    let clock: Arc<dyn Clock> = Arc::new(weir_store::SystemClock::new());
+    let redis = store(
+        &server,
+        "calendar-server",
+        clock.clone(),
+        RedisClock::Server,
+    )
+    .await;
+    let policy = Policy::new(Algorithm::FixedWindow, 1, Duration::from_secs(4), None)
+        .unwrap()
+        .on_calendar(&CALENDAR)
+        .unwrap();
+    for attempt in 0.. {
+        let identity = format!("u{attempt}");
+        let before = clock.now();
+        let decision = redis.check(key(&identity), &policy, 1).await.unwrap();
+        let after = clock.now();
+        let window = weir_core::Calendar::window(&CALENDAR, before);
+        if weir_core::Calendar::window(&CALENDAR, after) != window {
+            continue; // a boundary passed during the check: which window is unknown
+        }
+        assert!(decision.allowed);
+        let reset = u64::try_from(decision.reset_after.as_nanos()).unwrap();
+        // Redis's TIME and the instance's clock are this machine's: within a few ms.
+        let skew = 5_000_000;
+        assert!(
+            reset + skew >= window.end - after && reset <= window.end - before + skew,
+            "reset {reset} ns for a window ending {} ns after the check began",
+            window.end - before
+        );
+        let name = format!("calendar-server:{{{identity}}}c{}:r", window.start / 1_000);
+        assert_eq!(server.cli(&["GET", &name]).trim(), "1");
+        break;
+    }
 }
 
 #[tokio::test]

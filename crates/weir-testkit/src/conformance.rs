@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use weir_core::{Algorithm, Decision, Policy, State, charge, check, refund};
+use weir_core::{Algorithm, Calendar, Decision, Policy, State, Window, charge, check, refund};
 use weir_store::{Check, Key, Store, StoreError};
 
 /// One step of a sequence: microseconds after the previous one (negative: the clock
@@ -140,6 +140,78 @@ pub fn conformance_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)
                 let action = match rng.below(8) {
                     0 | 1 => Action::Refund,
                     2 => Action::Charge,
+                    _ => Action::Check,
+                };
+                Step {
+                    gap_us,
+                    cost,
+                    action,
+                }
+            })
+            .collect();
+        out.push((policy, steps));
+    }
+    out
+}
+
+/// A calendar whose windows are of uneven lengths, as a calendar's months and days are
+/// (2 s, 3.5 s, 1 s, 4 s, again and again from the Unix epoch): what the stores must
+/// decide alike for any calendar, without a time zone in the test.
+#[derive(Debug)]
+pub struct UnevenCalendar;
+
+/// The lengths of [`UnevenCalendar`]'s windows, in nanoseconds.
+const UNEVEN_NS: [u64; 4] = [2_000_000_000, 3_500_000_000, 1_000_000_000, 4_000_000_000];
+
+impl Calendar for UnevenCalendar {
+    fn window(&self, now: u64) -> Window {
+        let cycle: u64 = UNEVEN_NS.iter().sum();
+        let mut start = now - now % cycle;
+        for length in UNEVEN_NS {
+            if now < start + length {
+                return Window {
+                    start,
+                    end: start + length,
+                };
+            }
+            start += length;
+        }
+        unreachable!("the lengths add up to the cycle")
+    }
+}
+
+/// Fixed windows on [`UnevenCalendar`], and sequences crossing its boundaries (steps
+/// landing on a boundary exactly, and just before it), with refunds and charges. The
+/// clock only goes forward: a store keeping a calendar's window under its own key
+/// (weir's Redis store) counts a clock stepping back in the earlier window, as it does
+/// window counters (see [`Step::gap_us_with_window_counters`]).
+pub fn calendar_sequences(seed: u64, count: usize) -> Vec<(Policy, Vec<Step>)> {
+    static CALENDAR: UnevenCalendar = UnevenCalendar;
+    let mut rng = XorShift(seed | 1);
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let limit = [1, 3, 10][i % 3];
+        let policy = Policy::new(Algorithm::FixedWindow, limit, Duration::from_secs(4), None)
+            .and_then(|p| p.on_calendar(&CALENDAR))
+            .expect("valid policy");
+        let steps = (0..30)
+            .map(|_| {
+                let gap_us = match rng.below(8) {
+                    0..=2 => 0,
+                    3..=4 => rng.below(1_000_000) as i64,
+                    5 => 500_000,
+                    6 => 999_999,
+                    _ => 1 + rng.below(4_000_000) as i64,
+                };
+                let cost = match rng.below(10) {
+                    0..=6 => 1,
+                    7 => rng.below(limit + 1),
+                    8 => 0,
+                    _ => limit + 1,
+                };
+                let action = match rng.below(8) {
+                    0 => Action::Refund,
+                    1 => Action::Charge,
                     _ => Action::Check,
                 };
                 Step {

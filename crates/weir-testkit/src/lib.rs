@@ -20,7 +20,10 @@ mod redis;
 mod sentinel;
 mod tls;
 
-pub use conformance::{Action, Step, XorShift, conformance_sequences, decisions_in_micros};
+pub use conformance::{
+    Action, Step, UnevenCalendar, XorShift, calendar_sequences, conformance_sequences,
+    decisions_in_micros,
+};
 pub use lease::{HOLDERS, Holders, LeaseOutcome, LeaseStep, lease_sequences};
 pub use redis::{RedisCluster, RedisServer, ReservedPort, TlsSetup, redis_cli};
 pub use sentinel::{MASTER, RedisSentinels};

@@ -1,4 +1,5 @@
-//! Fixed window: a counter per window of `period`, windows aligned to the Unix epoch.
+//! Fixed window: a counter per window of `period`, windows aligned to the Unix epoch,
+//! or per window of a calendar ([`Policy::window`]): a window is known by its start.
 //!
 //! Tiny state and simple, at the price of letting up to twice the limit through around a
 //! window boundary (the end of one window and the start of the next).
@@ -24,20 +25,21 @@ pub(crate) struct FixedWindow {
 impl AlgorithmState for FixedWindow {
     fn full(policy: &Policy, now: u64) -> Self {
         Self {
-            window: now - now % policy.period_ns(),
+            window: policy.window(now).start,
             count: 0,
         }
     }
 
     fn check(&mut self, policy: &Policy, now: u64, cost: u64) -> Decision {
-        let period = policy.period_ns();
-        let window = now - now % period;
+        let window = policy.window(now);
         // A window earlier than the stored one means the clock went backwards: stay in
         // the stored window, as if no time had passed (waits still count from `now`).
-        let (start, mut count) = if window > self.window {
-            (window, 0)
+        let (start, end, mut count) = if window.start > self.window {
+            (window.start, window.end, 0)
+        } else if window.start == self.window {
+            (self.window, window.end, self.count)
         } else {
-            (self.window, self.count)
+            (self.window, policy.window(self.window).end, self.count)
         };
         let allowed = count + cost <= policy.limit();
         if allowed && cost > 0 {
@@ -47,7 +49,7 @@ impl AlgorithmState for FixedWindow {
                 count,
             };
         }
-        let until_next = nanos(start.saturating_add(period) - now);
+        let until_next = nanos(end - now);
         Decision {
             allowed,
             limit: policy.limit(),
@@ -61,7 +63,7 @@ impl AlgorithmState for FixedWindow {
     fn refund(&mut self, policy: &Policy, now: u64, cost: u64) {
         // A stored window later than `now` means the clock went backwards: the units
         // were counted there, as `check` would count them.
-        if now - now % policy.period_ns() <= self.window {
+        if policy.window(now).start <= self.window {
             self.count -= cost.min(self.count);
         }
     }

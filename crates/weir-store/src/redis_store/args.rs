@@ -72,7 +72,7 @@ pub(super) fn general(
             .arg(check.cost)
             .arg(p.limit)
             .arg(p.capacity)
-            .arg(p.period_us)
+            .arg(p.period_arg())
             .arg(l)
             .arg(per_unit);
     }
@@ -107,7 +107,7 @@ pub(super) fn single(
             .arg(p.ticks_per_us)
             .arg(p.ticks_per_unit);
     } else {
-        command.arg(p.limit).arg(p.period_us);
+        command.arg(p.limit).arg(p.period_arg());
     }
 }
 

@@ -29,7 +29,7 @@ use crate::{Check, StoreError};
 
 /// Whether `check` goes by the counter: one unit of a fixed window kept in counters.
 pub(super) fn applies(check: &Check<'_>, policy: &ScriptPolicy) -> bool {
-    check.cost == 1 && policy.window.is_some()
+    check.cost == 1 && policy.window.is_some() && policy.calendar.is_none()
 }
 
 impl RedisStore {

@@ -1,7 +1,9 @@
-//! Redis key names: `<prefix>:{<identity>}:<rule>`, and `<prefix>:{<identity>}w<n>:<rule>`
+//! Redis key names: `<prefix>:{<identity>}:<rule>`, `<prefix>:{<identity>}w<n>:<rule>`
 //! for the count of a fixed window's n-th window (on the instances' clocks, see
-//! `counter`): nothing but `:` follows the hash tag in the first form, so the two
-//! never meet, whatever the rule's name.
+//! `counter`), and `<prefix>:{<identity>}c<start>:<rule>` for the count of a calendar's
+//! window starting at `start` (us since the epoch): nothing but `:` follows the hash
+//! tag in the first form, and a letter in the others, so none meet, whatever the
+//! rule's name.
 //!
 //! The identity sits inside a hash tag, so that every rule of one identity lives in one
 //! slot of a Redis Cluster and a request's limits are checked in one script. Since an
@@ -21,15 +23,16 @@ use crate::Key;
 /// The longest encoded identity kept as is.
 pub(crate) const MAX_PLAIN: usize = 128;
 
-/// The Redis key for `key`, or for its count in fixed window number `window`.
-pub(crate) fn redis_key(prefix: &str, key: Key<'_>, window: Option<u64>) -> String {
+/// The Redis key for `key`, or for its count in the window `window` names (a letter
+/// and a number, see `ScriptPolicy::key_window`).
+pub(crate) fn redis_key(prefix: &str, key: Key<'_>, window: Option<(char, u64)>) -> String {
     let mut out = String::with_capacity(prefix.len() + key.identity.len() + key.rule.len() + 24);
     out.push_str(prefix);
     out.push_str(":{");
     encode_identity(key.identity, &mut out);
     out.push('}');
-    if let Some(window) = window {
-        out.push('w');
+    if let Some((letter, window)) = window {
+        out.push(letter);
         out.push_str(itoa::Buffer::new().format(window));
     }
     out.push(':');
@@ -138,11 +141,14 @@ mod tests {
                 window,
             )
         };
-        assert_eq!(key("api", Some(29_933_880)), "weir:{u}w29933880:api");
-        assert_ne!(key("api", Some(7)), key("api", Some(70)));
+        assert_eq!(key("api", Some(('w', 29_933_880))), "weir:{u}w29933880:api");
+        assert_ne!(key("api", Some(('w', 7))), key("api", Some(('w', 70))));
         // A rule named like a window's suffix still gets another key.
-        assert_ne!(key("w7:api", None), key("api", Some(7)));
-        assert_ne!(key(":api", None), key("api", Some(7)));
+        assert_ne!(key("w7:api", None), key("api", Some(('w', 7))));
+        assert_ne!(key(":api", None), key("api", Some(('w', 7))));
+        // A calendar's window is named by its start, apart from the counters.
+        assert_eq!(key("api", Some(('c', 7))), "weir:{u}c7:api");
+        assert_ne!(key("api", Some(('c', 7))), key("api", Some(('w', 7))));
     }
 
     #[test]

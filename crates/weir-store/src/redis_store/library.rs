@@ -18,7 +18,7 @@ use weir_core::Algorithm;
 
 use super::args::{self, Mode};
 use super::dispatch::Call;
-use super::params::COUNTER;
+use super::params::{CALENDAR, COUNTER};
 use super::script::BODY;
 
 /// The library: its source, as `FUNCTION LOAD` takes it, and its functions' names.
@@ -39,7 +39,7 @@ impl Library {
         let single = Algorithm::ALL
             .iter()
             .map(|a| a.name())
-            .chain([COUNTER])
+            .chain([COUNTER, CALENDAR])
             .map(|name| (name, format!("{general}_{name}")))
             .collect();
         Self {

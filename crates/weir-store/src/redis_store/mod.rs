@@ -151,6 +151,9 @@ pub struct RedisStore {
     prefix: String,
     timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
+    /// The instance's clock, whichever clock decides: it places a check in its
+    /// calendar window (see `ScriptPolicy::on_calendar`).
+    instance_clock: Arc<dyn Clock>,
     /// The health loop's own links to a cluster's nodes (none for a single server).
     nodes: Option<probe::NodeLinks>,
     /// A cluster's primaries as the current connection was made with them.
@@ -229,7 +232,8 @@ impl RedisStore {
             lua: Lua::new(),
             prefix: config.key_prefix.clone(),
             timeout: config.timeout,
-            clock: (config.clock == RedisClock::Local).then_some(clock),
+            clock: (config.clock == RedisClock::Local).then_some(clock.clone()),
+            instance_clock: clock,
             nodes: match &config.target {
                 RedisTarget::Cluster(urls) => Some(probe::NodeLinks::new(urls, &config.access)),
                 RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => None,
@@ -246,7 +250,7 @@ impl RedisStore {
         let counter_time = self.counter_time(now_us);
         let prepared = checks
             .iter()
-            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?.at(counter_time))))
+            .map(|c| Ok((*c, self.script_policy(c.policy, counter_time)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         if matches!(self.config.target, RedisTarget::Cluster(_))
             && checks
@@ -256,6 +260,20 @@ impl RedisStore {
             return self.run_groups(&prepared, now_us, mode).await;
         }
         self.run_script(&prepared, now_us, mode).await
+    }
+
+    /// The numbers the scripts take for `policy`, its window placed by `counter_time`
+    /// (see [`RedisStore::counter_time`]) and a calendar's by the instance's clock.
+    fn script_policy(
+        &self,
+        policy: &Policy,
+        counter_time: Option<u64>,
+    ) -> Result<ScriptPolicy, StoreError> {
+        let script = ScriptPolicy::new(policy)?.at(counter_time);
+        Ok(match policy.calendar() {
+            Some(_) => script.on_calendar(policy, self.instance_clock.now()),
+            None => script,
+        })
     }
 
     /// The instances' time in microseconds, or `None` on the server's clock.
@@ -278,7 +296,7 @@ impl RedisStore {
     ) -> Result<Vec<Decision>, StoreError> {
         let keys: Vec<String> = checks
             .iter()
-            .map(|(c, p)| keys::redis_key(&self.prefix, c.key, p.window))
+            .map(|(c, p)| keys::redis_key(&self.prefix, c.key, p.key_window()))
             .collect();
         if let ([(check, policy)], Mode::Commit, Some(now)) = (checks, mode, now_us)
             && counter::applies(check, policy)
@@ -491,9 +509,9 @@ impl RedisStore {
     /// Deletes a key's state, and its lease records for the algorithms that lease
     /// (one slot: a cluster takes both in one `DEL`).
     async fn delete(&self, key: Key<'_>, policy: &Policy) -> Result<(), StoreError> {
-        let policy = ScriptPolicy::new(policy)?.at(self.counter_time(self.now_us()));
+        let policy = self.script_policy(policy, self.counter_time(self.now_us()))?;
         let mut command = redis::cmd("DEL");
-        let state = keys::redis_key(&self.prefix, key, policy.window);
+        let state = keys::redis_key(&self.prefix, key, policy.key_window());
         self.refuse_lost(&state)?;
         if matches!(policy.algorithm, Algorithm::TokenBucket | Algorithm::Gcra) {
             command.arg(lease::records_key(&state));

@@ -43,6 +43,12 @@ pub(crate) struct ScriptPolicy {
     /// in (`now / period`), whose count lives under its own key as a bare integer (see
     /// `counter`). `None` for state kept under the rule's key.
     pub(crate) window: Option<u64>,
+    /// For a fixed window that follows a calendar: the window the instance's clock
+    /// places the check in, `[start, end)` in microseconds, whose count lives under its
+    /// own key as a bare integer (see `calendar_counter` in fixed_window.lua). The
+    /// instance works out the boundary (the scripts know no time zones) and Redis
+    /// only counts, so every instance that agrees on the window shares the key.
+    pub(crate) calendar: Option<(u64, u64)>,
     /// For a region's share of a global limit (`share.lua`): the region's floor, which
     /// the driver's `regional` algorithm takes in the place of L (its bucket counts
     /// tokens in units of `1 / period_us`, whatever the rate in force, and needs no P).
@@ -67,6 +73,7 @@ impl ScriptPolicy {
             ticks_per_us: limit / divisor,
             ticks_per_unit: period_us / divisor,
             window: None,
+            calendar: None,
             region_floor: None,
         };
         let wide = u128::from;
@@ -114,15 +121,53 @@ impl ScriptPolicy {
         Self { window, ..self }
     }
 
+    /// The policy `policy` (from which `self` was made) for a check at `now` on the
+    /// instance's clock (ns), whichever clock decides: a calendar's window is always
+    /// the instance's (see `calendar`); other policies are unchanged.
+    pub(crate) fn on_calendar(self, policy: &Policy, now: u64) -> Self {
+        match policy.calendar() {
+            Some(calendar) => {
+                let window = calendar.window(now);
+                Self {
+                    window: None,
+                    calendar: Some((window.start / 1_000, window.end / 1_000)),
+                    ..self
+                }
+            }
+            None => self,
+        }
+    }
+
+    /// What names this policy's window in its Redis key (see `keys`): `w` and the
+    /// number of a fixed window kept in counters, `c` and the start (us) of a
+    /// calendar's window.
+    pub(crate) fn key_window(&self) -> Option<(char, u64)> {
+        match (self.calendar, self.window) {
+            (Some((start, _)), _) => Some(('c', start)),
+            (None, Some(n)) => Some(('w', n)),
+            (None, None) => None,
+        }
+    }
+
+    /// The number the scripts take as the period: a calendar window's end (us), else
+    /// the period (us).
+    pub(crate) fn period_arg(&self) -> u64 {
+        self.calendar.map_or(self.period_us, |(_, end)| end)
+    }
+
     /// The Lua's name for how this policy is decided.
     pub(crate) fn lua_name(&self) -> &'static str {
-        match (self.window, self.region_floor) {
-            (Some(_), _) => COUNTER,
-            (None, Some(_)) => REGIONAL,
-            (None, None) => self.algorithm.name(),
+        match (self.calendar, self.window, self.region_floor) {
+            (Some(_), _, _) => CALENDAR,
+            (None, Some(_), _) => COUNTER,
+            (None, None, Some(_)) => REGIONAL,
+            (None, None, None) => self.algorithm.name(),
         }
     }
 }
+
+/// The Lua's name for a fixed window that follows a calendar.
+pub(crate) const CALENDAR: &str = "calendar_counter";
 
 /// The Lua's name for a fixed window kept in per-window counters.
 pub(crate) const COUNTER: &str = "fixed_counter";

@@ -25,7 +25,7 @@ impl RedisStore {
         let prepared = refunds
             .iter()
             .chain(charges)
-            .map(|c| Ok((*c, ScriptPolicy::new(c.policy)?.at(counter_time))))
+            .map(|c| Ok((*c, self.script_policy(c.policy, counter_time)?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         // One group on a single server; one per identity on a cluster (its keys share
         // the identity's slot).
@@ -65,7 +65,7 @@ impl RedisStore {
         let group_refunds = group.iter().filter(|&&i| i < refunds).count();
         let mut keys: Vec<String> = checks
             .iter()
-            .map(|(c, p)| keys::redis_key(&self.prefix, c.key, p.window))
+            .map(|(c, p)| keys::redis_key(&self.prefix, c.key, p.key_window()))
             .collect();
         let identity = checks[0].0.key.identity;
         keys.push(keys::settlement_key(&self.prefix, identity, id));

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 use weir_core::Algorithm;
 
+use super::calendar::{RawStarts, RulePeriod};
 use super::lease::RawLease;
 use super::period::Period;
 
@@ -372,7 +373,7 @@ pub(super) struct RawRule {
     pub(super) name: Spanned<String>,
     pub(super) algorithm: AlgorithmName,
     pub(super) limit: Spanned<u64>,
-    pub(super) period: Spanned<Period>,
+    pub(super) period: Spanned<RulePeriod>,
     #[serde(default)]
     pub(super) burst: Option<Spanned<u64>>,
     #[serde(rename = "match")]
@@ -396,6 +397,10 @@ pub(super) struct RawRule {
     pub(super) store_timeout: Option<Spanned<Period>>,
     pub(super) lease: Option<Spanned<RawLease>>,
     pub(super) scope: Option<Spanned<super::region::ScopeName>>,
+    /// The IANA time zone of a calendar period's windows (default UTC).
+    pub(super) time_zone: Option<Spanned<String>>,
+    /// Where a calendar period's windows start.
+    pub(super) starts: Option<Spanned<RawStarts>>,
 }
 
 /// What a rule does when the store cannot decide.

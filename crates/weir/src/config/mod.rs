@@ -10,6 +10,7 @@
 mod admin;
 mod auth;
 mod builder;
+mod calendar;
 mod descriptors;
 mod error;
 mod file;
@@ -411,21 +412,23 @@ fn checked_rule(
     }
     let algorithm = Algorithm::from(rule.algorithm);
     let burst = rule.burst.as_ref().map(|b| b.value);
-    let policy =
-        Policy::new(algorithm, rule.limit.value, rule.period.value.0, burst).map_err(|error| {
-            let message = error.to_string();
-            match error {
-                PolicyError::PeriodOutOfRange(_) => fail(rule.period.referenced, "period", message),
-                PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
-                    let at = rule
-                        .burst
-                        .as_ref()
-                        .map_or(rule.limit.referenced, |b| b.referenced);
-                    fail(at, "burst", message)
-                }
-                _ => fail(rule.limit.referenced, "limit", message),
+    let period = rule.period.value.nominal();
+    let policy = Policy::new(algorithm, rule.limit.value, period, burst).map_err(|error| {
+        let message = error.to_string();
+        match error {
+            PolicyError::PeriodOutOfRange(_) => fail(rule.period.referenced, "period", message),
+            PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
+                let at = rule
+                    .burst
+                    .as_ref()
+                    .map_or(rule.limit.referenced, |b| b.referenced);
+                fail(at, "burst", message)
             }
-        })?;
+            _ => fail(rule.limit.referenced, "limit", message),
+        }
+    })?;
+    let policy = calendar::on_calendar(rule, policy)
+        .map_err(|(at, field, message)| fail(at, &field, message))?;
     if on_redis {
         weir_store::check_redis_policy(&policy)
             .map_err(|e| fail(rule.limit.referenced, "limit", e.to_string()))?;

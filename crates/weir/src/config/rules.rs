@@ -86,7 +86,7 @@ pub(super) fn routing(
             let Some(limit) = entry.limit else { continue };
             for rule in rules.iter().filter(|r| r.plans.contains(&entry.plan)) {
                 let p = rule.policy;
-                Policy::new(p.algorithm(), limit, p.period(), p.burst())
+                p.relimit(limit, p.burst())
                     .map_err(|e| e.to_string())
                     .and_then(|custom| check_policy(&rule.name, &custom))
                     .map_err(|e| {

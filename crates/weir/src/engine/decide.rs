@@ -168,7 +168,7 @@ fn policy(rule: &Rule, plan: Option<&CallerPlan>) -> Policy {
     let p = rule.policy;
     match plan.and_then(|plan| plan.limit.filter(|_| rule.plans.contains(&plan.name))) {
         // Validated when the configuration was loaded.
-        Some(limit) => Policy::new(p.algorithm(), limit, p.period(), p.burst()).unwrap_or(p),
+        Some(limit) => p.relimit(limit, p.burst()).unwrap_or(p),
         None => p,
     }
 }

@@ -62,13 +62,9 @@ impl Rule {
     /// down: its part of the limit and of the burst, at least one unit each.
     pub(crate) fn fallback_policy(&self, policy: &Policy) -> Policy {
         let part = |n: u64| n.div_ceil(self.fallback_parts.max(1)).max(1);
-        Policy::new(
-            policy.algorithm(),
-            part(policy.limit()),
-            policy.period(),
-            policy.burst().map(part),
-        )
-        .unwrap_or(*policy)
+        policy
+            .relimit(part(policy.limit()), policy.burst().map(part))
+            .unwrap_or(*policy)
     }
 }
 

@@ -29,6 +29,7 @@ local function algorithm_named(name)
   if name == 'token_bucket' then return token_bucket, token_bucket_refund end
   if name == 'fixed_window' then return fixed_window, fixed_window_refund end
   if name == 'fixed_counter' then return fixed_counter, fixed_counter_refund end
+  if name == 'calendar_counter' then return calendar_counter, calendar_counter_refund end
   if name == 'sliding_window' then return sliding_window, sliding_window_refund end
   if name == 'sliding_log' then return sliding_log, sliding_log_refund end
   if name == 'regional' then return regional, regional_refund end

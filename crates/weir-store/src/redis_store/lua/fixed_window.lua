@@ -71,3 +71,31 @@ local function fixed_counter_refund(state, now, cost, limit, capacity, period)
   count = count - math.min(cost, count)
   return settled(fixed_counter, int(count), now, limit, capacity, period)
 end
+
+-- calendar_counter: a fixed window that follows a calendar (a month in a time zone),
+-- kept as a bare count under a key named after the window's start (keys.rs). The
+-- instance works out the window and passes its end (us) in the period's place; Redis
+-- only counts. Decides as weir-core's fixed_window.rs within one window: the reset is
+-- the time to that end, by the clock that decides (never below 0: a server clock
+-- already past the instance's boundary says the window is over).
+local function calendar_counter(state, now, cost, limit, _, finish)
+  local count = counted(state)
+  local allowed = count + cost <= limit
+  if allowed then count = count + cost end
+  local until_next = math.max(0, finish - now)
+  local reset, retry, kept = 0, -1, false
+  if count > 0 then
+    reset = until_next
+    kept = int(count)
+  end
+  if not allowed then retry = until_next end
+  return allowed, math.max(0, limit - count), reset, retry, 0, kept
+end
+
+-- Takes `cost` off the window's count: the key is the window's, so the units are
+-- still counted there (a window that has ended is another key).
+local function calendar_counter_refund(state, now, cost, limit, capacity, finish)
+  local count = counted(state)
+  count = count - math.min(cost, count)
+  return settled(calendar_counter, int(count), now, limit, capacity, finish)
+end

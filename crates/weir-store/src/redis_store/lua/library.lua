@@ -56,7 +56,7 @@ local function register(prefix)
     { 'gcra', bucket(gcra, false) }, { 'leaky_bucket', bucket(gcra, true) },
     { 'token_bucket', bucket(token_bucket, false) }, { 'fixed_window', window(fixed_window) },
     { 'sliding_window', window(sliding_window) }, { 'sliding_log', window(sliding_log, log_open) },
-    { 'fixed_counter', window(fixed_counter) },
+    { 'fixed_counter', window(fixed_counter) }, { 'calendar_counter', window(calendar_counter) },
   }
   for i = 1, #entries do
     redis.register_function(prefix .. '_' .. entries[i][1], entries[i][2])
