@@ -100,6 +100,12 @@ impl Engine {
                 format!("at most {MAX_REASON_CHARS} characters, no control characters"),
             ));
         }
+        if request.period.is_some() && named.policy.calendar().is_some() {
+            return Err(invalid(
+                "period",
+                "this rule's windows follow its calendar: override its limit only",
+            ));
+        }
         let entry = Override {
             limit: request.limit,
             period_ms: request

@@ -34,14 +34,14 @@ impl Override {
     }
 
     /// The policy of a rule whose own policy is `base` under this override: `base`'s
-    /// algorithm with this limit, period (else `base`'s) and burst.
+    /// algorithm with this limit, period (else `base`'s, its calendar kept) and burst.
+    /// (A calendar rule's period is refused when an override is set: its windows are
+    /// its calendar's.)
     pub(crate) fn policy(&self, base: &Policy) -> Result<Policy, PolicyError> {
-        Policy::new(
-            base.algorithm(),
-            self.limit,
-            self.period().unwrap_or(base.period()),
-            self.burst,
-        )
+        match self.period() {
+            None => base.relimit(self.limit, self.burst),
+            Some(period) => Policy::new(base.algorithm(), self.limit, period, self.burst),
+        }
     }
 }
 

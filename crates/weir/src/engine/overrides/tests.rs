@@ -84,3 +84,29 @@ async fn a_file_keeps_overrides_across_restarts_and_drops_expired_ones() {
     assert!(!text.contains("\"key\": \"a\""), "{text}");
     assert!(!text.contains("\"key\": \"b\""), "{text}");
 }
+
+/// Windows of 1,000 ns from 500: not what the rule's nominal period would cut.
+#[derive(Debug)]
+struct Offset;
+
+impl weir_core::Calendar for Offset {
+    fn window(&self, now: u64) -> weir_core::Window {
+        let start = (now - 500) / 1_000 * 1_000 + 500;
+        weir_core::Window {
+            start,
+            end: start + 1_000,
+        }
+    }
+}
+
+#[test]
+fn an_override_of_a_calendar_rules_limit_keeps_its_calendar() {
+    static OFFSET: Offset = Offset;
+    let base = Policy::new(Algorithm::FixedWindow, 10, Duration::from_secs(60), None)
+        .unwrap()
+        .on_calendar(&OFFSET)
+        .unwrap();
+    let policy = entry(3, None).policy(&base).unwrap();
+    assert_eq!(policy.limit(), 3);
+    assert_eq!(policy.window(1_700).start, 1_500, "the calendar's window");
+}
