@@ -12,7 +12,11 @@
 //! - `GET /admin/api/top?rule=R&minutes=5&n=20`: the identities the rule denied most
 //!   (estimated in bounded memory; see `metrics::top`);
 //! - `GET /admin/api/doors`: each door's answers so far, by status class (the page's
-//!   traffic by door).
+//!   traffic by door);
+//! - `GET /admin/api/bans[?rule=R]` and `DELETE /admin/api/bans/{rule}/{key}`: the
+//!   bans in force, and lifting one (`bans.rs`).
+
+mod bans;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -23,7 +27,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use serde::{Deserialize, Serialize};
 
 use crate::config::AdminConfig;
@@ -90,12 +94,17 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
         .route("/admin/api/reset", post(reset))
         .route("/admin/api/top", get(top))
         .route("/admin/api/doors", get(doors))
+        .route("/admin/api/bans", get(bans::list))
+        .route("/admin/api/bans/{rule}/{*key}", delete(bans::lift))
         .with_state(Admin { engine, config })
 }
 
 /// The admin API's part of the OpenAPI document, with its bearer token scheme.
 #[derive(utoipa::OpenApi)]
-#[openapi(paths(rules, key, reset, top, doors), modifiers(&AdminToken))]
+#[openapi(
+    paths(rules, key, reset, top, doors, bans::list, bans::lift),
+    modifiers(&AdminToken)
+)]
 pub(crate) struct AdminApi;
 
 /// The security scheme of the admin API: `Authorization: Bearer <admin token>`.

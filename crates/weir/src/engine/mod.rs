@@ -15,6 +15,7 @@
 mod accounting;
 mod admin;
 mod applied;
+mod bans;
 mod check;
 mod cost;
 mod decide;
@@ -24,6 +25,7 @@ mod failover;
 mod identity;
 mod ids;
 mod key;
+mod lists;
 mod owed;
 mod pending;
 mod plan;
@@ -45,6 +47,7 @@ use std::time::Duration;
 use weir_core::Clock;
 use weir_store::{LeasingStore, MemoryStore, Store};
 
+pub(crate) use self::bans::{MAX_BAN_AFTER, OnLimited};
 pub(crate) use self::cost::CostFrom;
 use self::denial_log::DenialLog;
 pub(crate) use self::descriptors::ENVOY_RULE;
@@ -56,6 +59,7 @@ pub(crate) use self::identity::{IdentitySource, Normalize, Source};
 use self::ids::RandomIds;
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;
+pub(crate) use self::lists::{List, Lists};
 pub(crate) use self::owed::{DEFAULT_MAX_OWED, Owed};
 use self::pending::Pending;
 pub use self::pending::SETTLE_WITHIN;
@@ -100,6 +104,8 @@ pub(crate) struct Routing {
     /// Whether a request for a host no rule names goes on unlimited (when rules name
     /// hosts); else it is refused.
     pub forward_unknown_hosts: bool,
+    /// The global allow and deny lists, if any.
+    pub lists: Option<Lists>,
 }
 
 /// Decides requests against the configured rules, on one store.
@@ -141,6 +147,8 @@ pub struct Engine {
     /// Per routed rule, its series in `metrics`.
     series: Vec<usize>,
     denials: DenialLog,
+    /// The bans this instance met (see `bans`).
+    bans: bans::BanCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -238,6 +246,7 @@ impl Engine {
             metrics,
             series,
             denials,
+            bans: bans::BanCache::default(),
         }
     }
 
