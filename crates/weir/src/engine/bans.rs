@@ -125,17 +125,26 @@ pub(crate) struct BanView {
 /// The bans this instance met, bounded (see the module's documentation).
 #[derive(Debug, Default)]
 pub(super) struct BanCache {
-    /// By rule, then key: when the ban ends and when the store last said so (ns).
-    bans: Mutex<HashMap<String, HashMap<String, (u64, u64)>>>,
+    /// By rule, then key.
+    bans: Mutex<HashMap<String, HashMap<String, Cached>>>,
+}
+
+/// A ban as cached (times in ns).
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    /// When it ends.
+    until: u64,
+    /// When the store last said so.
+    seen: u64,
 }
 
 impl BanCache {
     /// When the ban of `key` under `rule` ends, if one is cached, fresh and in force.
     pub(super) fn get(&self, rule: &str, key: &str, now: u64) -> Option<u64> {
         let bans = self.bans.lock();
-        let &(until, seen) = bans.get(rule)?.get(key)?;
-        let fresh = now.saturating_sub(seen) < nanos(BAN_FRESH_FOR);
-        (fresh && until > now).then_some(until)
+        let ban = *bans.get(rule)?.get(key)?;
+        let fresh = now.saturating_sub(ban.seen) < nanos(BAN_FRESH_FOR);
+        (fresh && ban.until > now).then_some(ban.until)
     }
 
     /// Remembers that `key` is banned under `rule` until `until`, as read at `now`.
@@ -144,7 +153,7 @@ impl BanCache {
         let size: usize = bans.values().map(HashMap::len).sum();
         if size >= MAX_CACHED_BANS {
             for keys in bans.values_mut() {
-                keys.retain(|_, &mut (until, _)| until > now);
+                keys.retain(|_, ban| ban.until > now);
             }
             if bans.values().map(HashMap::len).sum::<usize>() >= MAX_CACHED_BANS {
                 return;
@@ -152,7 +161,7 @@ impl BanCache {
         }
         bans.entry(rule.to_owned())
             .or_default()
-            .insert(key.to_owned(), (until, now));
+            .insert(key.to_owned(), Cached { until, seen: now });
     }
 
     /// Forgets the ban of `key` under `rule` (lifted, or found over).
@@ -170,11 +179,11 @@ impl BanCache {
             .filter(|(name, _)| rule.is_none_or(|r| r == name.as_str()))
             .flat_map(|(name, keys)| {
                 keys.iter()
-                    .filter(|(_, (until, _))| *until > now)
-                    .map(|(key, (until, _))| BanView {
+                    .filter(|(_, ban)| ban.until > now)
+                    .map(|(key, ban)| BanView {
                         rule: name.clone(),
                         key: key.clone(),
-                        left: Duration::from_nanos(until - now),
+                        left: Duration::from_nanos(ban.until - now),
                     })
             })
             .collect();
