@@ -237,6 +237,27 @@ async fn a_ban_is_listed_and_lifted_through_the_admin_api() {
         listed.json(),
         serde_json::json!({"bans": [{"rule": "api", "key": "client_ip=192.0.2.7", "ends_in_ms": 900_000}]})
     );
+    // Every door refuses the banned key: /v1/decide (the request's facts) and
+    // /v1/check (the rule by name, with the key as stored).
+    let decided = weir
+        .admin(
+            "POST",
+            "/v1/decide",
+            r#"{"method": "GET", "path": "/api/x", "client_ip": "192.0.2.7"}"#,
+        )
+        .await;
+    assert_eq!(decided.status, 429, "{}", decided.body);
+    assert_eq!(decided.json()["retry_after_ms"], 900_000);
+    let checked = weir
+        .admin(
+            "POST",
+            "/v1/check",
+            r#"{"rule": "api", "key": "client_ip=192.0.2.7"}"#,
+        )
+        .await;
+    assert_eq!(checked.status, 429, "{}", checked.body);
+    assert_eq!(checked.json()["retry_after_ms"], 900_000);
+    assert_eq!(checked.json()["remaining"], 0);
     let none = weir.admin("GET", "/admin/api/bans?rule=strict", "").await;
     assert_eq!(none.json(), serde_json::json!({"bans": []}));
     let unknown = weir.admin("GET", "/admin/api/bans?rule=nope", "").await;
