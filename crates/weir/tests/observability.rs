@@ -700,6 +700,8 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
         // then 10 denials).
         r#"<tr data-door="gateway"><td>gateway</td>"#,
         r#"<td class="n">0</td><td class="n deny">15</td><td class="n">0</td><td class="n">15</td></tr>"#,
+        // The bans in force (this configuration bans no one).
+        r#"<td class="muted" colspan="4">No ban in force.</td>"#,
         "updated ",
     ] {
         assert!(dom.contains(shown), "the page lacks {shown}:\n{dom}");

@@ -20,8 +20,8 @@ const TOKEN: &str = "openapi-test-admin-token-0123456789";
 
 /// A rule named as the document's examples name one (`api`), so the fuzzer's examples
 /// reach a decision (200, then 429) rather than an unknown rule; a login rule counted
-/// by outcome, so `/v1/decide` hands out settlements; the admin API and the
-/// forward-auth door.
+/// by outcome, so `/v1/decide` hands out settlements, with bans, so the bans' examples
+/// (`login`) reach a rule that has them; the admin API and the forward-auth door.
 const CONFIG: &str = "\
 auth:
   convention: forwarded
@@ -42,6 +42,7 @@ rules:
     limit: 3
     period: 15m
     count_statuses: [401]
+    on_limited: { ban: 1m, after: 3, within: 15m }
 ";
 
 fn venv() -> PathBuf {
@@ -128,6 +129,8 @@ fn each_listener_serves_a_valid_document_of_what_it_serves() {
     assert_eq!(
         paths(&on_admin),
         [
+            "/admin/api/bans",
+            "/admin/api/bans/{rule}/{key}",
             "/admin/api/doors",
             "/admin/api/key",
             "/admin/api/overrides",

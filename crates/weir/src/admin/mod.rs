@@ -14,8 +14,11 @@
 //! - `GET /admin/api/doors`: each door's answers so far, by status class (the page's
 //!   traffic by door);
 //! - `PUT`/`DELETE /admin/api/overrides/{rule}/{key}`, `GET /admin/api/overrides`:
-//!   limits for one key set at runtime (see `overrides`).
+//!   limits for one key set at runtime (see `overrides`);
+//! - `GET /admin/api/bans[?rule=R]` and `DELETE /admin/api/bans/{rule}/{key}`: the
+//!   bans in force, and lifting one (`bans.rs`).
 
+mod bans;
 mod command;
 mod overrides;
 
@@ -28,7 +31,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use serde::{Deserialize, Serialize};
 
 use crate::config::AdminConfig;
@@ -102,13 +105,26 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
             "/admin/api/overrides/{rule}/{key}",
             put(overrides::set).delete(overrides::delete),
         )
+        .route("/admin/api/bans", get(bans::list))
+        .route("/admin/api/bans/{rule}/{*key}", delete(bans::lift))
         .with_state(Admin { engine, config })
 }
 
 /// The admin API's part of the OpenAPI document, with its bearer token scheme.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    paths(rules, key, reset, top, doors, overrides::list, overrides::set, overrides::delete),
+    paths(
+        rules,
+        key,
+        reset,
+        top,
+        doors,
+        overrides::list,
+        overrides::set,
+        overrides::delete,
+        bans::list,
+        bans::lift
+    ),
     modifiers(&AdminToken)
 )]
 pub(crate) struct AdminApi;

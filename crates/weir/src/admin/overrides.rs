@@ -116,7 +116,7 @@ pub(crate) struct OverrideChange {
 /// Sets a limit for one key of a rule, winning over the key's plan and the rule's
 /// limit until `expires_at` (override > plans file custom limit > plan > rule);
 /// applied by every instance within a second. Logged as an audit line.
-#[utoipa::path(put, path = "/admin/api/overrides/{rule}/{key}", tag = "admin",
+#[utoipa::path(put, path = "/admin/api/overrides/{rule}/{key}", operation_id = "set_override", tag = "admin",
     security(("admin_token" = [])),
     params(
         ("rule" = String, Path, description = "The rule's name.", example = "api"),
@@ -166,7 +166,7 @@ pub(super) async fn set(
 
 /// Deletes a key's override: the key's plan and the rule's limit apply again, on every
 /// instance within a second. Logged as an audit line.
-#[utoipa::path(delete, path = "/admin/api/overrides/{rule}/{key}", tag = "admin",
+#[utoipa::path(delete, path = "/admin/api/overrides/{rule}/{key}", operation_id = "delete_override", tag = "admin",
     security(("admin_token" = [])),
     params(
         ("rule" = String, Path, description = "The rule's name.", example = "api"),
@@ -205,7 +205,7 @@ pub(super) async fn delete(
 }
 
 /// The overrides in force (of one rule, with `rule`), by rule and key.
-#[utoipa::path(get, path = "/admin/api/overrides", tag = "admin",
+#[utoipa::path(get, path = "/admin/api/overrides", operation_id = "list_overrides", tag = "admin",
     security(("admin_token" = [])),
     params(
         ("rule" = Option<String>, Query, description = "Only this rule's.", example = "api"),

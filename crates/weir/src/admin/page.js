@@ -61,6 +61,32 @@ async function reset(rule, key) {
   refresh();
 }
 
+async function lift(rule, key) {
+  if (!confirm("Lift the ban of " + key + " under " + rule + "?")) return;
+  await api("bans/" + encodeURIComponent(rule) + "/" + encodeURIComponent(key), { method: "DELETE" });
+  refresh();
+}
+
+function renderBans(answer) {
+  const body = document.querySelector("#bans tbody");
+  body.replaceChildren();
+  for (const b of answer.bans) {
+    const row = body.insertRow();
+    row.dataset.rule = b.rule;
+    cell(row, b.rule);
+    cell(row, "").appendChild(document.createElement("code")).textContent = b.key;
+    cell(row, Math.ceil(b.ends_in_ms / 1000) + " s", "n deny");
+    const button = document.createElement("button");
+    button.textContent = "lift";
+    button.addEventListener("click", () => lift(b.rule, b.key));
+    cell(row, "").appendChild(button);
+  }
+  if (answer.bans.length === 0) {
+    const row = body.insertRow();
+    cell(row, "No ban in force.", "muted").colSpan = 4;
+  }
+}
+
 // Each door's answers at the last refresh, for its rate over the time since.
 let lastDoors = null;
 
@@ -108,6 +134,7 @@ async function refresh() {
   try {
     renderDoors(await api("doors"));
     renderOverrides(await api("overrides"));
+    renderBans(await api("bans"));
     const rules = await api("rules");
     const body = document.querySelector("#rules tbody");
     body.replaceChildren();

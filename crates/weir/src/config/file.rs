@@ -42,6 +42,8 @@ pub(super) struct RawConfig {
     pub(super) tls: Option<Spanned<super::tls::RawTls>>,
     /// What is kept of settlements the shared store cannot take.
     pub(super) settlements: Option<Spanned<super::settlements::RawSettlements>>,
+    /// Callers who skip every rule, and callers refused (403).
+    pub(super) lists: Option<Spanned<super::lists::RawLists>>,
     #[serde(default)]
     pub(super) rules: Vec<RawRule>,
 }
@@ -391,6 +393,8 @@ pub(super) struct RawRule {
     #[serde(default)]
     pub(super) reset_statuses: Vec<u16>,
     pub(super) lockout: Option<Spanned<RawLockout>>,
+    pub(super) on_limited: Option<Spanned<super::bans::RawOnLimited>>,
+    pub(super) lists: Option<Spanned<super::lists::RawLists>>,
     pub(super) cost_from: Option<Spanned<RawCostFrom>>,
     #[serde(default)]
     pub(super) failure: FailureName,

@@ -67,6 +67,7 @@ pub(super) fn lease_plan(raw: &RawRule, policy: &Policy) -> Result<Option<LeaseP
         (!raw.count_statuses.is_empty(), "count_statuses"),
         (!raw.reset_statuses.is_empty(), "reset_statuses"),
         (raw.lockout.is_some(), "lockout"),
+        (raw.on_limited.is_some(), "on_limited"),
     ];
     if let Some((_, field)) = abuse.iter().find(|(present, _)| *present) {
         return Err(format!(

@@ -9,6 +9,7 @@
 
 mod admin;
 mod auth;
+mod bans;
 mod builder;
 mod calendar;
 mod descriptors;
@@ -16,6 +17,7 @@ mod error;
 mod file;
 mod identities;
 mod lease;
+mod lists;
 mod overrides;
 mod period;
 mod plans;
@@ -34,7 +36,7 @@ mod yaml;
 mod tests;
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_saphyr::Location;
 use weir_core::{Algorithm, Policy, PolicyError};
@@ -93,6 +95,11 @@ pub struct Config {
     /// TLS on the main listener, when a `tls` section is configured: its certificates,
     /// loaded and checked.
     pub(crate) tls: Option<TlsConfig>,
+    /// The API keys files of the allow and deny lists, watched with the configuration.
+    list_files: Vec<PathBuf>,
+    /// `tls::files_sha256` of every watched file (the TLS files', then the lists'), as
+    /// loaded.
+    files_sha256: Option<String>,
     /// The SHA-256 of the configuration text, in hex (the `weir_config_loaded` metric).
     pub sha256: String,
     /// What is allowed but unwise (a password written in a Redis URL): `check-config`
@@ -282,7 +289,8 @@ impl Config {
             .flat_map(|e| e.descriptors.leases())
             .map(|(rule, plan)| (rule.to_owned(), plan))
             .collect();
-        Ok(Config {
+        let list_files = lists::files(&raw, &errors);
+        let mut config = Config {
             engine: EngineSpec {
                 rules,
                 routing,
@@ -301,7 +309,14 @@ impl Config {
             tls,
             sha256: sha256_hex(text.as_bytes()),
             warnings,
-        })
+            list_files,
+            files_sha256: None,
+        };
+        let files = config.watched_files();
+        if !files.is_empty() {
+            config.files_sha256 = Some(tls::files_sha256(&files).unwrap_or_default());
+        }
+        Ok(config)
     }
 }
 
@@ -313,8 +328,8 @@ impl Config {
         if let Some(envoy) = &self.envoy {
             fingerprint = format!("{fingerprint}+{}", envoy.sha256);
         }
-        if let Some(tls) = &self.tls {
-            fingerprint = format!("{fingerprint}+{}", tls.sha256);
+        if let Some(files) = &self.files_sha256 {
+            fingerprint = format!("{fingerprint}+{files}");
         }
         fingerprint
     }
@@ -322,10 +337,13 @@ impl Config {
     /// The files besides the configuration a reload watches: the `tls` section's
     /// certificates and keys.
     pub(crate) fn watched_files(&self) -> Vec<std::path::PathBuf> {
-        self.tls
+        let mut files = self
+            .tls
             .as_ref()
             .map(|tls| tls.files.clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        files.extend(self.list_files.iter().cloned());
+        files
     }
 }
 

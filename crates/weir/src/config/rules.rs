@@ -102,7 +102,13 @@ pub(super) fn routing(
             }
         }
     }
+    let lists = raw
+        .lists
+        .as_ref()
+        .map(|l| super::lists::lists(l, "lists", &identities, errors))
+        .transpose()?;
     Ok(Routing {
+        lists,
         identities,
         plans,
         rules,
@@ -253,6 +259,16 @@ fn routed_rule(
             Some(lockout)
         }
     };
+    let on_limited = raw
+        .on_limited
+        .as_ref()
+        .map(|o| super::bans::on_limited(i, &raw.name.value, &key, o, errors))
+        .transpose()?;
+    let lists = raw
+        .lists
+        .as_ref()
+        .map(|l| super::lists::lists(l, &field("lists"), identities, errors))
+        .transpose()?;
     let cost_from = match &raw.cost_from {
         None => None,
         Some(c) => Some(
@@ -275,6 +291,8 @@ fn routed_rule(
     Ok(Some(Rule {
         priority,
         lockout,
+        on_limited,
+        lists,
         store_timeout,
         failure: match raw.failure {
             FailureName::Open => Failure::Open,
@@ -357,6 +375,8 @@ fn needs_match(i: usize, raw: &RawRule, errors: &Errors<'_>) -> Result<(), Confi
         (!raw.count_statuses.is_empty(), "count_statuses"),
         (!raw.reset_statuses.is_empty(), "reset_statuses"),
         (raw.lockout.is_some(), "lockout"),
+        (raw.on_limited.is_some(), "on_limited"),
+        (raw.lists.is_some(), "lists"),
         (raw.cost_from.is_some(), "cost_from"),
         (raw.failure != FailureName::Open, "failure"),
         (raw.store_timeout.is_some(), "store_timeout"),

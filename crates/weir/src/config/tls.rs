@@ -54,8 +54,6 @@ pub(crate) struct TlsConfig {
     /// The certificate and key files, watched for changes with the configuration (a
     /// certificate renewed in place is reloaded).
     pub(crate) files: Vec<PathBuf>,
-    /// [`files_sha256`] of them as loaded.
-    pub(crate) sha256: String,
 }
 
 /// One SHA-256 of `files`' names and contents as they are now, to see a change; none
@@ -99,11 +97,9 @@ pub(super) fn tls(
         .flat_map(|c| [&c.value.cert_file.value, &c.value.key_file.value])
         .map(|name| errors.resolve(name))
         .collect();
-    let sha256 = files_sha256(&files).unwrap_or_default();
     Ok(Some(TlsConfig {
         certificates,
         files,
-        sha256,
     }))
 }
 

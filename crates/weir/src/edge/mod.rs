@@ -91,11 +91,16 @@ fn quota<'a>(decision: &'a RuleDecision<'_>) -> Quota<'a> {
     }
 }
 
-/// The 429 answer: problem+json naming the violated rules, `Retry-After`, RateLimit.
+/// The 429 answer (or a ban's 429 or 403): problem+json naming the violated rules,
+/// `Retry-After`, RateLimit.
 fn too_many(denied: &Denied<'_>, legacy: bool) -> Response {
     let violated = denied.violated().map(str::to_owned).collect();
     let retry = denied.retry_after().map(ceil_secs);
-    let mut response = Problem::rate_limited(violated, retry).into_response();
+    let problem = match denied.banned {
+        Some(status) => Problem::banned(violated, retry, status == 403),
+        None => Problem::rate_limited(violated, retry),
+    };
+    let mut response = problem.into_response();
     add_quota_headers(response.headers_mut(), &denied.quotas, legacy);
     response
 }

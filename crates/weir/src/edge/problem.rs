@@ -60,7 +60,7 @@ impl Problem {
 
     /// A request weir will not decide on: 400 (it cannot be read one way), 415 (a body
     /// weir does not read, on a route keyed by one of its fields), 421 (a host no rule
-    /// names).
+    /// names), 403 (a client on a deny list).
     pub(crate) fn refused(reason: Refusal, detail: String) -> Self {
         match reason {
             Refusal::UnsupportedBody => Self::new(
@@ -76,6 +76,7 @@ impl Problem {
                 detail,
             ),
             Refusal::Unreadable => Self::invalid_request(detail),
+            Refusal::Listed => Self::denied_by_list(detail),
         }
     }
 
@@ -157,6 +158,36 @@ impl Problem {
                 detail,
             )
         }
+    }
+
+    /// The caller's key is banned under the rules `violated` (a rule's `on_limited`):
+    /// 429, or 403 when the rule says `status: 403`, until the ban's end. The caller
+    /// adds `Retry-After` (the ban's end) and the RateLimit fields.
+    pub(crate) fn banned(
+        violated: Vec<String>,
+        retry_after_secs: Option<u64>,
+        forbidden: bool,
+    ) -> Self {
+        let detail = match retry_after_secs {
+            Some(secs) => {
+                format!("Banned after too many denied requests; try again in {secs} seconds.")
+            }
+            None => "Banned after too many denied requests.".to_owned(),
+        };
+        let status = if forbidden {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        Self {
+            violated,
+            ..Self::new(status, "banned", "Banned", detail)
+        }
+    }
+
+    /// The client is on a deny list (403).
+    pub(crate) fn denied_by_list(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "denied", "Denied", detail)
     }
 
     /// The gateway is at a bound it keeps for everyone's sake (503, retry in a

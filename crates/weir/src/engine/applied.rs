@@ -16,9 +16,17 @@ pub(super) struct Applied<'e> {
     pub(super) exact: bool,
     pub(super) policy: Policy,
     pub(super) cost: u64,
+    /// An allow list lets the client skip the rule: decided as a shadow rule.
+    pub(super) listed: bool,
 }
 
 impl Applied<'_> {
+    /// Whether the rule is only counted, never enforced: a shadow rule, or one an
+    /// allow list lets the client skip.
+    pub(super) fn shadow(&self) -> bool {
+        self.rule.shadow || self.listed
+    }
+
     pub(super) fn check(&self) -> Check<'_> {
         Check {
             key: Key {

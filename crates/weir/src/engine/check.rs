@@ -3,6 +3,7 @@
 use weir_core::Decision;
 use weir_store::{Key, StoreError};
 
+use super::bans::banned_decision;
 use super::{Engine, NamedPolicy, key};
 use crate::metrics::{Outcome, StoreOp};
 
@@ -27,9 +28,29 @@ impl Engine {
             identity,
         };
         let policy = self.overridden(&rule.name, identity, &rule.policy);
+        // A rule with `on_limited` (a gateway rule asked by name): its bans apply here
+        // too, read before the check (a request checked as a ban starts may pass).
+        let banning = self
+            .routing
+            .rules
+            .iter()
+            .find(|r| r.name == rule.name && r.on_limited.is_some())
+            .filter(|_| cost > 0);
+        if let Some(banning) = banning
+            && let Some(left) = self.ban_of(banning, identity).await?
+        {
+            self.metrics.ban_refused(&banning.name);
+            return Ok(banned_decision(&policy, left));
+        }
         let timer = self.metrics.store_timer(StoreOp::Check, false);
         let decided = self.store.check(key, &policy, cost).await;
         timer.finish(decided.as_ref().err());
+        if let (Some(banning), Ok(d)) = (banning, &decided)
+            && !d.allowed
+        {
+            self.denied_by(self.store.as_ref(), &[(banning, identity)])
+                .await;
+        }
         // A cost-0 check only reads: not a decision.
         if let (Some(&series), true) = (self.named.get(&rule.name), cost > 0) {
             let outcome = match &decided {

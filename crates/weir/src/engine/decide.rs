@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use weir_core::Policy;
+use weir_core::{Decision, Policy};
 
 use super::applied::Applied;
 use super::failover::on_fallback;
 use super::key::Identities;
 use super::plan::CallerPlan;
-use super::reserve::reserve;
+use super::reserve::{Reservation, reserve};
 use super::settlement::{Reserved, StoreUsed};
 use super::{Allowed, Denied, Engine, Routed, Rule, RuleDecision, Settlement, Verdict};
 use crate::metrics::{Outcome, StoreOp};
@@ -36,18 +36,22 @@ impl Engine {
         }
         let plan = plan.as_ref().map(|p| p.name.as_str());
         let (enforced, shadow): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
-            applied.into_iter().partition(|a| !a.rule.shadow);
+            applied.into_iter().partition(|a| !a.shadow());
+        // A ban this instance knows of refuses at once: no store step.
+        if let Some(banned) = self.banned_here(&enforced) {
+            return Verdict::Denied(self.refused_by_ban(&enforced, banned));
+        }
         let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
 
         let reserved = if enforced.is_empty() {
-            Ok((true, Vec::new()))
+            Ok(Reservation::nothing())
         } else {
             let timer = self.metrics.store_timer(StoreOp::Check, false);
             let reserved = reserve(self.store.as_ref(), &enforced, timeout).await;
             timer.finish(reserved.as_ref().err());
             reserved
         };
-        let (used, enforced, (allowed, decisions)) = match reserved {
+        let (used, enforced, reservation) = match reserved {
             Ok(reserved) => (StoreUsed::Shared, enforced, reserved),
             Err(error) => {
                 let fallback = match self.fail_over(&enforced, &error) {
@@ -71,6 +75,18 @@ impl Engine {
                 }
             }
         };
+        let Reservation {
+            allowed,
+            decisions,
+            bans,
+        } = reservation;
+        // What the shared store says of bans is remembered; the fallback knows none.
+        if used == StoreUsed::Shared {
+            for &(i, left) in &bans {
+                let a = &enforced[i];
+                self.saw_ban(a.rule, &a.identity, left);
+            }
+        }
         self.count(used, &enforced, &decisions, plan, facts);
         let quotas: Vec<RuleDecision<'e>> = enforced
             .iter()
@@ -82,6 +98,21 @@ impl Engine {
             })
             .collect();
         if !allowed {
+            let banned: Vec<RuleDecision<'e>> = bans
+                .iter()
+                .filter(|(_, left)| left.is_some())
+                .map(|&(i, _)| quotas[i])
+                .collect();
+            if !banned.is_empty() {
+                return Verdict::Denied(self.refused_by_ban(&enforced, banned));
+            }
+            let denied: Vec<(&Rule, &str)> = enforced
+                .iter()
+                .zip(&decisions)
+                .filter(|(_, d)| !d.allowed)
+                .map(|(a, _)| (a.rule, a.identity.as_str()))
+                .collect();
+            self.denied_by(self.store_used(used), &denied).await;
             return Verdict::Denied(Denied::new(quotas));
         }
 
@@ -89,7 +120,23 @@ impl Engine {
             StoreUsed::Shared => shadow,
             StoreUsed::Fallback => on_fallback(shadow),
         };
-        let shadow_denied = self.shadow(used, &shadow, plan, facts).await;
+        let (shadow_denied, shadow_decisions) = self.shadow(used, &shadow, plan, facts).await;
+        // The rules an allow list let the client skip report what they would have
+        // decided, as allowing: the RateLimit fields show the cost, no `Retry-After`.
+        let mut quotas = quotas;
+        for (a, d) in shadow.iter().zip(&shadow_decisions) {
+            if a.listed {
+                quotas.push(RuleDecision {
+                    name: &a.rule.name,
+                    policy: a.policy,
+                    decision: Decision {
+                        allowed: true,
+                        retry_after: None,
+                        ..*d
+                    },
+                });
+            }
+        }
         let reserved: Vec<Reserved> = enforced
             .into_iter()
             .zip(&decisions)
@@ -112,6 +159,29 @@ impl Engine {
         })
     }
 
+    /// The verdict on a request refused by the bans of `banned` (the banned rules'
+    /// quotas, nothing left until each ban's end), counted: answered 403 when one of
+    /// those rules asks for it, else 429.
+    fn refused_by_ban<'e>(
+        &self,
+        enforced: &[Applied<'e>],
+        banned: Vec<RuleDecision<'e>>,
+    ) -> Denied<'e> {
+        let mut status = 429;
+        for q in &banned {
+            self.metrics.ban_refused(q.name);
+            if let Some(on) = enforced
+                .iter()
+                .find(|a| a.rule.name == q.name)
+                .and_then(|a| a.rule.on_limited.as_ref())
+                && on.status == 403
+            {
+                status = 403;
+            }
+        }
+        Denied::banned(banned, status)
+    }
+
     /// The rules of `routed` that apply to this caller (its plan), with their keys,
     /// policies and costs; each identity is worked out once (a JWT is verified once).
     fn apply<'e>(
@@ -129,7 +199,7 @@ impl Engine {
             .plans
             .as_ref()
             .map(|p| p.plan_of(*facts, clock, |name| identities.get(name)));
-        let applied = routed
+        let mut applied: Vec<Applied<'e>> = routed
             .rules
             .iter()
             .map(|&index| (index, &self.routing.rules[index]))
@@ -149,14 +219,16 @@ impl Engine {
                     exact: key.exact,
                     policy,
                     cost: rule.cost_of(facts.method, facts.host, facts.path),
+                    listed: false,
                 }
             })
             .collect();
+        let listed = self.listed(&identities, facts, &mut applied);
         // An identity a rule keys on that cannot be read one way refuses the request:
         // never a weaker key.
         match identities.refused() {
             Some(refused) => Err(refused),
-            None => Ok((applied, plan)),
+            None => listed.map(|()| (applied, plan)),
         }
     }
 }

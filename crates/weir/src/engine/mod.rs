@@ -15,6 +15,7 @@
 mod accounting;
 mod admin;
 mod applied;
+mod bans;
 mod check;
 mod cost;
 mod decide;
@@ -24,6 +25,7 @@ mod failover;
 mod identity;
 mod ids;
 mod key;
+mod lists;
 mod overrides;
 mod owed;
 mod pending;
@@ -47,6 +49,7 @@ use std::time::Duration;
 use weir_core::Clock;
 use weir_store::{LeasingStore, MemoryStore, Store};
 
+pub(crate) use self::bans::{MAX_BAN_AFTER, OnLimited};
 pub(crate) use self::cost::CostFrom;
 use self::denial_log::DenialLog;
 pub(crate) use self::descriptors::ENVOY_RULE;
@@ -58,6 +61,7 @@ pub(crate) use self::identity::{IdentitySource, Normalize, Source};
 use self::ids::RandomIds;
 #[cfg(feature = "simulate")]
 pub(crate) use self::key::single_identity_key;
+pub(crate) use self::lists::{List, Lists};
 pub(crate) use self::overrides::{
     Backing as OverrideBacking, MAX_REASON_CHARS, Override, OverrideError, OverrideRequest,
     Overrides, Replaced, Stored, read_file as read_overrides_file,
@@ -107,6 +111,8 @@ pub(crate) struct Routing {
     /// Whether a request for a host no rule names goes on unlimited (when rules name
     /// hosts); else it is refused.
     pub forward_unknown_hosts: bool,
+    /// The global allow and deny lists, if any.
+    pub lists: Option<Lists>,
 }
 
 /// Decides requests against the configured rules, on one store.
@@ -152,6 +158,8 @@ pub struct Engine {
     overrides: Arc<Overrides>,
     /// The kind of store it decides on (an override must suit it).
     store_kind: StoreKind,
+    /// The bans this instance met (see `bans`).
+    bans: bans::BanCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -252,6 +260,7 @@ impl Engine {
             denials,
             overrides,
             store_kind: spec.store,
+            bans: bans::BanCache::default(),
         }
     }
 

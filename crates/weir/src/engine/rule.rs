@@ -7,7 +7,9 @@ use std::time::Duration;
 use axum::http::Method;
 use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy, PolicyError};
 
+use super::bans::OnLimited;
 use super::cost::CostFrom;
+use super::lists::Lists;
 use super::route::RouteMatch;
 
 /// A rule of the engine that applies to requests (it has a `match`).
@@ -46,6 +48,10 @@ pub(crate) struct Rule {
     pub cost_max: Option<u64>,
     /// Growing waits for callers who reach the limit again and again.
     pub lockout: Option<Lockout>,
+    /// Bans for keys it denies again and again (`on_limited`).
+    pub on_limited: Option<OnLimited>,
+    /// Its own allow and deny lists.
+    pub lists: Option<Lists>,
     /// What to do when the store cannot decide.
     pub failure: Failure,
     /// A shorter wait for the store than the store's own `timeout`, for this rule's

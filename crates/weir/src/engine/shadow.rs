@@ -1,6 +1,7 @@
 //! Shadow rules: counted on the store the request was decided on, never enforced; the
 //! answer reports those that would have denied.
 
+use weir_core::Decision;
 use weir_store::Check;
 
 use super::Engine;
@@ -11,16 +12,17 @@ use crate::request::Facts;
 
 impl Engine {
     /// Counts the shadow rules on the store the request was decided on; returns the
-    /// names of those that would have denied (and logs them, rate-limited).
+    /// names of those that would have denied (and logs them, rate-limited), and each
+    /// one's decision (none when the store could not check them).
     pub(super) async fn shadow<'e>(
         &'e self,
         used: StoreUsed,
         shadow: &[Applied<'e>],
         plan: Option<&str>,
         facts: &Facts<'_>,
-    ) -> Vec<&'e str> {
+    ) -> (Vec<&'e str>, Vec<Decision>) {
         if shadow.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         let checks: Vec<Check<'_>> = shadow.iter().map(Applied::check).collect();
         let timer = self
@@ -32,7 +34,7 @@ impl Engine {
             Ok(decisions) => {
                 let now = self.clock.now();
                 let mut denied = Vec::new();
-                for (a, d) in shadow.iter().zip(decisions) {
+                for (a, d) in shadow.iter().zip(&decisions) {
                     let outcome = if d.allowed {
                         Outcome::ShadowAllowed
                     } else {
@@ -42,13 +44,13 @@ impl Engine {
                     };
                     let series = self.series[a.index];
                     self.metrics
-                        .decided(series, plan, outcome, &a.identity, Some(&d), now);
+                        .decided(series, plan, outcome, &a.identity, Some(d), now);
                 }
-                denied
+                (denied, decisions)
             }
             Err(error) => {
                 tracing::warn!(%error, "shadow rules could not be checked");
-                Vec::new()
+                (Vec::new(), Vec::new())
             }
         }
     }

@@ -64,13 +64,28 @@ impl Allowed<'_> {
 #[derive(Debug)]
 pub(crate) struct Denied<'e> {
     /// Each enforcing rule's decision (those that allowed report their unchanged
-    /// state), in file order.
+    /// state), in file order. A rule whose key is banned reports nothing left until
+    /// the ban's end.
     pub quotas: Vec<RuleDecision<'e>>,
+    /// When a ban refuses it: the status to answer with (429 or 403, the rule's
+    /// `on_limited.status`).
+    pub banned: Option<u16>,
 }
 
 impl<'e> Denied<'e> {
     pub(super) fn new(quotas: Vec<RuleDecision<'e>>) -> Self {
-        Self { quotas }
+        Self {
+            quotas,
+            banned: None,
+        }
+    }
+
+    /// Refused by a ban, answered with `status`.
+    pub(super) fn banned(quotas: Vec<RuleDecision<'e>>, status: u16) -> Self {
+        Self {
+            quotas,
+            banned: Some(status),
+        }
     }
 
     /// The names of the rules that denied it.

@@ -202,6 +202,17 @@ pub(super) struct Families {
     pub(super) settlements_dropped: Family<ReasonLabels, RareCounter>,
     pub(super) settlements_retried: Family<OutcomeLabels, RareCounter>,
     pub(super) overrides_in_force: Family<RuleLabels, Gauge>,
+    pub(super) bans_started: Family<RuleLabels, RareCounter>,
+    pub(super) ban_refusals: Family<RuleLabels, RareCounter>,
+    pub(super) list_matches: Family<ListLabels, RareCounter>,
+}
+
+/// An allow or deny list that matched a request: `list` (`allow` or `deny`) and
+/// `scope` (`global`, or the rule's name).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ListLabels {
+    pub(super) list: &'static str,
+    pub(super) scope: String,
 }
 
 impl Families {
@@ -242,6 +253,9 @@ impl Families {
             settlements_dropped: Family::default(),
             settlements_retried: Family::default(),
             overrides_in_force: Family::default(),
+            bans_started: Family::default(),
+            ban_refusals: Family::default(),
+            list_matches: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -261,7 +275,7 @@ impl Families {
         );
         registry.register(
             "refused_requests",
-            "Requests refused before any rule counted them: unreadable (400), unsupported_body (415), unknown_host (421)",
+            "Requests refused before any rule counted them: unreadable (400), unsupported_body (415), unknown_host (421), deny_list (403: the client is on a deny list)",
             f.refused.clone(),
         );
         registry.register_with_unit(
@@ -420,6 +434,21 @@ impl Families {
             "settlements_retried",
             "Owed settlements written when the store answered again, by outcome: written, repeated (an earlier try had been written, its answer lost: not written again)",
             f.settlements_retried.clone(),
+        );
+        registry.register(
+            "bans_started",
+            "Bans started by a rule's on_limited (a key denied `after` times within `within`), counted by the instance that started each",
+            f.bans_started.clone(),
+        );
+        registry.register(
+            "ban_refusals",
+            "Requests refused because their key is banned under the rule",
+            f.ban_refusals.clone(),
+        );
+        registry.register(
+            "list_matches",
+            "Requests an allow list let skip the rules (list=allow) or a deny list refused with 403 (list=deny), by scope: global or the rule's name",
+            f.list_matches.clone(),
         );
         families
     }

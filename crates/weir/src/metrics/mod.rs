@@ -7,6 +7,7 @@
 //! holds a user's key. An engine resolves the series it needs once, when it is built
 //! ([`EngineMetrics`]), so counting a decision is a few atomic additions.
 
+mod bans;
 mod doors;
 mod families;
 mod leases;
@@ -28,6 +29,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use weir_core::Clock;
 
+pub(crate) use self::bans::ListKind;
 pub(crate) use self::doors::{CLASSES, Door, EnvoyOutcome};
 use self::families::{ConfigLabels, Families, ListenerLabels, StoreLabels};
 pub(crate) use self::leases::LeaseMetrics;

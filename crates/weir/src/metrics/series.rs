@@ -127,7 +127,7 @@ pub(crate) struct EngineMetrics {
     latency: [[Histogram; 2]; OPS.len()],
     /// Per store (shared, fallback), per kind of error.
     errors: [[Counter; STORE_ERROR_KINDS.len()]; 2],
-    refused: [Counter; 3],
+    refused: [Counter; 4],
     /// Per route (the first rule matched; the last entry: none), per status class.
     pub(super) gateway: Vec<[Counter; CLASSES.len()]>,
     /// The Envoy door's descriptors, per [`EnvoyOutcome`].
@@ -222,6 +222,7 @@ impl EngineMetrics {
             Refusal::Unreadable,
             Refusal::UnsupportedBody,
             Refusal::UnknownHost,
+            Refusal::Listed,
         ]
         .map(|reason| {
             f.refused.get_or_create_owned(&ReasonLabels {
@@ -327,6 +328,7 @@ impl EngineMetrics {
             Refusal::Unreadable => 0,
             Refusal::UnsupportedBody => 1,
             Refusal::UnknownHost => 2,
+            Refusal::Listed => 3,
         };
         self.refused[index].inc();
     }
@@ -379,6 +381,7 @@ fn reason_label(reason: Refusal) -> &'static str {
         Refusal::Unreadable => "unreadable",
         Refusal::UnsupportedBody => "unsupported_body",
         Refusal::UnknownHost => "unknown_host",
+        Refusal::Listed => "deny_list",
     }
 }
 

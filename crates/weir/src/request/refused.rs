@@ -20,6 +20,8 @@ pub(crate) enum Refusal {
     UnsupportedBody,
     /// It names a host no rule names (421).
     UnknownHost,
+    /// Its client is on a deny list (403).
+    Listed,
 }
 
 impl Refused {
@@ -46,6 +48,18 @@ impl Refused {
             Refusal::Unreadable => 400,
             Refusal::UnsupportedBody => 415,
             Refusal::UnknownHost => 421,
+            Refusal::Listed => 403,
+        }
+    }
+
+    /// 403: the client is on a deny list (`scope`: the global list, or a rule's).
+    pub(crate) fn listed(scope: Option<&str>) -> Self {
+        Self {
+            reason: Refusal::Listed,
+            detail: match scope {
+                None => "this client is on the deny list".to_owned(),
+                Some(rule) => format!("this client is on the deny list of rule `{rule}`"),
+            },
         }
     }
 

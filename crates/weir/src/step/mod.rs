@@ -160,7 +160,8 @@ impl RequestStep {
                 }
             },
         };
-        if routed.is_empty() {
+        // A request no rule routes is decided only when a global deny list may refuse it.
+        if routed.is_empty() && !engine.denies_unrouted() {
             let unsettled = Unsettled::new(engine, None, admitted);
             return (self.go_on(parts, body, &client, unsettled), route);
         }
