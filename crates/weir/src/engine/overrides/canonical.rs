@@ -167,6 +167,7 @@ mod tests {
             ipv6_prefix: 64,
             paths: PathOptions::default(),
             forward_unknown_hosts: true,
+            lists: None,
         }
     }
 
