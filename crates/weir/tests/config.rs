@@ -218,7 +218,10 @@ fn loads_redis_and_cluster_stores() {
                 window_counters: true,
                 access: Default::default(),
             },
-            Fallback { instances: 4 }
+            Fallback {
+                instances: 4,
+                slot_lease: Duration::from_secs(10)
+            }
         )
     );
     let config = parse(
@@ -239,7 +242,10 @@ fn loads_redis_and_cluster_stores() {
                 window_counters: false,
                 access: Default::default(),
             },
-            Fallback { instances: 1 }
+            Fallback {
+                instances: 1,
+                slot_lease: Duration::from_secs(10)
+            }
         )
     );
 }

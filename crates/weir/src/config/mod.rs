@@ -14,6 +14,7 @@ mod descriptors;
 mod error;
 mod file;
 mod identities;
+mod in_flight;
 mod lease;
 mod period;
 mod plans;
@@ -35,7 +36,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use serde_saphyr::Location;
-use weir_core::{Algorithm, Policy, PolicyError};
+use weir_core::{Policy, PolicyError};
 
 use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
@@ -213,7 +214,10 @@ impl Config {
                 };
                 let fallback = match &store {
                     StoreConfig::Redis(_, fallback) => *fallback,
-                    StoreConfig::Memory(_) => Fallback { instances: 1 },
+                    StoreConfig::Memory(_) => Fallback {
+                        instances: 1,
+                        slot_lease: store::DEFAULT_SLOT_LEASE,
+                    },
                 };
                 // A global rule's fallback: this instance's part of its region's even
                 // split.
@@ -270,6 +274,10 @@ impl Config {
                 region,
                 envoy_leases,
                 max_owed,
+                slot_lease: match &store {
+                    StoreConfig::Redis(_, fallback) => fallback.slot_lease,
+                    StoreConfig::Memory(_) => store::DEFAULT_SLOT_LEASE,
+                },
             },
             store,
             client_ip,
@@ -389,13 +397,22 @@ fn checked_rule(
             format!("duplicate rule name `{name}`: every rule needs its own name"),
         ));
     }
-    let algorithm = Algorithm::from(rule.algorithm);
+    let Some(algorithm) = rule.algorithm.rate() else {
+        return in_flight::rule(rule, name).map_err(|(at, field, message)| fail(at, field, message));
+    };
+    let Some(period) = &rule.period else {
+        return Err(fail(
+            rule.name.referenced,
+            "period",
+            format!("`period` is required: {algorithm} counts requests per period"),
+        ));
+    };
     let burst = rule.burst.as_ref().map(|b| b.value);
     let policy =
-        Policy::new(algorithm, rule.limit.value, rule.period.value.0, burst).map_err(|error| {
+        Policy::new(algorithm, rule.limit.value, period.value.0, burst).map_err(|error| {
             let message = error.to_string();
             match error {
-                PolicyError::PeriodOutOfRange(_) => fail(rule.period.referenced, "period", message),
+                PolicyError::PeriodOutOfRange(_) => fail(period.referenced, "period", message),
                 PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
                     let at = rule
                         .burst
@@ -429,6 +446,7 @@ fn checked_rule(
         policy,
         lease,
         global,
+        in_flight: false,
     })
 }
 

@@ -38,6 +38,26 @@ impl Engine {
         let (enforced, shadow): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
             applied.into_iter().partition(|a| !a.rule.shadow);
         let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
+        let (slotted, enforced): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
+            enforced.into_iter().partition(|a| a.rule.in_flight);
+
+        // Slots first: a request the rate rules then deny gives them back exactly (a
+        // refund of a window is not).
+        let mut slots = None;
+        if !slotted.is_empty() {
+            let taken = match self.take_slots(&slotted, timeout).await {
+                Ok(taken) => taken,
+                Err(outcome) => {
+                    self.count_failure(&slotted, plan, outcome);
+                    return Verdict::Unavailable;
+                }
+            };
+            self.count(taken.used, &slotted, &taken.decisions, plan, facts);
+            if taken.held.is_none() {
+                return Verdict::Denied(Denied::new(quotas(&slotted, &taken.decisions)));
+            }
+            slots = Some(taken);
+        }
 
         let reserved = if enforced.is_empty() {
             Ok((true, Vec::new()))
@@ -53,6 +73,8 @@ impl Engine {
                 let fallback = match self.fail_over(&enforced, &error) {
                     Ok(fallback) => fallback,
                     Err(outcome) => {
+                        // Released: the request does not go on.
+                        drop(slots);
                         self.count_failure(&enforced, plan, outcome);
                         return Verdict::Unavailable;
                     }
@@ -72,15 +94,23 @@ impl Engine {
             }
         };
         self.count(used, &enforced, &decisions, plan, facts);
-        let quotas: Vec<RuleDecision<'e>> = enforced
-            .iter()
-            .zip(&decisions)
-            .map(|(a, decision)| RuleDecision {
-                name: &a.rule.name,
-                policy: a.policy,
-                decision: *decision,
-            })
-            .collect();
+        let mut quotas = quotas(&enforced, &decisions);
+        let held = match slots {
+            Some(mut taken) => {
+                if !allowed {
+                    // Given back: reported as free again.
+                    for d in &mut taken.decisions {
+                        d.remaining = (d.remaining + 1).min(d.limit);
+                    }
+                }
+                quotas.extend(self::quotas(&slotted, &taken.decisions));
+                // In file order, as the rules are.
+                let order = |q: &RuleDecision<'_>| self.routing.rules.iter().position(|r| r.name == q.name);
+                quotas.sort_by_key(order);
+                if allowed { taken.held.take() } else { None }
+            }
+            None => None,
+        };
         if !allowed {
             return Verdict::Denied(Denied::new(quotas));
         }
@@ -104,7 +134,8 @@ impl Engine {
                 cost_from: a.rule.cost_from.clone(),
             })
             .collect();
-        let settlement = (!reserved.is_empty()).then(|| Settlement::new(self, used, reserved));
+        let settlement = (!reserved.is_empty() || held.is_some())
+            .then(|| Settlement::new(self, used, reserved).holding(held));
         Verdict::Allowed(Allowed {
             quotas,
             shadow_denied,
@@ -155,6 +186,20 @@ impl Engine {
             None => Ok((applied, plan)),
         }
     }
+}
+
+/// Each rule's decision, as the verdict reports it.
+fn quotas<'e>(applied: &[Applied<'e>], decisions: &[weir_core::Decision]) -> Vec<RuleDecision<'e>> {
+    applied
+        .iter()
+        .zip(decisions)
+        .map(|(a, decision)| RuleDecision {
+            name: &a.rule.name,
+            policy: a.policy,
+            decision: *decision,
+            in_flight: a.rule.in_flight,
+        })
+        .collect()
 }
 
 /// The rule's policy, with the caller's custom limit when its plan gives one.

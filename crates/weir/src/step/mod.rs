@@ -15,6 +15,7 @@
 //! in its own JSON. Every door thus reaches the same
 //! verdict, status and counts for one request: `tests/doors.rs` holds them to it.
 
+mod holding;
 mod shed;
 mod unsettled;
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
+use super::holding;
 use super::shed::Admitted;
 use crate::edge;
 use crate::engine::{Allowed, Engine, Settlement};
@@ -69,9 +70,16 @@ impl<'s> Unsettled<'s> {
         };
         let legacy = self.engine.legacy_headers();
         edge::add_allowed_headers(response.headers_mut(), &allowed, legacy);
-        match allowed.settlement {
+        let mut settlement = allowed.settlement;
+        // The slots of requests in flight are held until the answer has been sent.
+        let slots = settlement.as_mut().and_then(Settlement::take_slots);
+        let response = match settlement {
             Some(settlement) if answered => edge::settle(settlement, response).await,
             _ => response,
+        };
+        match slots {
+            Some(slots) => holding::until_sent(response, slots),
+            None => response,
         }
     }
 }
