@@ -27,8 +27,14 @@ pub(super) fn rule(
         (raw.burst.as_ref().map(|b| b.referenced), "burst"),
         (raw.cost.as_ref().map(|c| c.referenced), "cost"),
         (raw.costs.first().map(|c| c.referenced), "costs"),
-        ((!raw.count_statuses.is_empty()).then_some(at), "count_statuses"),
-        ((!raw.reset_statuses.is_empty()).then_some(at), "reset_statuses"),
+        (
+            (!raw.count_statuses.is_empty()).then_some(at),
+            "count_statuses",
+        ),
+        (
+            (!raw.reset_statuses.is_empty()).then_some(at),
+            "reset_statuses",
+        ),
         (raw.lockout.as_ref().map(|l| l.referenced), "lockout"),
         (raw.cost_from.as_ref().map(|c| c.referenced), "cost_from"),
         (raw.lease.as_ref().map(|l| l.referenced), "lease"),

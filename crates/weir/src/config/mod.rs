@@ -398,7 +398,8 @@ fn checked_rule(
         ));
     }
     let Some(algorithm) = rule.algorithm.rate() else {
-        return in_flight::rule(rule, name).map_err(|(at, field, message)| fail(at, field, message));
+        return in_flight::rule(rule, name)
+            .map_err(|(at, field, message)| fail(at, field, message));
     };
     let Some(period) = &rule.period else {
         return Err(fail(

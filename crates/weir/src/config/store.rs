@@ -214,7 +214,8 @@ pub(super) fn store(
             };
             let slot_lease = match raw.slot_lease {
                 Some(lease)
-                    if lease.value.0 < SLOT_LEASE_BOUNDS.0 || lease.value.0 > SLOT_LEASE_BOUNDS.1 =>
+                    if lease.value.0 < SLOT_LEASE_BOUNDS.0
+                        || lease.value.0 > SLOT_LEASE_BOUNDS.1 =>
                 {
                     return Err(fail(
                         lease.referenced,

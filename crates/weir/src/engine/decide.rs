@@ -105,7 +105,8 @@ impl Engine {
                 }
                 quotas.extend(self::quotas(&slotted, &taken.decisions));
                 // In file order, as the rules are.
-                let order = |q: &RuleDecision<'_>| self.routing.rules.iter().position(|r| r.name == q.name);
+                let order =
+                    |q: &RuleDecision<'_>| self.routing.rules.iter().position(|r| r.name == q.name);
                 quotas.sort_by_key(order);
                 if allowed { taken.held.take() } else { None }
             }

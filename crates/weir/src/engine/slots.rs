@@ -63,7 +63,9 @@ impl Drop for HeldSlots {
                 runtime.spawn(release);
             }
             Err(_) => {
-                tracing::warn!("the slots of a request that ended could not be released outside a runtime; they expire with their lease");
+                tracing::warn!(
+                    "the slots of a request that ended could not be released outside a runtime; they expire with their lease"
+                );
             }
         }
     }
