@@ -126,6 +126,7 @@ pub(super) struct RawUpstream {
     pub(super) connect_timeout: Option<Spanned<Period>>,
     pub(super) timeout: Option<Spanned<Period>>,
     pub(super) body_timeout: Option<Spanned<Period>>,
+    pub(super) websocket_idle_timeout: Option<Spanned<Period>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
     pub(super) max_buffered_bytes: Option<Spanned<usize>>,
     /// The roots an `https://` upstream is verified against (PEM), instead of the

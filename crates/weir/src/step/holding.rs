@@ -13,7 +13,7 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use crate::engine::HeldSlots;
 
 /// `response`, its body holding `slots` until sent.
-pub(super) fn until_sent(response: Response, slots: HeldSlots) -> Response {
+pub(crate) fn until_sent(response: Response, slots: HeldSlots) -> Response {
     response.map(|body| {
         Body::new(Holding {
             body,

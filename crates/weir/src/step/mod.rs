@@ -27,6 +27,7 @@ use axum::http::request::Parts;
 use axum::http::{Request, header};
 use axum::response::{IntoResponse, Response};
 
+pub(crate) use self::holding::until_sent;
 use self::shed::Shedding;
 pub(crate) use self::unsettled::Unsettled;
 use crate::config::SheddingConfig;

@@ -10,7 +10,7 @@ use axum::response::Response;
 use super::holding;
 use super::shed::Admitted;
 use crate::edge;
-use crate::engine::{Allowed, Engine, Settlement};
+use crate::engine::{Allowed, Engine, HeldSlots, Settlement};
 
 /// What is owed to a request that went on, paid by [`Unsettled::finish`]. Dropped
 /// unpaid (the client went away before the app answered), its settlement keeps the
@@ -46,6 +46,16 @@ impl<'s> Unsettled<'s> {
         let allowed = self.allowed?;
         edge::add_allowed_headers(headers, &allowed, self.engine.legacy_headers());
         allowed.settlement
+    }
+
+    /// Takes the request's slots of requests in flight out, for a door that holds
+    /// them longer than the answer (an upgraded connection, until it closes).
+    pub(crate) fn take_slots(&mut self) -> Option<HeldSlots> {
+        self.allowed
+            .as_mut()?
+            .settlement
+            .as_mut()
+            .and_then(Settlement::take_slots)
     }
 
     /// The answer to send, from the app's answer (`Ok`), or weir's own when the app

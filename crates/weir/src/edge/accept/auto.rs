@@ -97,7 +97,11 @@ impl<I: Io> AutoConnection<I> {
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let connection = self.builder.serve_connection(self.io, service);
+        // With upgrades: a WebSocket handshake the gateway passed on becomes the
+        // spliced connection once answered 101.
+        let connection = self
+            .builder
+            .serve_connection_with_upgrades(self.io, service);
         let _ = graceful.watch(connection).await;
     }
 }
