@@ -7,14 +7,17 @@ use parking_lot::Mutex;
 
 use crate::{Key, SlotTake, SlotsFree};
 
+/// A key as the table holds it: rule name and identity.
+type OwnedKey = (Box<str>, Box<str>);
+
 /// The slots held, by key: the ids of the requests holding them. A key is here only
 /// while one of its slots is held (so the table is bounded by the requests in flight).
 #[derive(Debug, Default)]
 pub(super) struct Slots {
-    held: Mutex<HashMap<(Box<str>, Box<str>), Vec<u64>>>,
+    held: Mutex<HashMap<OwnedKey, Vec<u64>>>,
 }
 
-fn owned(key: Key<'_>) -> (Box<str>, Box<str>) {
+fn owned(key: Key<'_>) -> OwnedKey {
     (key.rule.into(), key.identity.into())
 }
 

@@ -20,6 +20,10 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Where limit state is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "read once per load and kept whole: boxing the Redis settings would only move them"
+)]
 pub enum StoreConfig {
     /// In this process (the default).
     Memory(MemoryStoreConfig),
