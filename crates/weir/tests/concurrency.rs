@@ -3,6 +3,12 @@
 //! and when clients hang up; given back when another rule denies; and on Redis,
 //! shared by two instances, a killed instance's slots free within the stated bound.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::io::{Read, Write};

@@ -3,6 +3,12 @@
 //! refuses the 4th open connection of a key with a 429, and lets a new one in once
 //! one closes), and an idle connection closed at `upstream.websocket_idle_timeout`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
 mod common;
 
 use std::net::SocketAddr;
