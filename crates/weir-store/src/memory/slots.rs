@@ -65,3 +65,58 @@ impl Slots {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take<'a>(rule: &'a str, identity: &'a str, limit: u64) -> SlotTake<'a> {
+        SlotTake {
+            key: Key { rule, identity },
+            limit,
+        }
+    }
+
+    #[test]
+    fn slots_are_taken_all_or_nothing_and_released_once_by_id() {
+        let slots = Slots::default();
+        let both = [take("a", "k", 2), take("b", "k", 1)];
+        assert_eq!(
+            slots.take(&both, 1),
+            [
+                SlotsFree {
+                    allowed: true,
+                    free: 1
+                },
+                SlotsFree {
+                    allowed: true,
+                    free: 0
+                }
+            ]
+        );
+        // `b` is full: nothing is taken of `a` either.
+        let denied = slots.take(&both, 2);
+        assert!(denied.iter().all(|d| !d.allowed));
+        assert_eq!(denied[0].free, 1);
+        assert_eq!(slots.take(&[take("a", "k", 2)], 3)[0].free, 0);
+        // Released by id; a second release, or an unknown id, frees nothing more.
+        let keys = [
+            Key {
+                rule: "a",
+                identity: "k",
+            },
+            Key {
+                rule: "b",
+                identity: "k",
+            },
+        ];
+        slots.release(&keys, 1);
+        slots.release(&keys, 1);
+        slots.release(&keys, 99);
+        assert_eq!(slots.take(&[take("a", "k", 2)], 4)[0].free, 0);
+        assert!(!slots.take(&[take("a", "k", 2)], 5)[0].allowed);
+        slots.release(&keys, 3);
+        slots.release(&keys, 4);
+        assert!(slots.held.lock().is_empty(), "an idle key holds no memory");
+    }
+}
