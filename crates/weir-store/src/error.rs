@@ -54,6 +54,9 @@ pub enum StoreError {
     /// The store cannot charge past a limit (a wrapper that does not pass charges on).
     #[error("this store cannot charge past a limit")]
     NoCharges,
+    /// The store keeps no slots of requests in flight (`algorithm: concurrency`).
+    #[error("this store cannot count requests in flight")]
+    NoSlots,
 }
 
 impl StoreError {

@@ -39,7 +39,7 @@ pub use redis_store::{
 pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};
 pub use store::{
     BackingStore, Check, Key, Layer, LeaseStore, SETTLEMENTS_REMEMBERED, Settled, ShareStore,
-    Store, StoreFuture, Wraps,
+    SlotStore, SlotTake, SlotsFree, Store, StoreFuture, Wraps,
 };
 /// The lease types of [`LeaseStore::take`] and [`LeaseStore::give_back`], from weir-core.
 pub use weir_core::{Closing, Grant, LeaseId, Take};

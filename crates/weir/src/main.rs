@@ -331,6 +331,9 @@ fn simulate(args: &weir_simulate::SimulateArgs) -> anyhow::Result<()> {
             .engine
             .rules
             .into_iter()
+            // A limit on requests in flight depends on how long each lasts, which a
+            // trace does not say: not simulated.
+            .filter(|rule| !rule.in_flight)
             .map(|rule| weir_simulate::Rule {
                 name: rule.name,
                 policy: rule.policy,

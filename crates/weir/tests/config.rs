@@ -167,7 +167,7 @@ fn errors_name_file_line_and_field() {
         ),
         (
             "upstream:\n  url: http://127.0.0.1:9000\nidentities:\n  user:\n    header: X-User\n    body_field: user\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
-            "weir.yaml:5:5: identities.user: give exactly one of `header`, `jwt`, `body_field`, `client_ip`",
+            "weir.yaml:5:5: identities.user: give exactly one of `header`, `jwt`, `body_field`, `query_param`, `cookie`, `client_ip`",
         ),
         (
             "upstream:\n  url: http://127.0.0.1:9000\nidentities:\n  user:\n    jwt: { claim: sub, hs256_secret: short }\nrules:\n  - name: a\n    algorithm: gcra\n    limit: 5\n    period: 1s\n",
@@ -218,7 +218,10 @@ fn loads_redis_and_cluster_stores() {
                 window_counters: true,
                 access: Default::default(),
             },
-            Fallback { instances: 4 }
+            Fallback {
+                instances: 4,
+                slot_lease: Duration::from_secs(10)
+            }
         )
     );
     let config = parse(
@@ -239,7 +242,10 @@ fn loads_redis_and_cluster_stores() {
                 window_counters: false,
                 access: Default::default(),
             },
-            Fallback { instances: 1 }
+            Fallback {
+                instances: 1,
+                slot_lease: Duration::from_secs(10)
+            }
         )
     );
 }

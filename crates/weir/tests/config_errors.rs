@@ -182,7 +182,7 @@ fn a_value_refused_before_a_syntax_error_is_reported_first() {
     // The unknown field on line 2 was read whole before the unclosed quote on line 3.
     check(&[(
         &["store:", "  redis:", "    url: \"redis://x", "rules: []"],
-        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances, sentinels, master_name, username, password_file, password_env, tls",
+        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances, slot_lease, sentinels, master_name, username, password_file, password_env, tls",
     )]);
 }
 
@@ -625,4 +625,79 @@ fn a_named_file_that_is_not_a_regular_file_is_refused_without_reading_it() {
         ],
         "weir.yaml:3:20: tls.certificates[0].cert_file: cannot read `/dev/zero`: not a regular file",
     )]);
+}
+
+#[test]
+fn a_concurrency_rule_takes_no_rate_fields_and_needs_a_match() {
+    let rule = |extra: &str| -> Vec<String> {
+        let mut lines = vec![
+            "upstream: { url: http://127.0.0.1:9 }".to_owned(),
+            "rules:".to_owned(),
+            "  - name: in-flight".to_owned(),
+            "    algorithm: concurrency".to_owned(),
+            "    limit: 3".to_owned(),
+        ];
+        lines.extend(extra.lines().map(str::to_owned));
+        lines
+    };
+    let cases = [
+        (
+            rule("    match: { path_prefix: /r }\n    period: 1m"),
+            "weir.yaml:7:13: rules[0].period: `period` does not apply to `algorithm: concurrency`: it limits the requests of a key in flight at once (one slot each, held until the answer ends), not a rate",
+        ),
+        (
+            rule("    match: { path_prefix: /r }\n    burst: 5"),
+            "weir.yaml:7:12: rules[0].burst: `burst` does not apply to `algorithm: concurrency`: it limits the requests of a key in flight at once (one slot each, held until the answer ends), not a rate",
+        ),
+        (
+            rule("    match: { path_prefix: /r }\n    count_statuses: [200]"),
+            "weir.yaml:3:11: rules[0].count_statuses: `count_statuses` does not apply to `algorithm: concurrency`: it limits the requests of a key in flight at once (one slot each, held until the answer ends), not a rate",
+        ),
+        (
+            rule("    key: [client_ip]"),
+            "weir.yaml:3:11: rules[0].match: `algorithm: concurrency` needs a `match`: only a door that passes requests on (the gateway, the tower layer) knows when a request ends",
+        ),
+        (
+            vec![
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: concurrency, limit: 0, match: { path: / } }".to_owned(),
+            ],
+            "weir.yaml:2:47: rules[0].limit: limit must be a whole number from 1 to 10000: the requests of a key in flight at once",
+        ),
+        (
+            vec![
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: gcra, limit: 3 }".to_owned(),
+            ],
+            "weir.yaml:2:13: rules[0].period: `period` is required: gcra counts requests per period",
+        ),
+        (
+            vec![
+                "store: { type: memory, slot_lease: 1s }".to_owned(),
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: gcra, limit: 3, period: 1s }".to_owned(),
+            ],
+            "weir.yaml:1:36: store.slot_lease: `slot_lease` applies to type redis, redis_cluster and redis_sentinel, not memory",
+        ),
+        (
+            vec![
+                "store: { type: redis, url: redis://127.0.0.1:6379, slot_lease: 50ms }".to_owned(),
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: gcra, limit: 3, period: 1s }".to_owned(),
+            ],
+            "weir.yaml:1:64: store.slot_lease: slot_lease must be between 200ms and 10m",
+        ),
+        (
+            vec![
+                "auth: { trusted_proxies: [127.0.0.1/32] }".to_owned(),
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: concurrency, limit: 3, match: { path: / } }".to_owned(),
+            ],
+            "weir.yaml:3:13: rules[0].algorithm: rule `a` holds a slot until the answer ends, which the auth door never sees: set `auth.reservations: app` for the app to settle it with /v1/settle (the door's answer carries a Weir-Reservation id), or keep the rule off the door's requests",
+        ),
+    ];
+    for (lines, expected) in cases {
+        let text = lines.join("\n") + "\n";
+        assert_eq!(error_of(&text), expected, "for:\n{text}");
+    }
 }

@@ -43,8 +43,8 @@ const PEER: &str = "192.0.2.7";
 /// The proxy that asks the forward-auth door (trusted by its default, loopback).
 const PROXY: &str = "127.0.0.1:41000";
 
-/// Rules for every kind of row: limited, shadow, keyed by a header, by a body field
-/// and counted by outcome.
+/// Rules for every kind of row: limited, shadow, keyed by a header, by a body field,
+/// counted by outcome, and requests in flight.
 const RULES: &str = "\
 identities:
   api_key: { header: x-api-key }
@@ -88,6 +88,10 @@ rules:
     algorithm: fixed_window
     limit: 1
     period: 1h
+  - name: reports
+    match: { path_prefix: /inflight }
+    algorithm: concurrency
+    limit: 1
 ";
 
 /// The app behind every door: `/login` 200 for the right password and 401 otherwise,
@@ -487,6 +491,8 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
         ("traversal", fetch("/books/..;/admin")),
         ("shadow, allowed", fetch("/preview")),
         ("shadow, over its limit", fetch("/preview")),
+        ("in flight: one at a time", fetch("/inflight")),
+        ("in flight: released when it ended", fetch("/inflight")),
         ("keyed", with(fetch("/keyed"), "x-api-key", "k1")),
         (
             "bad identity: the key sent twice",
@@ -566,8 +572,8 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
     assert_eq!(
         statuses,
         [
-            200, 200, 429, 429, 200, 400, 400, 400, 200, 200, 200, 400, 200, 429, 400, 200, 429,
-            400, 200, 401, 200, 401, 429, 400
+            200, 200, 429, 429, 200, 400, 400, 400, 200, 200, 200, 200, 200, 400, 200, 429, 400,
+            200, 429, 400, 200, 401, 200, 401, 429, 400
         ]
     );
     assert_eq!(replies[2].fields["retry-after"], "30");
@@ -577,7 +583,12 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
         "within its limit"
     );
     assert_eq!(replies[9].fields["weir-shadow-limited"], "preview");
-    assert_eq!(replies[22].fields["ratelimit"], "\"login\";r=0;t=900");
+    assert_eq!(replies[24].fields["ratelimit"], "\"login\";r=0;t=900");
+    // Each door released the slot when its request ended: the next one took it.
+    for reply in &replies[10..12] {
+        assert_eq!(reply.fields["ratelimit"], "\"reports\";r=0;t=0");
+        assert_eq!(reply.fields["ratelimit-policy"], "\"reports\";q=1");
+    }
 }
 
 #[tokio::test]

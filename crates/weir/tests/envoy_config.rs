@@ -168,6 +168,10 @@ fn weir_refuses_what_it_does_not_implement_and_bad_values() {
             "rl/a.yaml:5:25: descriptors[0].x-weir.algorithm: unknown variant `gcrb`",
         ),
         (
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {algorithm: concurrency}\n",
+            "rl/a.yaml:5:13: descriptors[0].x-weir.algorithm: `concurrency` cannot limit an Envoy descriptor: Envoy asks before a request and never says when it ends",
+        ),
+        (
             "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    x-weir: {burst: 5}\n",
             "rl/a.yaml:5:21: descriptors[0].x-weir: burst applies to token_bucket, gcra and leaky_bucket",
         ),

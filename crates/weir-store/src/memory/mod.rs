@@ -18,6 +18,7 @@
 mod budget;
 mod entry;
 mod shard;
+mod slots;
 mod tables;
 mod words;
 
@@ -36,7 +37,10 @@ use weir_core::{
 use self::budget::KeyBudget;
 use self::entry::HashedKey;
 use self::shard::{Shard, ShardFull, expiry, hash_identity};
-use crate::{Check, Key, LeaseStore, ShareStore, Store, StoreError, StoreFuture};
+use crate::{
+    Check, Key, LeaseStore, ShareStore, SlotStore, SlotTake, SlotsFree, Store, StoreError,
+    StoreFuture,
+};
 
 /// Configuration of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +72,8 @@ pub struct MemoryStore {
     budget: KeyBudget,
     /// When the store last swept itself for lack of room.
     last_sweep: AtomicU64,
+    /// Requests in flight, for `algorithm: concurrency`.
+    slots: slots::Slots,
 }
 
 /// How often a full store may sweep itself for expired entries: bounds the work a flood
@@ -95,6 +101,7 @@ impl MemoryStore {
             clock,
             budget: KeyBudget::new(config.max_keys.max(1)),
             last_sweep: AtomicU64::new(0),
+            slots: slots::Slots::default(),
         }
     }
 
@@ -446,6 +453,23 @@ impl Store for MemoryStore {
 
     fn reset<'a>(&'a self, key: Key<'a>, _: &'a Policy) -> StoreFuture<'a, ()> {
         self.reset_sync(key);
+        Box::pin(ready(Ok(())))
+    }
+}
+
+/// Slots exact in this process; no lease (a crash loses every slot with the process).
+impl SlotStore for MemoryStore {
+    fn take_slots<'a>(
+        &'a self,
+        takes: &'a [SlotTake<'a>],
+        id: u64,
+        _lease: std::time::Duration,
+    ) -> StoreFuture<'a, Vec<SlotsFree>> {
+        Box::pin(ready(Ok(self.slots.take(takes, id))))
+    }
+
+    fn release_slots<'a>(&'a self, keys: &'a [Key<'a>], id: u64) -> StoreFuture<'a, ()> {
+        self.slots.release(keys, id);
         Box::pin(ready(Ok(())))
     }
 }

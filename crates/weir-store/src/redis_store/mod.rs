@@ -32,6 +32,7 @@ mod script;
 mod sentinel;
 mod settle;
 mod share;
+mod slots;
 mod table;
 
 use std::ops::RangeInclusive;
@@ -57,7 +58,8 @@ pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
 pub use self::table::TableSnapshot;
 use crate::{
-    Check, Key, LeaseStore, Settled, ShareStore, Store, StoreError, StoreFuture, StoreHealth,
+    Check, Key, LeaseStore, Settled, ShareStore, SlotStore, SlotTake, SlotsFree, Store, StoreError,
+    StoreFuture, StoreHealth,
 };
 
 /// Where the Redis store's state lives. Its `Debug` hides a password written in a
@@ -161,6 +163,8 @@ pub struct RedisStore {
     /// The URL of the server the current connection is to (for Sentinel, the primary
     /// the sentinels named).
     primary: parking_lot::Mutex<String>,
+    /// The slots of requests in flight this store holds, renewed while held.
+    slots: slots::Held,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -197,6 +201,7 @@ impl RedisStore {
     pub fn start(config: &RedisStoreConfig, clock: Arc<dyn Clock>) -> Arc<Self> {
         let store = Arc::new(Self::unconnected(config, clock, false));
         tokio::spawn(watch(Arc::downgrade(&store), store.health()));
+        tokio::spawn(slots::renew(Arc::downgrade(&store)));
         store
     }
 
@@ -240,6 +245,7 @@ impl RedisStore {
             },
             topology: parking_lot::Mutex::default(),
             primary: parking_lot::Mutex::default(),
+            slots: slots::Held::default(),
         }
     }
 
@@ -634,6 +640,22 @@ impl LeaseStore for RedisStore {
 }
 
 /// Shares kept in the key's state and home's records (`share.lua`).
+/// Slots as leases renewed while held (see `slots`).
+impl SlotStore for RedisStore {
+    fn take_slots<'a>(
+        &'a self,
+        takes: &'a [SlotTake<'a>],
+        id: u64,
+        lease: Duration,
+    ) -> StoreFuture<'a, Vec<SlotsFree>> {
+        Box::pin(self.take_slots_on(takes, id, lease))
+    }
+
+    fn release_slots<'a>(&'a self, keys: &'a [Key<'a>], id: u64) -> StoreFuture<'a, ()> {
+        Box::pin(self.release_slots_on(keys, id))
+    }
+}
+
 impl ShareStore for RedisStore {
     /// One script on the key's state.
     fn report_share<'a>(

@@ -197,6 +197,8 @@ impl Store for Hung {
 
 impl LeaseStore for Hung {}
 
+impl crate::SlotStore for Hung {}
+
 impl ShareStore for Hung {
     fn report_share<'a>(
         &'a self,

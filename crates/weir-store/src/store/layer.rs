@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use weir_core::{Claim, Decision, Grant, LeaseId, Policy, Renewal, Report, Take};
 
-use super::{Check, Key, LeaseStore, Settled, ShareStore, Store, StoreFuture};
+use super::{
+    Check, Key, LeaseStore, Settled, ShareStore, SlotStore, SlotTake, SlotsFree, Store, StoreFuture,
+};
 
 /// A store in front of another. Of the capabilities the store it wraps has, those the
 /// wrapper does not implement itself are forwarded to it, each call through
@@ -153,5 +155,23 @@ where
         renewal: Renewal,
     ) -> StoreFuture<'a, Option<u64>> {
         self.around(self.inner().renew_share(key, policy, renewal))
+    }
+}
+
+impl<W: Wraps + Store> SlotStore for W
+where
+    W::Inner: SlotStore,
+{
+    fn take_slots<'a>(
+        &'a self,
+        takes: &'a [SlotTake<'a>],
+        id: u64,
+        lease: Duration,
+    ) -> StoreFuture<'a, Vec<SlotsFree>> {
+        self.around(self.inner().take_slots(takes, id, lease))
+    }
+
+    fn release_slots<'a>(&'a self, keys: &'a [Key<'a>], id: u64) -> StoreFuture<'a, ()> {
+        self.around(self.inner().release_slots(keys, id))
     }
 }

@@ -5,6 +5,7 @@
 //!   charges, resets, readiness: what every store does and what the engine decides on.
 //! - [`LeaseStore`]: units of a bucket taken before they are spent (`take`, `give_back`).
 //! - [`ShareStore`]: the three steps of a regional share's rebalance.
+//! - [`SlotStore`]: requests in flight per key, taken and released.
 //! - [`BackingStore`]: all three, what a store keeping the state itself offers (Redis,
 //!   memory), or a layer over one: what the store stack is built on.
 //! - [`Wraps`]: a store in front of another, which forwards to it what it does not
@@ -16,6 +17,7 @@
 mod layer;
 mod leases;
 mod shares;
+mod slots;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,6 +28,7 @@ use weir_core::{Decision, Policy};
 pub use self::layer::{Layer, Wraps};
 pub use self::leases::LeaseStore;
 pub use self::shares::{BackingStore, ShareStore};
+pub use self::slots::{SlotStore, SlotTake, SlotsFree};
 use crate::StoreError;
 
 /// The future a [`Store`] returns: boxed, so that stores can be chosen at run time

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use weir_core::{Claim, Policy, Renewal, Report};
 
-use super::{Key, LeaseStore, Store, StoreFuture};
+use super::{Key, LeaseStore, SlotStore, Store, StoreFuture};
 
 /// A store that keeps regional shares of global limits (`weir_core`'s share module
 /// has the protocol): what the [`RegionalStore`](crate::RegionalStore) rebalances on,
@@ -42,9 +42,10 @@ pub trait ShareStore: Store {
     ) -> StoreFuture<'a, Option<u64>>;
 }
 
-/// A store that keeps the state itself, or a layer over one: it checks, leases and
-/// keeps regional shares (Redis, the memory store, a breaker in front of either). What
-/// the store stack is built on, and what the regions are given.
-pub trait BackingStore: LeaseStore + ShareStore {}
+/// A store that keeps the state itself, or a layer over one: it checks, leases, keeps
+/// regional shares and counts requests in flight (Redis, the memory store, a breaker
+/// in front of either). What the store stack is built on, and what the regions are
+/// given.
+pub trait BackingStore: LeaseStore + ShareStore + SlotStore {}
 
-impl<S: LeaseStore + ShareStore + ?Sized> BackingStore for S {}
+impl<S: LeaseStore + ShareStore + SlotStore + ?Sized> BackingStore for S {}

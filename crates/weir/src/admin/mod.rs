@@ -219,7 +219,7 @@ pub(crate) struct RuleView {
     algorithm: String,
     /// Its limit.
     limit: u64,
-    /// Its period, in seconds.
+    /// Its period, in seconds (0 for `concurrency`, which has none).
     period_seconds: f64,
     /// Requests allowed per second, over the last `rates_over_seconds`.
     allowed_per_second: f64,
@@ -258,9 +258,16 @@ async fn rules(State(admin): State<Admin>, headers: HeaderMap) -> Response {
             let rate = rates.get(&rule.name).copied().unwrap_or_default();
             RuleView {
                 name: rule.name.clone(),
-                algorithm: rule.policy.algorithm().to_string(),
+                algorithm: match rule.in_flight {
+                    true => "concurrency".to_owned(),
+                    false => rule.policy.algorithm().to_string(),
+                },
                 limit: rule.policy.limit(),
-                period_seconds: rule.policy.period().as_secs_f64(),
+                // A `concurrency` rule has no period.
+                period_seconds: match rule.in_flight {
+                    true => 0.0,
+                    false => rule.policy.period().as_secs_f64(),
+                },
                 allowed_per_second: rate.allowed_per_second,
                 denied_per_second: rate.denied_per_second,
                 rates_over_seconds: rate.over_seconds,

@@ -136,6 +136,12 @@ fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e NamedPolicy, CheckR
     let rule = engine
         .rule(&request.rule)
         .ok_or_else(|| Problem::unknown_rule(&request.rule))?;
+    if rule.in_flight {
+        return Err(Problem::invalid_request(format!(
+            "rule `{}` limits requests in flight (`algorithm: concurrency`): a check holds no slot; ask /v1/decide, whose settlement releases it",
+            rule.name
+        )));
+    }
     Ok((rule, request))
 }
 
@@ -156,6 +162,7 @@ fn answer(rule: &NamedPolicy, decision: &Decision) -> Response {
         name: &rule.name,
         policy: &rule.policy,
         decision,
+        in_flight: false,
     };
     insert_ratelimit(response.headers_mut(), &[quota]);
     response

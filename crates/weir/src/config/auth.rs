@@ -276,6 +276,12 @@ fn decidable(
             "lockout",
             "locks out by the answer's status",
         ),
+        (
+            matches!(rule.algorithm, super::file::AlgorithmName::Concurrency)
+                .then_some(rule.name.referenced),
+            "algorithm",
+            "holds a slot until the answer ends",
+        ),
     ];
     if let Some((Some(at), field, what)) = outcome.into_iter().find(|(at, ..)| at.is_some()) {
         return Err(errors.at(

@@ -131,6 +131,7 @@ pub(super) struct RawUpstream {
     pub(super) connect_timeout: Option<Spanned<Period>>,
     pub(super) timeout: Option<Spanned<Period>>,
     pub(super) body_timeout: Option<Spanned<Period>>,
+    pub(super) websocket_idle_timeout: Option<Spanned<Period>>,
     pub(super) max_body_bytes: Option<Spanned<usize>>,
     pub(super) max_buffered_bytes: Option<Spanned<usize>>,
     /// The roots an `https://` upstream is verified against (PEM), instead of the
@@ -334,6 +335,7 @@ pub(super) struct RawStore {
     pub(super) clock: Option<Spanned<ClockName>>,
     pub(super) window_counters: Option<Spanned<bool>>,
     pub(super) fallback_instances: Option<Spanned<u64>>,
+    pub(super) slot_lease: Option<Spanned<Period>>,
     pub(super) sentinels: Option<Spanned<Vec<String>>>,
     pub(super) master_name: Option<Spanned<String>>,
     pub(super) username: Option<Spanned<String>>,
@@ -375,7 +377,8 @@ pub(super) struct RawRule {
     pub(super) name: Spanned<String>,
     pub(super) algorithm: AlgorithmName,
     pub(super) limit: Spanned<u64>,
-    pub(super) period: Spanned<RulePeriod>,
+    /// Required by every algorithm but `concurrency`, which has none.
+    pub(super) period: Option<Spanned<RulePeriod>>,
     #[serde(default)]
     pub(super) burst: Option<Spanned<u64>>,
     #[serde(rename = "match")]
@@ -444,17 +447,21 @@ pub(super) enum AlgorithmName {
     TokenBucket,
     Gcra,
     LeakyBucket,
+    /// Not a rate: at most `limit` requests of a key in flight at once.
+    Concurrency,
 }
 
-impl From<AlgorithmName> for Algorithm {
-    fn from(name: AlgorithmName) -> Self {
-        match name {
+impl AlgorithmName {
+    /// The rate algorithm named, or `None` for `concurrency`.
+    pub(super) fn rate(self) -> Option<Algorithm> {
+        Some(match self {
             AlgorithmName::FixedWindow => Algorithm::FixedWindow,
             AlgorithmName::SlidingLog => Algorithm::SlidingLog,
             AlgorithmName::SlidingWindow => Algorithm::SlidingWindow,
             AlgorithmName::TokenBucket => Algorithm::TokenBucket,
             AlgorithmName::Gcra => Algorithm::Gcra,
             AlgorithmName::LeakyBucket => Algorithm::LeakyBucket,
-        }
+            AlgorithmName::Concurrency => return None,
+        })
     }
 }

@@ -16,6 +16,7 @@ mod descriptors;
 mod error;
 mod file;
 mod identities;
+mod in_flight;
 mod lease;
 mod lists;
 mod overrides;
@@ -39,7 +40,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_saphyr::Location;
-use weir_core::{Algorithm, Policy, PolicyError};
+use weir_core::{Policy, PolicyError};
 
 use crate::engine::{EngineSpec, NamedPolicy, RegionSpec};
 use crate::request::ClientIpConfig;
@@ -230,7 +231,10 @@ impl Config {
                 };
                 let fallback = match &store {
                     StoreConfig::Redis(_, fallback) => *fallback,
-                    StoreConfig::Memory(_) => Fallback { instances: 1 },
+                    StoreConfig::Memory(_) => Fallback {
+                        instances: 1,
+                        slot_lease: store::DEFAULT_SLOT_LEASE,
+                    },
                 };
                 // A global rule's fallback: this instance's part of its region's even
                 // split.
@@ -298,6 +302,10 @@ impl Config {
                 region,
                 envoy_leases,
                 max_owed,
+                slot_lease: match &store {
+                    StoreConfig::Redis(_, fallback) => fallback.slot_lease,
+                    StoreConfig::Memory(_) => store::DEFAULT_SLOT_LEASE,
+                },
             },
             store,
             client_ip,
@@ -428,13 +436,23 @@ fn checked_rule(
             format!("duplicate rule name `{name}`: every rule needs its own name"),
         ));
     }
-    let algorithm = Algorithm::from(rule.algorithm);
+    let Some(algorithm) = rule.algorithm.rate() else {
+        return in_flight::rule(rule, name)
+            .map_err(|(at, field, message)| fail(at, field, message));
+    };
+    let Some(period) = &rule.period else {
+        return Err(fail(
+            rule.name.referenced,
+            "period",
+            format!("`period` is required: {algorithm} counts requests per period"),
+        ));
+    };
     let burst = rule.burst.as_ref().map(|b| b.value);
-    let period = rule.period.value.nominal();
-    let policy = Policy::new(algorithm, rule.limit.value, period, burst).map_err(|error| {
+    let nominal = period.value.nominal();
+    let policy = Policy::new(algorithm, rule.limit.value, nominal, burst).map_err(|error| {
         let message = error.to_string();
         match error {
-            PolicyError::PeriodOutOfRange(_) => fail(rule.period.referenced, "period", message),
+            PolicyError::PeriodOutOfRange(_) => fail(period.referenced, "period", message),
             PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
                 let at = rule
                     .burst
@@ -445,7 +463,7 @@ fn checked_rule(
             _ => fail(rule.limit.referenced, "limit", message),
         }
     })?;
-    let policy = calendar::on_calendar(rule, policy)
+    let policy = calendar::on_calendar(rule, period, policy)
         .map_err(|(at, field, message)| fail(at, &field, message))?;
     if on_redis {
         weir_store::check_redis_policy(&policy)
@@ -470,6 +488,7 @@ fn checked_rule(
         policy,
         lease,
         global,
+        in_flight: false,
     })
 }
 

@@ -311,6 +311,7 @@ fn routed_rule(
         reset_statuses: raw.reset_statuses.clone(),
         cost_from,
         cost_max,
+        in_flight: raw.algorithm.rate().is_none(),
     }))
 }
 

@@ -20,6 +20,10 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Where limit state is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "read once per load and kept whole: boxing the Redis settings would only move them"
+)]
 pub enum StoreConfig {
     /// In this process (the default).
     Memory(MemoryStoreConfig),
@@ -37,13 +41,26 @@ impl StoreConfig {
     }
 }
 
-/// The local limiter fail-open rules use while the shared store is unavailable.
+/// What a shared store's outages and an instance's crash cost: the local limiter
+/// fail-open rules use while the store is unavailable, and how long a slot of a
+/// request in flight outlives an instance that died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fallback {
     /// How many instances share the traffic: each enforces its share of every limit
     /// (the limit divided by this, rounded up) while the store is down.
     pub instances: u64,
+    /// The lease of a slot of `algorithm: concurrency` on the shared store, renewed
+    /// every third of it while its request lasts (`store.slot_lease`).
+    pub slot_lease: Duration,
 }
+
+/// `store.slot_lease` by default: a slot of a crashed instance is free at most 10 s
+/// after its last renewal.
+pub(super) const DEFAULT_SLOT_LEASE: Duration = Duration::from_secs(10);
+
+/// The shortest and longest `store.slot_lease`.
+const SLOT_LEASE_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(200), Duration::from_secs(600));
 
 /// Validates the `store:` section; what is allowed but unwise goes to `warnings`.
 pub(super) fn store(
@@ -111,6 +128,7 @@ pub(super) fn store(
                     "fallback_instances",
                     raw.fallback_instances.as_ref().map(|s| s.referenced),
                 ),
+                ("slot_lease", raw.slot_lease.as_ref().map(|s| s.referenced)),
             ] {
                 foreign(at, field, "redis, redis_cluster and redis_sentinel")?;
             }
@@ -198,6 +216,20 @@ pub(super) fn store(
                 Some(n) => n.value,
                 None => 1,
             };
+            let slot_lease = match raw.slot_lease {
+                Some(lease)
+                    if lease.value.0 < SLOT_LEASE_BOUNDS.0
+                        || lease.value.0 > SLOT_LEASE_BOUNDS.1 =>
+                {
+                    return Err(fail(
+                        lease.referenced,
+                        "slot_lease",
+                        "slot_lease must be between 200ms and 10m".into(),
+                    ));
+                }
+                Some(lease) => lease.value.0,
+                None => DEFAULT_SLOT_LEASE,
+            };
             Ok(StoreConfig::Redis(
                 RedisStoreConfig {
                     target,
@@ -207,7 +239,10 @@ pub(super) fn store(
                     window_counters,
                     access,
                 },
-                Fallback { instances },
+                Fallback {
+                    instances,
+                    slot_lease,
+                },
             ))
         }
     }

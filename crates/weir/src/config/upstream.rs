@@ -34,6 +34,9 @@ pub(crate) struct Upstream {
     pub max_buffered_bytes: usize,
     /// The longest a client may take to send such a body (else `408`).
     pub body_timeout: Duration,
+    /// An upgraded connection (WebSocket) that carries nothing either way for this
+    /// long is closed.
+    pub websocket_idle_timeout: Duration,
 }
 
 /// How an `https://` upstream is reached: its roots (the system's or `ca_file`'s),
@@ -65,6 +68,9 @@ const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The longest a client may take by default to send such a body.
 pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an upgraded connection may carry nothing by default (nginx's
+/// `proxy_read_timeout`, which closes idle WebSockets, is 60 s too).
+pub(crate) const WEBSOCKET_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most body bytes held at once across requests by default.
 pub(crate) const MAX_BUFFERED_BYTES: usize = 64 << 20;
 
@@ -242,6 +248,11 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
         connect_timeout: timeout(&raw.connect_timeout, "connect_timeout", CONNECT_TIMEOUT)?,
         timeout: timeout(&raw.timeout, "timeout", UPSTREAM_TIMEOUT)?,
         body_timeout: timeout(&raw.body_timeout, "body_timeout", BODY_TIMEOUT)?,
+        websocket_idle_timeout: timeout(
+            &raw.websocket_idle_timeout,
+            "websocket_idle_timeout",
+            WEBSOCKET_IDLE_TIMEOUT,
+        )?,
         max_body_bytes,
         max_buffered_bytes,
     })

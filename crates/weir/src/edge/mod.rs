@@ -88,6 +88,7 @@ fn quota<'a>(decision: &'a RuleDecision<'_>) -> Quota<'a> {
         name: decision.name,
         policy: &decision.policy,
         decision: &decision.decision,
+        in_flight: decision.in_flight,
     }
 }
 

@@ -47,6 +47,9 @@ pub(crate) struct Quota<'a> {
     pub policy: &'a Policy,
     /// What the check decided.
     pub decision: &'a Decision,
+    /// Whether the policy limits requests in flight (`algorithm: concurrency`): its
+    /// `q` is the slots, it has no window (`w`), and `r` is the slots free.
+    pub in_flight: bool,
 }
 
 /// Adds `RateLimit-Policy` and `RateLimit` for `quotas` (after any items the headers
@@ -63,9 +66,13 @@ pub(crate) fn insert_ratelimit(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
             policy.push_str(", ");
             state.push_str(", ");
         }
-        let window = ceil_secs(quota.policy.period()).max(1);
         let limit = quota.policy.limit();
-        push_item(&mut policy, quota.name, [("q", limit), ("w", window)]);
+        if quota.in_flight {
+            push_item(&mut policy, quota.name, [("q", limit)]);
+        } else {
+            let window = ceil_secs(quota.policy.period()).max(1);
+            push_item(&mut policy, quota.name, [("q", limit), ("w", window)]);
+        }
         let reset = ceil_secs(quota.decision.reset_after);
         let remaining = quota.decision.remaining;
         push_item(&mut state, quota.name, [("r", remaining), ("t", reset)]);
@@ -91,7 +98,7 @@ pub(crate) fn insert_ratelimit(headers: &mut HeaderMap, quotas: &[Quota<'_>]) {
 }
 
 /// Appends `"name";k=v;k=v` to a structured field list.
-fn push_item(list: &mut String, name: &str, parameters: [(&str, u64); 2]) {
+fn push_item<const N: usize>(list: &mut String, name: &str, parameters: [(&str, u64); N]) {
     let mut digits = itoa::Buffer::new();
     list.push('"');
     list.push_str(name);

@@ -214,6 +214,7 @@ impl Engine {
                     name: &a.rule.name,
                     policy: a.policy,
                     decision: banned_decision(&a.policy, left),
+                    in_flight: false,
                 })
             })
             .collect();

@@ -37,11 +37,34 @@ impl Engine {
         let plan = plan.as_ref().map(|p| p.name.as_str());
         let (enforced, shadow): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
             applied.into_iter().partition(|a| !a.shadow());
+        // An allow-listed caller skips the `concurrency` rules outright: a slot has no
+        // shadow to report (no rate, nothing to count).
+        let shadow: Vec<Applied<'e>> = shadow.into_iter().filter(|a| !a.rule.in_flight).collect();
         // A ban this instance knows of refuses at once: no store step.
         if let Some(banned) = self.banned_here(&enforced) {
             return Verdict::Denied(self.refused_by_ban(&enforced, banned));
         }
         let timeout = enforced.iter().filter_map(|a| a.rule.store_timeout).min();
+        let (slotted, enforced): (Vec<Applied<'e>>, Vec<Applied<'e>>) =
+            enforced.into_iter().partition(|a| a.rule.in_flight);
+
+        // Slots first: a request the rate rules then deny gives them back exactly (a
+        // refund of a window is not).
+        let mut slots = None;
+        if !slotted.is_empty() {
+            let taken = match self.take_slots(&slotted, timeout).await {
+                Ok(taken) => taken,
+                Err(outcome) => {
+                    self.count_failure(&slotted, plan, outcome);
+                    return Verdict::Unavailable;
+                }
+            };
+            self.count(taken.used, &slotted, &taken.decisions, plan, facts);
+            if taken.held.is_none() {
+                return Verdict::Denied(Denied::new(quotas(&slotted, &taken.decisions)));
+            }
+            slots = Some(taken);
+        }
 
         let reserved = if enforced.is_empty() {
             Ok(Reservation::nothing())
@@ -57,6 +80,8 @@ impl Engine {
                 let fallback = match self.fail_over(&enforced, &error) {
                     Ok(fallback) => fallback,
                     Err(outcome) => {
+                        // Released: the request does not go on.
+                        drop(slots);
                         self.count_failure(&enforced, plan, outcome);
                         return Verdict::Unavailable;
                     }
@@ -88,21 +113,32 @@ impl Engine {
             }
         }
         self.count(used, &enforced, &decisions, plan, facts);
-        let quotas: Vec<RuleDecision<'e>> = enforced
+        let mut quotas = quotas(&enforced, &decisions);
+        // The rules whose bans refused it (indices of `enforced`, so taken before the
+        // concurrency rules' quotas join and all are put in file order).
+        let banned: Vec<RuleDecision<'e>> = bans
             .iter()
-            .zip(&decisions)
-            .map(|(a, decision)| RuleDecision {
-                name: &a.rule.name,
-                policy: a.policy,
-                decision: *decision,
-            })
+            .filter(|(_, left)| left.is_some())
+            .map(|&(i, _)| quotas[i])
             .collect();
+        let held = match slots {
+            Some(mut taken) => {
+                if !allowed {
+                    // Given back: reported as free again.
+                    for d in &mut taken.decisions {
+                        d.remaining = (d.remaining + 1).min(d.limit);
+                    }
+                }
+                quotas.extend(self::quotas(&slotted, &taken.decisions));
+                // In file order, as the rules are.
+                let order =
+                    |q: &RuleDecision<'_>| self.routing.rules.iter().position(|r| r.name == q.name);
+                quotas.sort_by_key(order);
+                if allowed { taken.held.take() } else { None }
+            }
+            None => None,
+        };
         if !allowed {
-            let banned: Vec<RuleDecision<'e>> = bans
-                .iter()
-                .filter(|(_, left)| left.is_some())
-                .map(|&(i, _)| quotas[i])
-                .collect();
             if !banned.is_empty() {
                 return Verdict::Denied(self.refused_by_ban(&enforced, banned));
             }
@@ -123,7 +159,6 @@ impl Engine {
         let (shadow_denied, shadow_decisions) = self.shadow(used, &shadow, plan, facts).await;
         // The rules an allow list let the client skip report what they would have
         // decided, as allowing: the RateLimit fields show the cost, no `Retry-After`.
-        let mut quotas = quotas;
         for (a, d) in shadow.iter().zip(&shadow_decisions) {
             if a.listed {
                 quotas.push(RuleDecision {
@@ -134,6 +169,7 @@ impl Engine {
                         retry_after: None,
                         ..*d
                     },
+                    in_flight: false,
                 });
             }
         }
@@ -151,7 +187,8 @@ impl Engine {
                 cost_from: a.rule.cost_from.clone(),
             })
             .collect();
-        let settlement = (!reserved.is_empty()).then(|| Settlement::new(self, used, reserved));
+        let settlement = (!reserved.is_empty() || held.is_some())
+            .then(|| Settlement::new(self, used, reserved).holding(held));
         Verdict::Allowed(Allowed {
             quotas,
             shadow_denied,
@@ -231,6 +268,20 @@ impl Engine {
             None => listed.map(|()| (applied, plan)),
         }
     }
+}
+
+/// Each rule's decision, as the verdict reports it.
+fn quotas<'e>(applied: &[Applied<'e>], decisions: &[weir_core::Decision]) -> Vec<RuleDecision<'e>> {
+    applied
+        .iter()
+        .zip(decisions)
+        .map(|(a, decision)| RuleDecision {
+            name: &a.rule.name,
+            policy: a.policy,
+            decision: *decision,
+            in_flight: a.rule.in_flight,
+        })
+        .collect()
 }
 
 /// The rule's policy, with the caller's custom limit when its plan gives one (an

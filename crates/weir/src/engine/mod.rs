@@ -36,6 +36,7 @@ mod routed;
 mod rule;
 mod settlement;
 mod shadow;
+mod slots;
 mod spec;
 mod stack;
 mod throttle;
@@ -47,7 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use weir_core::Clock;
-use weir_store::{LeasingStore, MemoryStore, Store};
+use weir_store::{LeasingStore, MemoryStore, MemoryStoreConfig, SlotStore, Store};
 
 pub(crate) use self::bans::{MAX_BAN_AFTER, OnLimited};
 pub(crate) use self::cost::CostFrom;
@@ -76,6 +77,7 @@ pub(crate) use self::routed::Routed;
 use self::rule::DEFAULT_DEBT_BUCKETS;
 pub(crate) use self::rule::{Failure, Lockout, MAX_DEBT_BUCKETS, Rule};
 pub(crate) use self::settlement::Settlement;
+pub(crate) use self::slots::HeldSlots;
 pub(crate) use self::spec::RegionSpec;
 pub(crate) use self::spec::StoreKind;
 pub use self::spec::{EngineSpec, NamedPolicy};
@@ -137,6 +139,12 @@ pub struct Engine {
     /// This instance's own limiter, for fail-open rules while a shared store is down;
     /// none when the store is in process (it never becomes unreachable).
     fallback: Option<MemoryStore>,
+    /// Where the slots of requests in flight are taken (`algorithm: concurrency`).
+    slots: Arc<dyn SlotStore>,
+    /// Where they are taken while a shared store is down (fail-open rules).
+    fallback_slots: Option<Arc<dyn SlotStore>>,
+    /// A slot's lease on a shared store (`store.slot_lease`).
+    slot_lease: Duration,
     clock: Arc<dyn Clock>,
     pending: Pending,
     /// The ids settlements are written under (see `Store::settle_all`).
@@ -206,7 +214,15 @@ impl Engine {
             leasing,
             fallback,
             owed,
+            slots,
         } = stack;
+        // Slots in this process take few keys: one per key with a request in flight.
+        let in_memory = || {
+            let config = MemoryStoreConfig { max_keys: 1 };
+            Arc::new(MemoryStore::new(config, clock.clone())) as Arc<dyn SlotStore>
+        };
+        let slots = slots.unwrap_or_else(in_memory);
+        let fallback_slots = fallback.is_some().then(in_memory);
         let routing = spec.routing.clone();
         let reads_body_field = |name: &str| {
             routing
@@ -248,6 +264,9 @@ impl Engine {
             store,
             leasing,
             fallback,
+            slots,
+            fallback_slots,
+            slot_lease: spec.slot_lease,
             pending: Pending::default(),
             settlement_ids: RandomIds::default(),
             owed,
@@ -349,6 +368,7 @@ impl Engine {
     /// past [`SETTLE_WITHIN`] is dropped, and so kept (counted).
     pub(crate) fn park(&self, mut settlement: Settlement) -> SettlementId {
         settlement.unhold();
+        settlement.release_slots_after(SETTLE_WITHIN);
         self.pending
             .park(settlement, self.clock.now(), SETTLE_WITHIN)
     }

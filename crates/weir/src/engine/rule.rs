@@ -61,6 +61,10 @@ pub(crate) struct Rule {
     /// limit locally (its plan's or its own custom limit, divided by this, rounded
     /// up): the number of instances, times the number of regions for a global rule.
     pub fallback_parts: u64,
+    /// Whether it limits requests in flight (`algorithm: concurrency`): `policy`'s
+    /// limit is its number of slots, taken at the decision and released when the
+    /// request ends.
+    pub in_flight: bool,
 }
 
 impl Rule {

@@ -14,7 +14,7 @@ use weir_core::{Algorithm, MAX_SLIDING_LOG_LIMIT, Policy};
 use weir_store::{Check, Key, Store, StoreError};
 
 use super::owed::{Debt, Tried, is_outage};
-use super::{CostFrom, DEFAULT_DEBT_BUCKETS, Engine, Lockout, MAX_DEBT_BUCKETS, Rule};
+use super::{CostFrom, DEFAULT_DEBT_BUCKETS, Engine, HeldSlots, Lockout, MAX_DEBT_BUCKETS, Rule};
 use crate::metrics::StoreOp;
 
 /// Which store a request was decided on.
@@ -96,6 +96,12 @@ pub(crate) struct Settlement {
     held: Option<Arc<Engine>>,
     used: StoreUsed,
     reserved: Vec<Reserved>,
+    /// The request's slots of requests in flight, released when the settlement is
+    /// settled or dropped, unless a door takes them to hold them longer
+    /// ([`Settlement::take_slots`]). Shared with the task that releases them at
+    /// the latest [`SETTLE_WITHIN`](super::SETTLE_WITHIN) after the settlement was
+    /// parked (it holds them weakly).
+    slots: Option<Arc<parking_lot::Mutex<Option<HeldSlots>>>>,
 }
 
 impl std::fmt::Debug for Settlement {
@@ -113,7 +119,38 @@ impl Settlement {
             held: Some(Arc::clone(engine)),
             used,
             reserved,
+            slots: None,
         }
+    }
+
+    /// This settlement, holding `slots` too.
+    pub(super) fn holding(mut self, slots: Option<HeldSlots>) -> Self {
+        self.slots = slots.map(|slots| Arc::new(parking_lot::Mutex::new(Some(slots))));
+        self
+    }
+
+    /// Takes the request's slots out, for a door to hold until the request ends
+    /// (the answer's body sent, an upgraded connection closed).
+    pub(crate) fn take_slots(&mut self) -> Option<HeldSlots> {
+        self.slots.take().and_then(|slots| slots.lock().take())
+    }
+
+    /// Releases the slots `within` from now at the latest (a parked settlement's:
+    /// `/v1/settle` may never come). Needs a Tokio runtime; outside one, they are
+    /// released with the settlement only.
+    pub(super) fn release_slots_after(&self, within: std::time::Duration) {
+        let (Some(slots), Ok(runtime)) = (&self.slots, tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let slots = Arc::downgrade(slots);
+        runtime.spawn(async move {
+            tokio::time::sleep(within).await;
+            if let Some(slots) = slots.upgrade() {
+                let expired = slots.lock().take();
+                drop(expired);
+            }
+        });
     }
 
     /// Lets go of the engine, for a settlement the engine itself keeps (parked).

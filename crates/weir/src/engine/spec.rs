@@ -26,6 +26,9 @@ pub struct EngineSpec {
     /// The most settlements kept owed to a shared store while it is out
     /// (`settlements.max_owed`).
     pub(crate) max_owed: usize,
+    /// A slot's lease on a shared store (`store.slot_lease`), for the rules of
+    /// `algorithm: concurrency`.
+    pub(crate) slot_lease: Duration,
 }
 
 /// This instance's region and the others (`region:`): where the shares of the rules
@@ -63,6 +66,10 @@ pub struct NamedPolicy {
     /// Whether its limit is global across regions (`scope: global`): each region
     /// decides its keys on its share.
     pub global: bool,
+    /// Whether it limits requests in flight (`algorithm: concurrency`) rather than a
+    /// rate: then `policy`'s limit is its number of slots, and nothing else of the
+    /// policy applies.
+    pub in_flight: bool,
 }
 
 /// The kind of store an engine decides on.

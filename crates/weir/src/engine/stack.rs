@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use weir_store::{LeasingStore, MemoryStore, Store};
+use weir_store::{LeasingStore, MemoryStore, SlotStore, Store};
 
 use super::Owed;
 
@@ -22,6 +22,10 @@ pub(crate) struct StoreStack {
     /// The instance's settlements owed to a shared store (kept across reloads); none
     /// for a store in process.
     pub(crate) owed: Option<Arc<Owed>>,
+    /// Where slots of requests in flight are taken (`algorithm: concurrency`): the
+    /// primary store, kept across reloads with it. None for a store alone: the
+    /// engine keeps its own in memory.
+    pub(crate) slots: Option<Arc<dyn SlotStore>>,
 }
 
 impl std::fmt::Debug for StoreStack {
@@ -43,6 +47,7 @@ impl StoreStack {
             leasing: None,
             fallback: None,
             owed: None,
+            slots: None,
         }
     }
 }

@@ -35,6 +35,9 @@ pub(crate) struct RuleDecision<'e> {
     pub policy: Policy,
     /// What it decided.
     pub decision: Decision,
+    /// Whether the rule limits requests in flight (`algorithm: concurrency`): the
+    /// policy's limit is its slots, the decision's `remaining` the slots free.
+    pub in_flight: bool,
 }
 
 /// A request that may go on.

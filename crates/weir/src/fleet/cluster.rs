@@ -309,6 +309,10 @@ impl Store for Cluster {
     }
 }
 
+/// No slots: the simulation does not hold requests in flight (a `concurrency` rule's
+/// take fails, `StoreError::NoSlots`).
+impl weir_store::SlotStore for Cluster {}
+
 impl LeaseStore for Cluster {
     fn take<'a>(&'a self, key: Key<'a>, policy: &'a Policy, take: Take) -> StoreFuture<'a, Grant> {
         Box::pin(async move {

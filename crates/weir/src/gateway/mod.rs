@@ -9,6 +9,7 @@
 mod pool;
 mod proxy;
 mod service;
+mod websocket;
 
 pub use self::service::Gateway;
 pub(crate) use self::service::handle;

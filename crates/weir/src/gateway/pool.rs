@@ -193,6 +193,20 @@ impl UpstreamPool {
         Ok(response.map(Body::new))
     }
 
+    /// Sends an upgrade request (a WebSocket handshake) on a connection of its own,
+    /// never pooled: once the upstream answers `101`, the connection is the
+    /// upgraded one's (`hyper::upgrade::on` of the answer).
+    pub(super) async fn send_upgrade(
+        &self,
+        request: Request<Body>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let mut sender = match self.open().await? {
+            Opened::Plain(stream) => upgradable_over(stream).await?,
+            Opened::Tls(stream) => upgradable_over(stream).await?,
+        };
+        Ok(sender.send_request(request).await?)
+    }
+
     /// The most recently used idle connection that is still open, ready for a request.
     async fn take_idle(&self) -> Option<SendRequest<Body>> {
         loop {
@@ -294,6 +308,21 @@ where
     let (sender, connection) = http1::handshake(TokioIo::new(io)).await?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
+            tracing::debug!(%error, "an upstream connection failed");
+        }
+    });
+    Ok(sender)
+}
+
+/// An HTTP/1.1 connection over `io` that may be upgraded, driven by a task of its
+/// own.
+async fn upgradable_over<I>(io: I) -> Result<SendRequest<Body>, UpstreamError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.with_upgrades().await {
             tracing::debug!(%error, "an upstream connection failed");
         }
     });
@@ -428,6 +457,7 @@ mod tests {
             max_body_bytes: 1,
             max_buffered_bytes: 1,
             body_timeout: Duration::from_secs(1),
+            websocket_idle_timeout: Duration::from_secs(1),
         })
     }
 

@@ -27,7 +27,7 @@ static HOP_BY_HOP: [HeaderName; 7] = [
     header::UPGRADE,
 ];
 
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none, the others one or two (`Connection`): one pass over the
     // names, without hashing or allocating, finds which (a bit each), and only those
     // are removed.
@@ -97,7 +97,7 @@ impl FailureLog {
     }
 
     /// Logs a failure answered `status` for `reason`, unless one was in the last 10 s.
-    fn log(&self, status: u16, reason: &dyn std::fmt::Display) {
+    pub(super) fn log(&self, status: u16, reason: &dyn std::fmt::Display) {
         // Offset by a period, so that the first failure is logged.
         let now = duration_ns(self.since.elapsed() + FAILURES_LOGGED_EVERY);
         if self.logged.due(now) {

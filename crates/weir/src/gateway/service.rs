@@ -12,6 +12,7 @@ use axum::response::Response;
 
 use super::pool::UpstreamPool;
 use super::proxy::{FailureLog, forward};
+use super::websocket;
 use crate::config::GatewayConfig;
 use crate::edge::{self, BodyReader};
 use crate::engine::Engine;
@@ -99,9 +100,15 @@ pub(crate) async fn handle(gateway: Arc<Gateway>, peer: SocketAddr, request: Req
     // gRPC runs over HTTP/2 only: an HTTP/1.1 request saying it is gRPC is answered
     // as HTTP (a denial as a 429), never as a 200 a cache could keep.
     let grpc = request.version() == axum::http::Version::HTTP_2 && edge::is_grpc(request.headers());
+    let websocket = websocket::is_websocket(&request);
     let (step, route) = gateway.step.run(engine, peer.ip(), request).await;
     let response = match step {
         Step::Stop(answer) => answer,
+        Step::GoOn(GoOn { request, unsettled }) if websocket => {
+            let pool = gateway.pool();
+            let upstream = &gateway.config.upstream;
+            websocket::forward(&pool, upstream, request, unsettled, &gateway.failures).await
+        }
         Step::GoOn(GoOn { request, unsettled }) => {
             let pool = gateway.pool();
             let started = Instant::now();

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use weir_core::Clock;
 use weir_store::{
     BackingStore, LeaseStore, LeasingStore, MemoryStore, MemoryStoreConfig, RedisStore,
-    RegionalStore, Regions, Store,
+    RegionalStore, Regions, SlotStore, Store,
 };
 
 pub(crate) use self::primary::open;
@@ -84,6 +84,7 @@ pub(crate) fn assemble(
         };
         MemoryStore::new(limits, Arc::clone(clock))
     });
+    let slots = Arc::clone(&primary) as Arc<dyn SlotStore>;
     let regional = regions.and_then(|regions| regional(spec, &primary, regions, metrics, run_loop));
     let below: Arc<dyn LeaseStore> = match &regional {
         Some(regional) => Arc::clone(regional) as Arc<dyn LeaseStore>,
@@ -99,6 +100,7 @@ pub(crate) fn assemble(
         leasing,
         fallback,
         owed: None,
+        slots: Some(slots),
     };
     (stack, regional)
 }

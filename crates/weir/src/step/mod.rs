@@ -15,6 +15,7 @@
 //! in its own JSON. Every door thus reaches the same
 //! verdict, status and counts for one request: `tests/doors.rs` holds them to it.
 
+mod holding;
 mod shed;
 mod unsettled;
 
@@ -26,6 +27,7 @@ use axum::http::request::Parts;
 use axum::http::{Request, header};
 use axum::response::{IntoResponse, Response};
 
+pub(crate) use self::holding::until_sent;
 use self::shed::Shedding;
 pub(crate) use self::unsettled::Unsettled;
 use crate::config::SheddingConfig;

@@ -7,9 +7,10 @@ use std::time::Instant;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
+use super::holding;
 use super::shed::Admitted;
 use crate::edge;
-use crate::engine::{Allowed, Engine, Settlement};
+use crate::engine::{Allowed, Engine, HeldSlots, Settlement};
 
 /// What is owed to a request that went on, paid by [`Unsettled::finish`]. Dropped
 /// unpaid (the client went away before the app answered), its settlement keeps the
@@ -47,6 +48,16 @@ impl<'s> Unsettled<'s> {
         allowed.settlement
     }
 
+    /// Takes the request's slots of requests in flight out, for a door that holds
+    /// them longer than the answer (an upgraded connection, until it closes).
+    pub(crate) fn take_slots(&mut self) -> Option<HeldSlots> {
+        self.allowed
+            .as_mut()?
+            .settlement
+            .as_mut()
+            .and_then(Settlement::take_slots)
+    }
+
     /// The answer to send, from the app's answer (`Ok`), or weir's own when the app
     /// gave none (`Err`: a 502 or 504, which keeps every reservation: the attempt
     /// counts). Adds the RateLimit fields and the shadow rules that would have denied
@@ -69,9 +80,16 @@ impl<'s> Unsettled<'s> {
         };
         let legacy = self.engine.legacy_headers();
         edge::add_allowed_headers(response.headers_mut(), &allowed, legacy);
-        match allowed.settlement {
+        let mut settlement = allowed.settlement;
+        // The slots of requests in flight are held until the answer has been sent.
+        let slots = settlement.as_mut().and_then(Settlement::take_slots);
+        let response = match settlement {
             Some(settlement) if answered => edge::settle(settlement, response).await,
             _ => response,
+        };
+        match slots {
+            Some(slots) => holding::until_sent(response, slots),
+            None => response,
         }
     }
 }

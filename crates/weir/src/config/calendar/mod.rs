@@ -92,8 +92,12 @@ pub(super) type Refusal = (Location, String, String);
 
 /// `policy` (built from `rule`'s `period`) on the rule's calendar, when its period is
 /// one; a rule with a duration for its period may not have `time_zone` or `starts`.
-pub(super) fn on_calendar(rule: &RawRule, policy: Policy) -> Result<Policy, Refusal> {
-    let unit = match rule.period.value {
+pub(super) fn on_calendar(
+    rule: &RawRule,
+    period: &Spanned<RulePeriod>,
+    policy: Policy,
+) -> Result<Policy, Refusal> {
+    let unit = match period.value {
         RulePeriod::Calendar(unit) => unit,
         RulePeriod::Every(_) => {
             if let Some(zone) = &rule.time_zone {
@@ -119,7 +123,7 @@ pub(super) fn on_calendar(rule: &RawRule, policy: Policy) -> Result<Policy, Refu
             ),
             other => other.to_string(),
         };
-        (rule.period.referenced, "period".to_owned(), message)
+        (period.referenced, "period".to_owned(), message)
     })
 }
 

@@ -169,9 +169,16 @@ impl Reader<'_> {
         at: Location,
         field: &str,
     ) -> Result<Policy, ConfigError> {
-        let algorithm = shape
-            .algorithm
-            .map_or(Algorithm::FixedWindow, Algorithm::from);
+        let algorithm = match shape.algorithm {
+            None => Algorithm::FixedWindow,
+            Some(name) => name.rate().ok_or_else(|| {
+                self.fail(
+                    at,
+                    format!("{field}.algorithm"),
+                    "`concurrency` cannot limit an Envoy descriptor: Envoy asks before a request and never says when it ends, so a slot taken could not be released (use a gateway rule)",
+                )
+            })?,
+        };
         let period = shape.period.map_or(period, |p| p.value.0);
         let burst = shape.burst.map(|b| b.value);
         let policy = Policy::new(algorithm, limit, period, burst).map_err(|error| {

@@ -112,7 +112,12 @@ impl<I: Io> AutoConnection<I> {
             inner: service,
             streams: self.streams,
         };
-        let connection = self.builder.serve_connection(self.io, service);
+        // With upgrades: a WebSocket handshake the gateway passed on becomes the
+        // spliced connection once answered 101 (HTTP/1.1: the idle deadline, which
+        // holds HTTP/2 connections only, never closes it).
+        let connection = self
+            .builder
+            .serve_connection_with_upgrades(self.io, service);
         let _ = graceful.watch(connection).await;
     }
 }

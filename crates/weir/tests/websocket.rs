@@ -1,0 +1,169 @@
+//! WebSocket through the gateway (the real binary): a real client and echo server,
+//! echo both ways, the handshake decided like any request (a `concurrency` rule of 3
+//! refuses the 4th open connection of a key with a 429, and lets a new one in once
+//! one closes), and an idle connection closed at `upstream.websocket_idle_timeout`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::Server;
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{Error, Message};
+
+/// An echo server: every message back as it came.
+async fn echo() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = ws.next().await {
+                    if message.is_close() {
+                        break;
+                    }
+                    if ws.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn start(dir: &Path, upstream: SocketAddr, idle: &str) -> Server {
+    let path = dir.join("weir.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "upstream:\n  url: http://{upstream}\n  websocket_idle_timeout: {idle}\nidentities:\n  api_key: {{ header: x-api-key }}\nrules:\n\
+             \x20 - name: sockets\n    match: {{ path_prefix: /ws }}\n    key: [api_key]\n    algorithm: concurrency\n    limit: 3\n"
+        ),
+    )
+    .unwrap();
+    Server::start(&path)
+}
+
+type Socket = WebSocketStream<TcpStream>;
+
+/// A WebSocket handshake through weir, as `key`.
+async fn open(weir: &Server, key: &str) -> Result<Socket, Error> {
+    let mut request = format!("ws://{}/ws/echo", weir.addr)
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("x-api-key", key.parse().unwrap());
+    let stream = TcpStream::connect(&weir.addr).await.unwrap();
+    tokio_tungstenite::client_async(request, stream)
+        .await
+        .map(|(socket, _)| socket)
+}
+
+async fn round_trip(socket: &mut Socket, message: Message) {
+    socket.send(message.clone()).await.unwrap();
+    let back = tokio::time::timeout(Duration::from_secs(5), socket.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, message);
+}
+
+#[tokio::test]
+async fn frames_pass_both_ways_and_the_fourth_socket_of_a_key_is_refused() {
+    let upstream = echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let weir = start(dir.path(), upstream, "60s");
+
+    let mut open_sockets = Vec::new();
+    for i in 0..3 {
+        let mut socket = open(&weir, "k").await.unwrap();
+        round_trip(&mut socket, Message::text(format!("hello {i}"))).await;
+        round_trip(&mut socket, Message::binary(vec![0u8, 1, 2, 255])).await;
+        open_sockets.push(socket);
+    }
+    // Three open: the 4th handshake of the key gets the normal 429.
+    match open(&weir, "k").await {
+        Err(Error::Http(response)) => {
+            assert_eq!(response.status(), 429);
+            assert_eq!(response.headers()["retry-after"], "1");
+            assert_eq!(response.headers()["ratelimit"], "\"sockets\";r=0;t=1");
+        }
+        Ok(_) => panic!("a 4th socket was let through"),
+        Err(other) => panic!("{other}"),
+    }
+    // Another key has slots of its own.
+    let mut other = open(&weir, "other").await.unwrap();
+    round_trip(&mut other, Message::text("mine")).await;
+    // The open ones still echo while refused handshakes come and go.
+    round_trip(&mut open_sockets[1], Message::text("still here")).await;
+
+    // One closes: a new one passes (once weir has seen it close), and then no more.
+    let mut closing = open_sockets.pop().unwrap();
+    closing.close(None).await.unwrap();
+    while closing.next().await.is_some() {}
+    drop(closing);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut fresh = loop {
+        match open(&weir, "k").await {
+            Ok(socket) => break socket,
+            Err(Error::Http(response)) if response.status() == 429 => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the closed socket's slot never came free"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    };
+    round_trip(&mut fresh, Message::text("in its place")).await;
+    assert!(matches!(open(&weir, "k").await, Err(Error::Http(r)) if r.status() == 429));
+}
+
+#[tokio::test]
+async fn an_idle_socket_is_closed_at_the_idle_timeout() {
+    let upstream = echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let weir = start(dir.path(), upstream, "400ms");
+    let mut socket = open(&weir, "k").await.unwrap();
+    // Traffic keeps it open past the timeout.
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        round_trip(&mut socket, Message::text("tick")).await;
+    }
+    // Quiet: closed by weir after 400 ms, and its slot freed.
+    let quiet = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(_)) = socket.next().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "an idle socket stayed open");
+    assert!(
+        quiet.elapsed() >= Duration::from_millis(350),
+        "{:?}",
+        quiet.elapsed()
+    );
+    for _ in 0..3 {
+        let mut again = open(&weir, "k").await.unwrap();
+        round_trip(&mut again, Message::text("back")).await;
+        std::mem::forget(again);
+    }
+}
