@@ -203,6 +203,11 @@ fn twenty_requests_of_one_key_never_more_than_three_in_flight() {
     // Another key has slots of its own.
     let other = send_n(&weir.addr, "/reports/hold", "k2", 100);
     upstream.wait_arrived(4);
+    assert_eq!(
+        slots_held(&weir),
+        4,
+        "the slots this instance holds, in its metrics"
+    );
 
     // The three clients hang up: their slots are free again, and three more pass.
     drop(held);
@@ -242,6 +247,26 @@ fn twenty_requests_of_one_key_never_more_than_three_in_flight() {
             "{text}"
         );
     }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while slots_held(&weir) != 0 {
+        assert!(Instant::now() < deadline, "slots still counted held");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `weir_slots_held` of `reports-in-flight`, from the admin listener's /metrics.
+fn slots_held(weir: &Server) -> i64 {
+    let mut stream = TcpStream::connect(weir.admin.as_deref().unwrap()).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("weir_slots_held{rule=\"reports-in-flight\"} "))
+        .map_or(0, |n| n.trim().parse().unwrap())
 }
 
 #[test]

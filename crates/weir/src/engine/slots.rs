@@ -28,6 +28,8 @@ pub(crate) struct HeldSlots {
     /// Each slot's rule name and identity.
     keys: Vec<(String, String)>,
     id: u64,
+    /// Each slot's rule's gauge of slots held (`weir_slots_held`), one added each.
+    held: Vec<prometheus_client::metrics::gauge::Gauge>,
 }
 
 impl std::fmt::Debug for HeldSlots {
@@ -40,6 +42,9 @@ impl std::fmt::Debug for HeldSlots {
 
 impl Drop for HeldSlots {
     fn drop(&mut self) {
+        for gauge in &self.held {
+            gauge.dec();
+        }
         let store = Arc::clone(&self.store);
         let keys = std::mem::take(&mut self.keys);
         let id = self.id;
@@ -144,6 +149,14 @@ impl Engine {
                 .map(|t| (t.key.rule.to_owned(), t.key.identity.to_owned()))
                 .collect(),
             id,
+            held: takes
+                .iter()
+                .map(|t| {
+                    let gauge = self.metrics.slots_held(t.key.rule);
+                    gauge.inc();
+                    gauge
+                })
+                .collect(),
         });
         Ok(Taken {
             used,

@@ -1,6 +1,7 @@
 //! What bans and allow and deny lists are counted by: bans started and requests a ban
 //! refused, per rule; requests a list matched, per list and scope. Rare events (a
-//! label lookup each), so not resolved when the engine is built.
+//! label lookup each), so not resolved when the engine is built. And the slots of
+//! `concurrency` rules held, per rule (a lookup per request under such a rule).
 
 use super::EngineMetrics;
 use super::families::{ListLabels, RuleLabels};
@@ -37,6 +38,19 @@ impl EngineMetrics {
             .ban_refusals
             .get_or_create(&labels)
             .inc();
+    }
+
+    /// The gauge of the slots this instance holds under the `concurrency` rule
+    /// `rule` (whoever holds it adds one, and takes it away when it lets go).
+    pub(crate) fn slots_held(&self, rule: &str) -> prometheus_client::metrics::gauge::Gauge {
+        let labels = RuleLabels {
+            rule: rule.to_owned(),
+        };
+        self.metrics
+            .families
+            .slots_held
+            .get_or_create(&labels)
+            .clone()
     }
 
     /// Counts a request `list` matched; `rule` is the rule whose list it is (`None`:

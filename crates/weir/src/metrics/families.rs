@@ -205,6 +205,7 @@ pub(super) struct Families {
     pub(super) bans_started: Family<RuleLabels, RareCounter>,
     pub(super) ban_refusals: Family<RuleLabels, RareCounter>,
     pub(super) list_matches: Family<ListLabels, RareCounter>,
+    pub(super) slots_held: Family<RuleLabels, Gauge>,
 }
 
 /// An allow or deny list that matched a request: `list` (`allow` or `deny`) and
@@ -256,6 +257,7 @@ impl Families {
             bans_started: Family::default(),
             ban_refusals: Family::default(),
             list_matches: Family::default(),
+            slots_held: Family::default(),
         };
         let f = &families;
         registry.register(
@@ -449,6 +451,11 @@ impl Families {
             "list_matches",
             "Requests an allow list let skip the rules (list=allow) or a deny list refused with 403 (list=deny), by scope: global or the rule's name",
             f.list_matches.clone(),
+        );
+        registry.register(
+            "slots_held",
+            "Slots of `concurrency` rules this instance holds now, per rule: its requests (and WebSocket connections) in flight under the rule",
+            f.slots_held.clone(),
         );
         families
     }
