@@ -54,8 +54,21 @@ pub(crate) fn read_file(path: &Path) -> Result<Kept, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Kept::default()),
         Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
     };
-    serde_json::from_str::<Kept>(&text)
-        .map_err(|e| format!("`{}` is not an overrides file: {e}", path.display()))
+    let kept = serde_json::from_str::<Kept>(&text)
+        .map_err(|e| format!("`{}` is not an overrides file: {e}", path.display()))?;
+    if let Some((i, bad)) = kept
+        .lists
+        .iter()
+        .enumerate()
+        .find(|(_, e)| !e.is_canonical())
+    {
+        return Err(format!(
+            "`{}`: lists[{i}]: `{}` is not a canonical address block",
+            path.display(),
+            bad.entry.escape_debug()
+        ));
+    }
+    Ok(kept)
 }
 
 /// Writes `kept` to `path` atomically: a temporary file beside it, synced, then

@@ -80,6 +80,15 @@ impl ListEntry {
         format!("{}:{}:{entry}", list.as_str(), kind.as_str())
     }
 
+    /// Whether its entry is as the API writes it: a block parsed, canonical and
+    /// truncated (an API key is taken as it is).
+    pub(crate) fn is_canonical(&self) -> bool {
+        self.kind != EntryKind::ClientIp
+            || self.entry.parse::<IpNet>().is_ok_and(|net| {
+                crate::request::canonical_net(net).trunc().to_string() == self.entry
+            })
+    }
+
     fn own_field(&self) -> String {
         Self::field(self.list, self.kind, &self.entry)
     }
@@ -90,7 +99,7 @@ impl ListEntry {
         let parsed = serde_json::from_str::<Self>(value)
             .ok()
             .filter(|e| e.own_field() == field)
-            .filter(|e| e.kind != EntryKind::ClientIp || e.entry.parse::<IpNet>().is_ok());
+            .filter(Self::is_canonical);
         if parsed.is_none() {
             tracing::warn!(
                 field = %field.escape_debug(),
@@ -148,10 +157,7 @@ impl Entries {
 
     /// Whether `list` names the client at `ip` (or with the API key `key`) at `now`.
     pub(super) fn matches(&self, list: ListName, ip: IpAddr, key: Option<&str>, now: u64) -> bool {
-        let side = match list {
-            ListName::Allow => &self.allow,
-            ListName::Deny => &self.deny,
-        };
+        let side = self.side(list);
         let live = |end: &Option<u64>| end.is_none_or(|end| now < end);
         let ip = canonical_ip(ip);
         side.nets
@@ -162,10 +168,19 @@ impl Entries {
 
     /// Whether `list` holds any entry (expired ones included).
     pub(crate) fn names_any(&self, list: ListName) -> bool {
-        let side = match list {
+        let side = self.side(list);
+        !side.nets.is_empty() || !side.keys.is_empty()
+    }
+
+    /// Whether `list` holds any API key (expired ones included).
+    pub(super) fn names_keys(&self, list: ListName) -> bool {
+        !self.side(list).keys.is_empty()
+    }
+
+    fn side(&self, list: ListName) -> &Side {
+        match list {
             ListName::Allow => &self.allow,
             ListName::Deny => &self.deny,
-        };
-        !side.nets.is_empty() || !side.keys.is_empty()
+        }
     }
 }

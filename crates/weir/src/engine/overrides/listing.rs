@@ -404,5 +404,5 @@ pub(crate) fn runtime_match(
     if entries.matches(list, ip, None, now) {
         return true;
     }
-    key().is_some_and(|key| entries.matches(list, ip, Some(&key), now))
+    entries.names_keys(list) && key().is_some_and(|key| entries.matches(list, ip, Some(&key), now))
 }

@@ -165,3 +165,21 @@ fn a_list_entry_applies_until_its_expiry_to_the_second() {
             .is_some_and(|e| !e.names_any(ListName::Allow))
     );
 }
+
+#[test]
+fn a_file_with_a_block_not_written_canonically_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overrides.json");
+    let file = |entry: &str| {
+        format!(
+            r#"{{"overrides": [], "lists": [{{"list": "deny", "kind": "client_ip", "entry": "{entry}", "reason": "", "expires_at": null, "set_at": 0}}]}}"#
+        )
+    };
+    std::fs::write(&path, file("203.0.113.0/24")).unwrap();
+    assert_eq!(super::read_file(&path).unwrap().lists.len(), 1);
+    for bad in ["203.0.113.7/24", "::ffff:203.0.113.0/120", "nope"] {
+        std::fs::write(&path, file(bad)).unwrap();
+        let error = super::read_file(&path).unwrap_err();
+        assert!(error.contains("lists[0]"), "{error}");
+    }
+}
