@@ -152,7 +152,7 @@ fn on_redis_an_entry_added_on_one_instance_applies_on_the_other_within_a_second(
         admin(&a),
         "PUT",
         "/admin/api/lists/deny/api_key/k-bad",
-        "",
+        "null",
         true,
     );
     assert_eq!(status, 200, "{body}");

@@ -110,7 +110,9 @@ pub(super) async fn set(
         let bytes = axum::body::to_bytes(body, MAX_ENTRY_BODY_BYTES)
             .await
             .map_err(|_| Problem::body_too_large(MAX_ENTRY_BODY_BYTES).into_response())?;
-        let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+        // No body, or JSON `null`: neither a reason nor an expiry.
+        let text = bytes.trim_ascii();
+        let body = if text.is_empty() || text == b"null" {
             EntryBody {
                 reason: None,
                 expires_at: None,
