@@ -26,7 +26,8 @@ const WITHIN: Duration = Duration::from_secs(1);
 
 /// A configuration with the admin API, `store` (YAML lines under `store:`, or none),
 /// `more` top-level lines, the identity `api_key` (`x-api-key`), a configured global
-/// deny list (198.51.100.0/24), and the rule `api`: 2 requests an hour per address.
+/// deny list (198.51.100.0/24), and the rule `api`: 2 GETs an hour per address (other
+/// methods are routed by no rule).
 fn config(dir: &Path, name: &str, store: &str, more: &str) -> std::path::PathBuf {
     std::fs::write(dir.join("token"), TOKEN).unwrap();
     let store = if store.is_empty() {
@@ -35,7 +36,7 @@ fn config(dir: &Path, name: &str, store: &str, more: &str) -> std::path::PathBuf
         format!("store:\n{store}")
     };
     let text = format!(
-        "{store}{more}admin:\n  token_file: token\nidentities:\n  api_key: {{ header: x-api-key }}\nlists:\n  deny: {{ client_ip: [198.51.100.0/24] }}\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n"
+        "{store}{more}admin:\n  token_file: token\nidentities:\n  api_key: {{ header: x-api-key }}\nlists:\n  deny: {{ client_ip: [198.51.100.0/24] }}\nrules:\n  - name: api\n    match: {{ path_prefix: /, methods: [GET] }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n"
     );
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -230,9 +231,12 @@ fn on_memory_entries_set_by_the_cli_are_kept_in_the_overrides_file_across_a_rest
     assert_eq!(listed(&server), serde_json::json!([]));
 
     // A deny entry refuses the gateway's client with a 403, whatever its budget.
+    assert_eq!(server.request("POST", "/", "").0, "HTTP/1.1 200 OK");
     let denied = lists(&server, &["add", "deny", "client_ip", "::ffff:127.0.0.1"]);
     assert!(denied.status.success());
     assert_eq!(server.request("GET", "/", "").0, "HTTP/1.1 403 Forbidden");
+    // A request no rule routes is refused too, as the global deny list refuses it.
+    assert_eq!(server.request("POST", "/", "").0, "HTTP/1.1 403 Forbidden");
     // A refusal is exit 1 with the problem's detail; the help says where the token
     // comes from.
     let refused = lists(&server, &["remove", "deny", "client_ip", "198.51.100.0/24"]);
