@@ -2,7 +2,8 @@
 //! instance's admin API and applied by the other within a second on Redis, removed
 //! (allowed again) likewise, kept across a restart (the Redis table, the memory
 //! store's overrides file), read canonically (an IPv4-mapped address is its IPv4
-//! address, two spellings of a block are one entry), through `weir lists`, and bad
+//! address, two spellings of a block are one entry), through `weir lists`, a change
+//! refused (503) while Redis is down, and bad
 //! input refused with the field and nothing stored.
 //!
 //! Expiry at `expires_at` is asserted on an injected clock in the engine's unit tests
@@ -162,6 +163,13 @@ fn on_redis_an_entry_added_on_one_instance_applies_on_the_other_within_a_second(
     assert_eq!(listed(&c)[0]["entry"], "k-bad");
     assert_eq!(decide(&c.addr, "192.0.2.1", "k-bad"), 403);
     assert_eq!(decide(&c.addr, "192.0.2.1", "k-good"), 200);
+
+    // Redis gone: a change is refused (503), the entries last read still apply.
+    drop(redis);
+    let (status, body) = call(admin(&c), "PUT", BLOCK, "", true);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(decide(&c.addr, "192.0.2.1", "k-bad"), 403);
+    assert_eq!(listed(&c).as_array().unwrap().len(), 1);
 }
 
 #[test]
