@@ -2,9 +2,9 @@
 //! instance's admin API and applied by the other within a second on Redis, removed
 //! (allowed again) likewise, kept across a restart (the Redis table, the memory
 //! store's overrides file), read canonically (an IPv4-mapped address is its IPv4
-//! address, two spellings of a block are one entry), through `weir lists`, a change
-//! refused (503) while Redis is down, and bad
-//! input refused with the field and nothing stored.
+//! address, two spellings of a block are one entry), through `weir lists`, refusing
+//! requests no rule routes, a change refused (503) while Redis is down, and bad input
+//! refused with the field and nothing stored.
 //!
 //! Expiry at `expires_at` is asserted on an injected clock in the engine's unit tests
 //! (`engine/overrides/entries.rs`): the binary reads the system clock.
