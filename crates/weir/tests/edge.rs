@@ -653,6 +653,37 @@ async fn an_idle_http2_connection_is_closed_but_not_one_with_a_request_in_flight
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_opens_its_window_is_closed_at_the_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = common::echo::start().await;
+    let weir = Server::start_with(
+        &gateway(dir.path(), "", upstream, 100),
+        &["--idle-timeout-ms", "300"],
+        Stdio::null(),
+    );
+    // A window of 0 for every stream: the answer's headers go out, its body never can.
+    let mut stream = TcpStream::connect(&weir.addr).await.unwrap();
+    let mut frames = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    frames.extend(frame(4, 0, 0, &[0, 4, 0, 0, 0, 0])); // SETTINGS_INITIAL_WINDOW_SIZE 0
+    frames.extend(frame(1, 0x4 | 0x1, 1, GET_BLOCK));
+    stream.write_all(&frames).await.unwrap();
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(5), read_to_close(&mut stream))
+        .await
+        .expect("a stream held shut by flow control kept its connection open");
+    let closed = started.elapsed();
+    assert!(
+        closed >= Duration::from_millis(250),
+        "closed after {closed:?}, before the idle timeout"
+    );
+    // The answer's HEADERS (frame type 1) came before the close.
+    assert!(
+        read.windows(9)
+            .any(|f| f[3] == 1 && f[5..9] == [0, 0, 0, 1])
+    );
+}
+
 // --------------------------------------------------------- hostile HTTP/2 clients
 
 /// An HTTP/2 frame.

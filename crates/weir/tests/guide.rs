@@ -949,7 +949,16 @@ fn every_console_block_shows_what_weir_prints() {
                 .as_deref()
                 .and_then(|m| m.strip_prefix("file:"))
             {
-                std::fs::write(run_dir.path().join(name.trim()), &block.text).unwrap();
+                let file = run_dir.path().join(name.trim());
+                // The run directory links each entry of `examples/`: writing through
+                // such a link would overwrite the repository's example.
+                assert!(
+                    file.symlink_metadata().is_err(),
+                    "{}: the file block `{}` has the name of an entry of examples/; give it another",
+                    path.display(),
+                    name.trim()
+                );
+                std::fs::write(file, &block.text).unwrap();
             }
         }
         let mut running: Option<Running> = None;

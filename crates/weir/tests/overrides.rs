@@ -33,7 +33,7 @@ fn config(dir: &Path, name: &str, store: &str, more: &str) -> std::path::PathBuf
         format!("store:\n{store}")
     };
     let text = format!(
-        "{store}{more}admin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n  - name: logins\n    algorithm: sliding_log\n    limit: 3\n    period: 15m\n  - name: bucket\n    algorithm: token_bucket\n    limit: 100\n    period: 1h\n"
+        "{store}{more}admin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n  - name: logins\n    algorithm: sliding_log\n    limit: 3\n    period: 15m\n  - name: bucket\n    algorithm: token_bucket\n    limit: 100\n    period: 1h\n  - name: slots\n    match: {{ path_prefix: /slots }}\n    algorithm: concurrency\n    limit: 3\n"
     );
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -315,6 +315,24 @@ fn bad_input_is_refused_with_the_field_and_nothing_is_stored() {
             r#"{"limit": 5, "burst": 9}"#,
             400,
             "`burst`",
+        ),
+        (
+            "/admin/api/overrides/slots/client_ip=127.0.0.1",
+            r#"{"limit": 10001}"#,
+            400,
+            "from 1 to 10000",
+        ),
+        (
+            "/admin/api/overrides/slots/client_ip=127.0.0.1",
+            r#"{"limit": 5, "period": "1h"}"#,
+            400,
+            "`period`",
+        ),
+        (
+            "/admin/api/overrides/api/client_ip=127.0.0.1",
+            "{\"limit\": 5, \"reason\": \"trial \u{202e}lairt\"}",
+            400,
+            "`reason`",
         ),
         (
             "/admin/api/overrides/api/client_ip=127.0.0.1",

@@ -9,10 +9,7 @@ use serde_saphyr::Location;
 use weir_core::{Algorithm, Policy};
 
 use super::file::RawRule;
-use crate::engine::NamedPolicy;
-
-/// The most slots a `concurrency` rule may have.
-pub(crate) const MAX_IN_FLIGHT: u64 = 10_000;
+use crate::engine::{MAX_IN_FLIGHT, NamedPolicy};
 
 /// A `concurrency` rule, checked: its name and limit, with the policy that carries
 /// its limit (the number of slots; the policy's algorithm and period mean nothing and

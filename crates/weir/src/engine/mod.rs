@@ -79,6 +79,7 @@ use self::rule::DEFAULT_DEBT_BUCKETS;
 pub(crate) use self::rule::{Failure, Lockout, MAX_DEBT_BUCKETS, Rule};
 pub(crate) use self::settlement::Settlement;
 pub(crate) use self::slots::HeldSlots;
+pub(crate) use self::spec::MAX_IN_FLIGHT;
 pub(crate) use self::spec::RegionSpec;
 pub(crate) use self::spec::StoreKind;
 pub use self::spec::{EngineSpec, NamedPolicy};

@@ -53,6 +53,10 @@ impl RegionSpec {
     }
 }
 
+/// The most slots a `concurrency` rule may have (in the configuration, and in an
+/// override set at runtime).
+pub(crate) const MAX_IN_FLIGHT: u64 = 10_000;
+
 /// A named limit: a rule's name and its policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedPolicy {

@@ -225,6 +225,11 @@ mod tests {
             &[("cookie", "beta=on; beta=off")][..],
             &[("cookie", "beta=on"), ("cookie", "Beta=off")],
             &[("cookie", "beta=%zz")],
+            // Python's cookie parsers decode escapes in a quoted value, and read a
+            // cookie after a space or comma in another's value.
+            &[("cookie", "beta=\"o\\156\"")],
+            &[("cookie", "x=1 beta=on")],
+            &[("cookie", "x=1, beta=on")],
         ] {
             assert!(
                 beta.matches(&headers(cookies), None).is_err(),

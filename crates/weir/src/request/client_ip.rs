@@ -226,11 +226,26 @@ fn read(
 }
 
 /// The comma-separated items of every line of a header, trimmed, empty ones skipped.
+/// Lines are split as bytes: an item that is not visible ASCII is garbage (`"\0"`) on
+/// its own, never the whole line, since a proxy appends the address it saw to the
+/// line the client sent (nginx's `$proxy_add_x_forwarded_for`, Envoy, Traefik): one
+/// byte of junk from the client must not hide the address after it.
 fn list<'a>(headers: &'a HeaderMap, name: &'static str) -> impl Iterator<Item = &'a str> {
+    let visible = |item: &[u8]| {
+        item.iter()
+            .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+    };
     headers
         .get_all(name)
         .iter()
-        .flat_map(|v| v.to_str().unwrap_or("\u{0}").split(','))
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(move |item| {
+            if visible(item) {
+                std::str::from_utf8(item).unwrap_or("\u{0}")
+            } else {
+                "\u{0}"
+            }
+        })
         .map(str::trim)
         .filter(|s| !s.is_empty())
 }

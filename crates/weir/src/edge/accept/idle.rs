@@ -7,7 +7,11 @@
 //! answer's body (a guard in the body, dropped when it ends or the stream is reset).
 //! Its reads fail with [`io::ErrorKind::TimedOut`] once none has been in flight for
 //! the timeout, whatever else the client sends (PINGs and SETTINGS do not count); hyper
-//! then closes it. HTTP/1.1 connections are left to their header deadline, which
+//! then closes it. A stream whose answer only waits for the client to take it (its
+//! headers made, its body not asked for: hyper asks for a frame only when the client's
+//! flow-control window has room) is not kept busy by that: when every stream in
+//! flight has waited so for the timeout, the connection is closed too, or a client
+//! announcing a window of 0 would hold its connection for ever. HTTP/1.1 connections are left to their header deadline, which
 //! closes an idle keep-alive connection sooner; a connection upgraded to another
 //! protocol (WebSocket) is HTTP/1.1 and is never closed here.
 
@@ -39,6 +43,13 @@ pub(crate) struct Streams {
     open: AtomicUsize,
     /// Milliseconds from `start` to the end of the last stream.
     idle_since_ms: AtomicU64,
+    /// Streams whose answer waits for the client to take it (its headers made, its
+    /// next body frame not yet asked for or not yet taken): a client that opens no
+    /// flow-control window leaves them so for ever.
+    waiting_on_client: AtomicUsize,
+    /// Milliseconds from `start` to the last time a stream moved (began, had its
+    /// answer, had a body frame asked for).
+    moved_ms: AtomicU64,
 }
 
 impl Streams {
@@ -48,21 +59,39 @@ impl Streams {
             start: Instant::now(),
             open: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(0),
+            waiting_on_client: AtomicUsize::new(0),
+            moved_ms: AtomicU64::new(0),
         })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn moved(&self) {
+        self.moved_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
     }
 
     /// When the connection may be closed if no stream starts before: `None` while
     /// one is in flight.
+    /// Also when every stream in flight waits for the client to take its answer and
+    /// none has moved for the timeout (flow control held shut): nothing is asked of
+    /// the connection then either.
     fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
-        if self.open.load(Ordering::Acquire) > 0 {
+        let open = self.open.load(Ordering::Acquire);
+        let since = if open == 0 {
+            self.idle_since_ms.load(Ordering::Acquire)
+        } else if self.waiting_on_client.load(Ordering::Acquire) >= open {
+            self.moved_ms.load(Ordering::Acquire)
+        } else {
             return None;
-        }
-        let since = Duration::from_millis(self.idle_since_ms.load(Ordering::Acquire));
-        Some(self.start + since + timeout)
+        };
+        Some(self.start + Duration::from_millis(since) + timeout)
     }
 
     fn began(self: &Arc<Self>) -> InFlight {
         self.open.fetch_add(1, Ordering::AcqRel);
+        self.moved();
         InFlight(Arc::clone(self))
     }
 }
@@ -71,10 +100,23 @@ impl Streams {
 #[derive(Debug)]
 struct InFlight(Arc<Streams>);
 
+impl InFlight {
+    /// Counts the stream as waiting for the client (`true`) or not.
+    fn wait_on_client(&self, waiting: bool) {
+        if waiting {
+            self.0.waiting_on_client.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.0.waiting_on_client.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.0.moved();
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let now = u64::try_from(self.0.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.0.idle_since_ms.fetch_max(now, Ordering::AcqRel);
+        self.0
+            .idle_since_ms
+            .fetch_max(self.0.now_ms(), Ordering::AcqRel);
         self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -102,9 +144,13 @@ where
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = answer.await?;
+            // The answer's headers are made: it waits for the client to take them and
+            // to ask for its body.
+            in_flight.wait_on_client(true);
             Ok(response.map(|body| CountedBody {
                 inner: body,
-                _in_flight: in_flight,
+                in_flight,
+                waiting: true,
             }))
         })
     }
@@ -114,7 +160,18 @@ where
 #[derive(Debug)]
 pub(crate) struct CountedBody<B> {
     inner: B,
-    _in_flight: InFlight,
+    in_flight: InFlight,
+    /// Whether it is counted as waiting for the client: from its headers until its
+    /// first frame is asked for, and after each frame until the next is.
+    waiting: bool,
+}
+
+impl<B> Drop for CountedBody<B> {
+    fn drop(&mut self) {
+        if self.waiting {
+            self.in_flight.wait_on_client(false);
+        }
+    }
 }
 
 impl<B: Body + Unpin> Body for CountedBody<B> {
@@ -125,7 +182,19 @@ impl<B: Body + Unpin> Body for CountedBody<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let this = &mut *self;
+        if this.waiting {
+            this.waiting = false;
+            this.in_flight.wait_on_client(false);
+        }
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        // A frame made waits for the client to take it; a body still pending waits
+        // for the upstream (the stream is busy).
+        if matches!(polled, Poll::Ready(Some(Ok(_)))) {
+            this.waiting = true;
+            this.in_flight.wait_on_client(true);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

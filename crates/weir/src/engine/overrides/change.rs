@@ -88,16 +88,46 @@ impl Engine {
                 "the rule has `scope: global`: its limit is shared by the regions, which an override for one key cannot change",
             ));
         }
+        if named.in_flight {
+            if request.period.is_some() || request.burst.is_some() {
+                let field = if request.period.is_some() {
+                    "period"
+                } else {
+                    "burst"
+                };
+                return Err(invalid(
+                    field,
+                    "the rule is `algorithm: concurrency`: override its slots (`limit`) only",
+                ));
+            }
+            if !(1..=super::super::MAX_IN_FLIGHT).contains(&request.limit) {
+                return Err(invalid(
+                    "limit",
+                    format!(
+                        "a `concurrency` rule's slots are a whole number from 1 to {}",
+                        super::super::MAX_IN_FLIGHT
+                    ),
+                ));
+            }
+        }
         let key = self.override_key(rule, key)?;
         let now = self.overrides.now_secs();
         if request.expires_at.is_some_and(|end| end <= now) {
             return Err(invalid("expires_at", "must be in the future"));
         }
         let reason = request.reason.trim();
-        if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
+        // Controls, and the invisible and direction-changing characters that would
+        // make the audit log or the status page show another text than was written.
+        let hidden = |c: char| {
+            c.is_control()
+                || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        };
+        if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(hidden) {
             return Err(invalid(
                 "reason",
-                format!("at most {MAX_REASON_CHARS} characters, no control characters"),
+                format!(
+                    "at most {MAX_REASON_CHARS} characters, no control, invisible or direction-changing characters"
+                ),
             ));
         }
         if request.period.is_some() && named.policy.calendar().is_some() {

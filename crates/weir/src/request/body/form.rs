@@ -115,6 +115,18 @@ pub(super) fn cookie_field(text: &str, field: &FieldName<'_>) -> Result<Option<F
             continue;
         };
         let name = name.trim_matches([' ', '\t']);
+        // `a=1 sid=x` and `a=1, sid=x`: Python's SimpleCookie (Django, aiohttp) reads
+        // a second cookie there, where others read one value.
+        for hidden in value.split([' ', '\t', ',']).skip(1) {
+            if let Some((inner, _)) = hidden.split_once('=')
+                && !inner.is_empty()
+                && field.in_form(&decode_lossy(inner))?.is_some()
+            {
+                return Err(ambiguous(
+                    "another cookie's value holds it after a space or comma, which some apps read as a cookie of its own",
+                ));
+            }
+        }
         match field.in_form(&decode_lossy(name))? {
             None => {}
             Some(true) => return Err(ambiguous("a bracketed name is read as a list")),
@@ -130,6 +142,13 @@ pub(super) fn cookie_field(text: &str, field: &FieldName<'_>) -> Result<Option<F
                 .strip_prefix('"')
                 .and_then(|v| v.strip_suffix('"'))
                 .unwrap_or(value);
+            // Python's cookie parsers and Werkzeug decode `\` escapes in a quoted
+            // value (`"ab\143"` is `abc`); others keep them: two readings.
+            if unquoted.len() != value.len() && unquoted.contains('\\') {
+                return Err(ambiguous(
+                    "a quoted value with `\\` escapes is read differently by different apps",
+                ));
+            }
             found(field, name, unquoted, BodyError::InvalidCookie)
         })
         .transpose()

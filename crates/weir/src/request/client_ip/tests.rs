@@ -237,3 +237,29 @@ fn keys_are_ipv4_addresses_or_ipv6_networks() {
     );
     assert_eq!(ClientIpConfig::default().ipv6_prefix, 64);
 }
+
+#[test]
+fn a_byte_of_junk_before_the_proxys_entry_hides_nothing() {
+    // nginx appends the address it saw to the line the client sent.
+    let peer = ip("10.0.0.2");
+    let mut h = HeaderMap::new();
+    h.insert(
+        "x-forwarded-for",
+        axum::http::HeaderValue::from_bytes(b"\xe9, 203.0.113.9").unwrap(),
+    );
+    let read = config(ForwardedHeader::XForwardedFor).read(peer, &h);
+    assert_eq!(
+        read.ip,
+        ip("203.0.113.9"),
+        "the proxy's entry, not the proxy"
+    );
+    // Junk as the nearest entry: the last good hop is the trusted proxy itself.
+    h.insert(
+        "x-forwarded-for",
+        axum::http::HeaderValue::from_bytes(b"203.0.113.9, \xe9").unwrap(),
+    );
+    assert_eq!(
+        config(ForwardedHeader::XForwardedFor).read(peer, &h).ip,
+        peer
+    );
+}
