@@ -311,6 +311,20 @@ fn bad_input_is_refused_with_the_field_and_nothing_is_stored() {
         ),
         (
             "PUT",
+            "/admin/api/lists/deny/api_key/a%E2%80%AEb".into(),
+            "",
+            400,
+            "`entry`",
+        ),
+        (
+            "PUT",
+            BLOCK.into(),
+            "{\"reason\": \"a\\u202eb\"}",
+            400,
+            "`reason`",
+        ),
+        (
+            "PUT",
             "/admin/api/lists/deny/client_ip/%ff".into(),
             "",
             400,

@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use weir_store::RedisStore;
 
 use super::backing::{KeepError, Kept, LISTS_TABLE, write_file};
+use super::change::hidden;
 use super::entries::Entries;
 use super::{Backing, EntryKind, ListEntry, ListName, MAX_REASON_CHARS, Overrides};
 use crate::engine::{CLIENT_IP, Engine, List, Normalize};
@@ -110,10 +111,12 @@ impl Engine {
             return Err(invalid("expires_at", "must be in the future"));
         }
         let reason = reason.trim();
-        if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
+        if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(hidden) {
             return Err(invalid(
                 "reason",
-                format!("at most {MAX_REASON_CHARS} characters, no control characters"),
+                format!(
+                    "at most {MAX_REASON_CHARS} characters, no control, invisible or direction-changing characters"
+                ),
             ));
         }
         if book.get_entry(list, kind, &entry).is_none()
@@ -189,8 +192,11 @@ impl Engine {
                 format!("from 1 to {MAX_ENTRY_BYTES} bytes"),
             ));
         }
-        if entry.chars().any(char::is_control) {
-            return Err(invalid("entry", "no control characters"));
+        if entry.chars().any(hidden) {
+            return Err(invalid(
+                "entry",
+                "no control, invisible or direction-changing characters",
+            ));
         }
         let entry = match kind {
             EntryKind::ClientIp => entry
