@@ -96,7 +96,7 @@ pub use self::server::{Instance, instance};
 
 // What the binary and the tests are built from: not an embedding API.
 #[doc(hidden)]
-pub use self::admin::{CommandError, OverrideArgs, run_override};
+pub use self::admin::{CommandError, ListsArgs, OverrideArgs, run_lists, run_override};
 #[doc(hidden)]
 pub use self::api::router as api_router;
 #[doc(hidden)]

@@ -147,6 +147,8 @@ enum Command {
     },
     // Its help is the doc of `OverrideArgs`.
     Override(weir::OverrideArgs),
+    // Its help is the doc of `ListsArgs`.
+    Lists(weir::ListsArgs),
     // Its help is the doc of `SimulateArgs`, followed by the fleet's.
     #[cfg(feature = "simulate")]
     Simulate(Box<Simulate>),
@@ -194,6 +196,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { file, connect } => check_config(&file, connect),
         Command::DemoUpstream { listen } => demo_upstream(listen),
         Command::Override(args) => weir::run_override(&args).map_err(anyhow::Error::from),
+        Command::Lists(args) => weir::run_lists(&args).map_err(anyhow::Error::from),
         Command::Example { name, dir } => example(name.as_deref(), dir.as_deref()),
         Command::Serve {
             config,

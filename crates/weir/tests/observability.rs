@@ -662,6 +662,22 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
         assert_eq!(login_at(&binary.addr, "guess").await, 429);
     }
 
+    // A deny list entry set at runtime, shown in its own table.
+    tokio::task::block_in_place(|| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&admin).unwrap();
+        let body = r#"{"reason": "scraping"}"#;
+        write!(
+            stream,
+            "PUT /admin/api/lists/deny/client_ip/192.0.2.0%2F24 HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    });
+
     let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "chromium".into());
     let page = format!("http://{admin}/admin/#token={TOKEN}");
     let shot = screenshot_path();
@@ -702,6 +718,8 @@ async fn the_status_page_shows_rules_and_limited_callers_in_chromium() {
         r#"<td class="n">0</td><td class="n deny">15</td><td class="n">0</td><td class="n">15</td></tr>"#,
         // The bans in force (this configuration bans no one).
         r#"<td class="muted" colspan="4">No ban in force.</td>"#,
+        // The runtime list entries.
+        r#"<tr data-list="deny"><td class="deny">deny</td><td>client_ip</td><td><code>192.0.2.0/24</code></td><td>never</td><td>scraping</td>"#,
         "updated ",
     ] {
         assert!(dom.contains(shown), "the page lacks {shown}:\n{dom}");

@@ -14,7 +14,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a path segment keeps as it is (RFC 3986 unreserved); the rest is encoded (a
 /// key's `/`, `&`, `%` and `=` included).
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+pub(super) const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
@@ -92,7 +92,7 @@ enum OverrideCommand {
     },
 }
 
-/// Why `weir override` failed.
+/// Why `weir override` (or `weir lists`) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
     /// The command line or the token is wrong.
@@ -118,7 +118,6 @@ pub enum CommandError {
 
 /// Runs `weir override ...`: prints the admin API's answer.
 pub fn run(args: &OverrideArgs) -> Result<(), CommandError> {
-    let token = token(args.token_file.as_deref())?;
     let (method, path, body) = match &args.command {
         OverrideCommand::Set {
             rule,
@@ -158,15 +157,28 @@ pub fn run(args: &OverrideArgs) -> Result<(), CommandError> {
             (Method::GET, path, None)
         }
     };
+    send(&args.admin, args.token_file.as_deref(), method, &path, body)
+}
+
+/// Sends one call to the admin API at `admin` (the token from `token_file`, else
+/// `WEIR_ADMIN_TOKEN`) and prints its JSON answer; a refusal is an error.
+pub(super) fn send(
+    admin: &str,
+    token_file: Option<&std::path::Path>,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<(), CommandError> {
+    let token = token(token_file)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CommandError::Usage(format!("cannot start: {e}")))?;
     let (status, text) = runtime.block_on(async {
-        tokio::time::timeout(CALL_TIMEOUT, call(&args.admin, method, &path, &token, body))
+        tokio::time::timeout(CALL_TIMEOUT, call(admin, method, path, &token, body))
             .await
             .map_err(|_| CommandError::Unreachable {
-                url: args.admin.clone(),
+                url: admin.to_owned(),
                 why: format!("no answer within {CALL_TIMEOUT:?}"),
             })?
     })?;

@@ -15,11 +15,15 @@
 //!   traffic by door);
 //! - `PUT`/`DELETE /admin/api/overrides/{rule}/{key}`, `GET /admin/api/overrides`:
 //!   limits for one key set at runtime (see `overrides`);
+//! - `PUT`/`DELETE /admin/api/lists/{list}/{kind}/{entry}`, `GET /admin/api/lists`:
+//!   allow and deny list entries set at runtime (see `lists`);
 //! - `GET /admin/api/bans[?rule=R]` and `DELETE /admin/api/bans/{rule}/{key}`: the
 //!   bans in force, and lifting one (`bans.rs`).
 
 mod bans;
 mod command;
+mod lists;
+mod lists_command;
 mod overrides;
 
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +48,7 @@ use crate::metrics::{CLASSES, Counted};
 use crate::reloadable::Reloadable;
 
 pub use self::command::{CommandError, OverrideArgs, run as run_override};
+pub use self::lists_command::{ListsArgs, run as run_lists};
 
 /// The status page: one HTML file and its script, no build step, no external assets.
 const PAGE: &str = include_str!("page.html");
@@ -105,6 +110,11 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
             "/admin/api/overrides/{rule}/{key}",
             put(overrides::set).delete(overrides::delete),
         )
+        .route("/admin/api/lists", get(lists::list))
+        .route(
+            "/admin/api/lists/{list}/{kind}/{*entry}",
+            put(lists::set).delete(lists::delete),
+        )
         .route("/admin/api/bans", get(bans::list))
         .route("/admin/api/bans/{rule}/{*key}", delete(bans::lift))
         .with_state(Admin { engine, config })
@@ -122,6 +132,9 @@ pub(crate) fn router(engine: Reloadable<Engine>, config: Reloadable<AdminConfig>
         overrides::list,
         overrides::set,
         overrides::delete,
+        lists::list,
+        lists::set,
+        lists::delete,
         bans::list,
         bans::lift
     ),

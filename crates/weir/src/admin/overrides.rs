@@ -250,24 +250,7 @@ fn request(body: OverrideBody) -> Result<OverrideRequest, Problem> {
         .as_deref()
         .map(|p| weir_core::parse_period(p).map_err(|e| field("period", e.to_string())))
         .transpose()?;
-    let expires_at = body
-        .expires_at
-        .as_deref()
-        .map(|text| {
-            let at = OffsetDateTime::parse(text, &Rfc3339).map_err(|_| {
-                field(
-                    "expires_at",
-                    format!(
-                        "`{}` is not an RFC 3339 time such as 2030-01-01T00:00:00Z",
-                        text.escape_debug()
-                    ),
-                )
-            })?;
-            // Kept to the second: a fraction ends it at the next second.
-            let seconds = at.unix_timestamp() + i64::from(at.nanosecond() > 0);
-            u64::try_from(seconds).map_err(|_| field("expires_at", "must be in the future".into()))
-        })
-        .transpose()?;
+    let expires_at = body.expires_at.as_deref().map(expiry).transpose()?;
     let reason = body.reason.unwrap_or_default();
     if reason.chars().count() > MAX_REASON_CHARS {
         return Err(field(
@@ -282,6 +265,20 @@ fn request(body: OverrideBody) -> Result<OverrideRequest, Problem> {
         expires_at,
         reason,
     })
+}
+
+/// `expires_at` as written (RFC 3339) in seconds since the Unix epoch, kept to the
+/// second: a fraction ends it at the next second.
+pub(super) fn expiry(text: &str) -> Result<u64, Problem> {
+    let field = |message: String| Problem::invalid_request(format!("`expires_at`: {message}"));
+    let at = OffsetDateTime::parse(text, &Rfc3339).map_err(|_| {
+        field(format!(
+            "`{}` is not an RFC 3339 time such as 2030-01-01T00:00:00Z",
+            text.escape_debug()
+        ))
+    })?;
+    let seconds = at.unix_timestamp() + i64::from(at.nanosecond() > 0);
+    u64::try_from(seconds).map_err(|_| field("must be in the future".into()))
 }
 
 /// A path that does not decode (not UTF-8): a 400 naming it.
@@ -389,7 +386,7 @@ fn view(stored: Stored) -> OverrideView {
 }
 
 /// Seconds since the Unix epoch as RFC 3339 (UTC).
-fn rfc3339(seconds: u64) -> String {
+pub(super) fn rfc3339(seconds: u64) -> String {
     i64::try_from(seconds)
         .ok()
         .and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok())

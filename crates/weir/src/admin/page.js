@@ -130,10 +130,31 @@ function renderOverrides(overrides) {
   }
 }
 
+// The list entries set at runtime (GET /admin/api/lists); text only, never HTML.
+function renderLists(entries) {
+  const body = document.querySelector("#lists tbody");
+  body.replaceChildren();
+  for (const e of entries) {
+    const row = body.insertRow();
+    row.dataset.list = e.list;
+    cell(row, e.list, e.list === "deny" ? "deny" : undefined);
+    cell(row, e.kind);
+    cell(row, "").appendChild(document.createElement("code")).textContent = e.entry;
+    cell(row, e.expires_at === null ? "never" : e.expires_at);
+    cell(row, e.reason);
+    cell(row, e.set_at, "muted");
+  }
+  if (entries.length === 0) {
+    const row = body.insertRow();
+    cell(row, "none", "muted").colSpan = 6;
+  }
+}
+
 async function refresh() {
   try {
     renderDoors(await api("doors"));
     renderOverrides(await api("overrides"));
+    renderLists(await api("lists"));
     renderBans(await api("bans"));
     const rules = await api("rules");
     const body = document.querySelector("#rules tbody");

@@ -44,6 +44,8 @@ problem_answers! {
     BodyTooLarge: "The body is larger than this endpoint reads (413).";
     UnknownRule: "No rule has the name asked for (404).";
     UnknownOverride: "No rule has the name asked for (`unknown-rule`), or the key has no override in force (`unknown-override`) (404).";
+    UnknownListEntry: "No list entry set at runtime matches (`unknown-list-entry`) (404).";
+    ListEntryConfigured: "The entry is in the configuration's lists, not set at runtime: remove it there (`configured-list-entry`) (409).";
     StoreUnavailable: "The rate limit store cannot decide right now and the rule's failure policy refuses (503); try again shortly.";
     Unauthorized: "The admin API needs `Authorization: Bearer <token>` with the configured admin token (401).";
     RateLimited: "Too many requests (429): `violated` names the rules that denied it; `Retry-After`, `Retry-After-Ms` and the RateLimit fields say when to come back.";

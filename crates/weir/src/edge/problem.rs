@@ -100,6 +100,26 @@ impl Problem {
         )
     }
 
+    /// No list entry set at runtime matches the one to remove (404).
+    pub(crate) fn no_list_entry() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown-list-entry",
+            "Unknown list entry",
+            "no entry of this list set at runtime matches (expired, removed, or never set)",
+        )
+    }
+
+    /// The entry to remove is the configuration's, not one set at runtime (409).
+    pub(crate) fn configured_entry(detail: String) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "configured-list-entry",
+            "List entry in the configuration",
+            detail,
+        )
+    }
+
     /// No settlement is waiting under the id given: settled already, expired, or made
     /// before a reload (404). Its reservations stay counted.
     pub(crate) fn unknown_settlement() -> Self {

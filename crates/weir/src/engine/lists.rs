@@ -11,6 +11,11 @@
 //! headers believed only from trusted proxies). API keys are read as the engine reads
 //! the identity the list names (its normalisation applied), and a key sent twice is
 //! refused, never matched by either copy.
+//!
+//! Entries set at runtime through the admin API (kept by the overrides book) add to
+//! the global lists: a runtime deny entry refuses as a configured one does, a runtime
+//! allow entry lets the client skip every rule. Their API keys are read by the
+//! identity the configuration's global list names (default `api_key`).
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -20,6 +25,7 @@ use ipnet::IpNet;
 use super::Engine;
 use super::applied::Applied;
 use super::key::Identities;
+use super::overrides::{ListName, runtime_match};
 use crate::metrics::ListKind;
 use crate::request::{Facts, Refused, canonical_ip};
 
@@ -74,6 +80,20 @@ impl Engine {
             .lists
             .as_ref()
             .is_some_and(|lists| !lists.deny.is_empty())
+            || self
+                .overrides
+                .entries()
+                .is_some_and(|entries| entries.names_any(ListName::Deny))
+    }
+
+    /// Whether the runtime `list` names the client.
+    fn runtime_listed(&self, list: ListName, ip: IpAddr, identities: &Identities<'_, '_>) -> bool {
+        let Some(entries) = self.overrides.entries() else {
+            return false;
+        };
+        let name = self.list_key_identity(list);
+        let now = self.overrides.now_secs();
+        runtime_match(&entries, list, ip, || identities.get(name), now)
     }
 
     /// Applies the global lists and the rules' lists to `applied`: `Err` when a deny
@@ -94,6 +114,11 @@ impl Engine {
             }
             everything = lists.allow.matches(ip, identities);
         }
+        if self.runtime_listed(ListName::Deny, ip, identities) {
+            self.metrics.list_matched(ListKind::Deny, None);
+            return Err(Refused::listed(None));
+        }
+        everything = everything || self.runtime_listed(ListName::Allow, ip, identities);
         for a in applied.iter() {
             if let Some(lists) = &a.rule.lists
                 && lists.deny.matches(ip, identities)

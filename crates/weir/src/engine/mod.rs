@@ -64,8 +64,9 @@ use self::ids::RandomIds;
 pub(crate) use self::key::single_identity_key;
 pub(crate) use self::lists::{List, Lists};
 pub(crate) use self::overrides::{
-    Backing as OverrideBacking, MAX_REASON_CHARS, Override, OverrideError, OverrideRequest,
-    Overrides, Replaced, Stored, read_file as read_overrides_file,
+    Backing as OverrideBacking, EntryChange, ListEntry, ListError, MAX_REASON_CHARS, Override,
+    OverrideError, OverrideRequest, Overrides, Replaced, Stored, list_name,
+    read_file as read_overrides_file,
 };
 pub(crate) use self::owed::{DEFAULT_MAX_OWED, Owed};
 use self::pending::Pending;

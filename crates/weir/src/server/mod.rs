@@ -125,9 +125,9 @@ impl Instance {
         let initial = match &config.overrides_file {
             Some(file) => crate::engine::read_overrides_file(file).unwrap_or_else(|error| {
                 tracing::error!(%error, "overrides: the file cannot be read; starting without");
-                Vec::new()
+                Default::default()
             }),
-            None => Vec::new(),
+            None => Default::default(),
         };
         let backing = match &config.overrides_file {
             Some(file) => OverrideBacking::File(file.clone()),

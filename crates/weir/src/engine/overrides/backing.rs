@@ -6,10 +6,13 @@ use std::sync::{Arc, Weak};
 use serde::{Deserialize, Serialize};
 use weir_store::{RedisStore, StoreError};
 
-use super::{Override, Overrides, POLL_EVERY, Stored};
+use super::{ListEntry, Override, Overrides, POLL_EVERY, Stored};
 
 /// The shared table's name (see `weir_store`'s `RedisStore::table_put`).
 const TABLE: &str = "overrides";
+
+/// The shared table of the list entries set at runtime.
+pub(super) const LISTS_TABLE: &str = "lists";
 
 /// Where overrides are kept.
 #[derive(Clone)]
@@ -32,31 +35,47 @@ impl std::fmt::Debug for Backing {
     }
 }
 
-/// The overrides file: every override, expired ones left out.
-#[derive(Serialize, Deserialize)]
+/// What the overrides file keeps: every override and every runtime list entry,
+/// expired ones left out.
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OverridesFile {
-    overrides: Vec<Stored>,
+pub(crate) struct Kept {
+    /// The overrides.
+    pub overrides: Vec<Stored>,
+    /// The list entries set at runtime (absent from files written before them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lists: Vec<ListEntry>,
 }
 
 /// Reads the overrides file at `path`: nothing when there is none yet.
-pub(crate) fn read_file(path: &Path) -> Result<Vec<Stored>, String> {
+pub(crate) fn read_file(path: &Path) -> Result<Kept, String> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Kept::default()),
         Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
     };
-    serde_json::from_str::<OverridesFile>(&text)
-        .map(|file| file.overrides)
-        .map_err(|e| format!("`{}` is not an overrides file: {e}", path.display()))
+    let kept = serde_json::from_str::<Kept>(&text)
+        .map_err(|e| format!("`{}` is not an overrides file: {e}", path.display()))?;
+    if let Some((i, bad)) = kept
+        .lists
+        .iter()
+        .enumerate()
+        .find(|(_, e)| !e.is_canonical())
+    {
+        return Err(format!(
+            "`{}`: lists[{i}]: `{}` is not a canonical address block",
+            path.display(),
+            bad.entry.escape_debug()
+        ));
+    }
+    Ok(kept)
 }
 
-/// Writes `overrides` to `path` atomically: a temporary file beside it, synced, then
+/// Writes `kept` to `path` atomically: a temporary file beside it, synced, then
 /// renamed over it (a crash leaves the old file or the new one, never half of one).
-fn write_file(path: &Path, overrides: Vec<Stored>) -> std::io::Result<()> {
+pub(super) fn write_file(path: &Path, kept: &Kept) -> std::io::Result<()> {
     use std::io::Write;
-    let text = serde_json::to_string_pretty(&OverridesFile { overrides })
-        .map_err(std::io::Error::other)?;
+    let text = serde_json::to_string_pretty(kept).map_err(std::io::Error::other)?;
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(format!(".tmp-{}", std::process::id()));
     let temporary = PathBuf::from(temporary);
@@ -93,7 +112,7 @@ impl Overrides {
         clock: Arc<dyn weir_core::Clock>,
     ) -> Result<Arc<Self>, String> {
         let initial = match &backing {
-            Backing::InProcess | Backing::Shared(_) => Vec::new(),
+            Backing::InProcess | Backing::Shared(_) => Kept::default(),
             Backing::File(path) => read_file(path)?,
         };
         let shared = matches!(backing, Backing::Shared(_));
@@ -105,8 +124,9 @@ impl Overrides {
         Ok(book)
     }
 
-    /// Reads the shared table again when its version changed, and prunes overrides
-    /// expired there. Logged when the store does not answer (the snapshot stays).
+    /// Reads the shared tables (overrides, list entries) again when their version
+    /// changed, and prunes what expired there. Logged when the store does not answer
+    /// (the snapshot stays).
     pub(crate) async fn poll(&self) {
         let Backing::Shared(redis) = &self.backing else {
             return;
@@ -114,6 +134,7 @@ impl Overrides {
         // Not beside a change of this instance's: a snapshot read before it would
         // hide it until the next poll.
         let _one = self.writing.lock().await;
+        self.poll_entries(redis).await;
         let version = match redis.table_version(TABLE).await {
             Ok(version) => version,
             Err(error) => {
@@ -174,7 +195,13 @@ impl Overrides {
             let mut all = self.unexpired();
             all.retain(|s| (s.rule.as_str(), s.key.as_str()) != (rule, key));
             all.push(stored.clone());
-            write_file(path, all)?;
+            write_file(
+                path,
+                &Kept {
+                    overrides: all,
+                    lists: self.unexpired_entries(),
+                },
+            )?;
         }
         self.change(rule, key, Some(stored.entry));
         Ok(replaced.filter(|o| o.in_force(self.now_secs())))
@@ -199,14 +226,20 @@ impl Overrides {
         if let Backing::File(path) = &self.backing {
             let mut all = self.unexpired();
             all.retain(|s| (s.rule.as_str(), s.key.as_str()) != (rule, key));
-            write_file(path, all)?;
+            write_file(
+                path,
+                &Kept {
+                    overrides: all,
+                    lists: self.unexpired_entries(),
+                },
+            )?;
         }
         self.change(rule, key, None);
         Ok(removed.filter(|o| o.in_force(self.now_secs())))
     }
 
     /// Every override not yet expired (what the file keeps).
-    fn unexpired(&self) -> Vec<Stored> {
+    pub(super) fn unexpired(&self) -> Vec<Stored> {
         let now = self.now_secs();
         let mut all = self.all();
         all.retain(|s| s.entry.in_force(now));

@@ -63,6 +63,14 @@ pub(crate) enum OverrideError {
     Unavailable(#[from] KeepError),
 }
 
+/// Whether `c` is a control, or an invisible or direction-changing character that would
+/// make the audit log or the status page show another text than was written (refused
+/// in a reason, and in a list entry).
+pub(super) fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
 fn invalid(field: &'static str, message: impl Into<String>) -> OverrideError {
     OverrideError::Invalid {
         field,
@@ -116,12 +124,6 @@ impl Engine {
             return Err(invalid("expires_at", "must be in the future"));
         }
         let reason = request.reason.trim();
-        // Controls, and the invisible and direction-changing characters that would
-        // make the audit log or the status page show another text than was written.
-        let hidden = |c: char| {
-            c.is_control()
-                || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-        };
         if reason.chars().count() > MAX_REASON_CHARS || reason.chars().any(hidden) {
             return Err(invalid(
                 "reason",

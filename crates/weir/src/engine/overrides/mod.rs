@@ -18,10 +18,15 @@
 //! lookup at all while there is none), at the engine's clock's wall time, to the
 //! second: an override whose `expires_at` has passed is ignored at once, wherever it
 //! is still stored (and pruned at the next write or poll).
+//!
+//! The book keeps the list entries set at runtime too ([`ListEntry`], `entries.rs`):
+//! the same backing, in a table (and a section of the file) of their own.
 
 mod backing;
 mod canonical;
 mod change;
+mod entries;
+mod listing;
 mod record;
 
 use std::collections::HashMap;
@@ -32,8 +37,11 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use weir_core::{Clock, Policy};
 
-pub(crate) use self::backing::{Backing, read_file};
+pub(crate) use self::backing::{Backing, Kept, read_file};
 pub(crate) use self::change::{MAX_REASON_CHARS, OverrideError, OverrideRequest, Replaced};
+use self::entries::Entries;
+pub(crate) use self::entries::{EntryKind, ListEntry, ListName};
+pub(crate) use self::listing::{EntryChange, ListError, list_name, runtime_match};
 pub(crate) use self::record::{Override, Stored};
 
 /// How often an instance on a shared store asks whether the overrides changed: with
@@ -58,6 +66,12 @@ pub(crate) struct Overrides {
     writing: tokio::sync::Mutex<()>,
     /// The version of the shared table the snapshot was read at.
     version: parking_lot::Mutex<Option<u64>>,
+    /// The list entries set at runtime, swapped whole.
+    entries: ArcSwap<Entries>,
+    /// Whether there are none (the requests' path skips them).
+    no_entries: AtomicBool,
+    /// The version of the shared list table the entries were read at.
+    entries_version: parking_lot::Mutex<Option<u64>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -72,23 +86,27 @@ impl std::fmt::Debug for Overrides {
 impl Overrides {
     /// A book kept in `backing`, read at `clock`'s wall time, holding `initial` (what
     /// the backing held at start).
-    pub(crate) fn new(backing: Backing, initial: Vec<Stored>, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(backing: Backing, initial: Kept, clock: Arc<dyn Clock>) -> Self {
         let book = Self {
             table: ArcSwap::from_pointee(Table::new()),
             empty: AtomicBool::new(true),
             backing,
             writing: tokio::sync::Mutex::new(()),
             version: parking_lot::Mutex::new(None),
+            entries: ArcSwap::from_pointee(Entries::default()),
+            no_entries: AtomicBool::new(true),
+            entries_version: parking_lot::Mutex::new(None),
             clock,
         };
-        book.replace(initial);
+        book.replace(initial.overrides);
+        book.replace_entries(initial.lists);
         book
     }
 
     /// A book in this process alone, holding nothing: what an engine has when no
     /// other book is given (tests, the tower layer, simulations).
     pub(crate) fn in_process(clock: Arc<dyn Clock>) -> Self {
-        Self::new(Backing::InProcess, Vec::new(), clock)
+        Self::new(Backing::InProcess, Kept::default(), clock)
     }
 
     /// The wall time in seconds that expiries are compared with.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use weir_core::{Algorithm, ManualClock, Policy};
 
-use super::{Backing, Override, Overrides, Stored};
+use super::{Backing, Kept, Override, Overrides, Stored};
 
 fn entry(limit: u64, expires_at: Option<u64>) -> Override {
     Override {
@@ -24,11 +24,14 @@ fn an_override_applies_until_its_expiry_to_the_second() {
     let base = Policy::new(Algorithm::FixedWindow, 10, Duration::from_secs(60), None).unwrap();
     let book = Overrides::new(
         Backing::InProcess,
-        vec![Stored {
-            rule: "api".into(),
-            key: "client_ip=192.0.2.1".into(),
-            entry: entry(500, Some(1_060)),
-        }],
+        Kept {
+            overrides: vec![Stored {
+                rule: "api".into(),
+                key: "client_ip=192.0.2.1".into(),
+                entry: entry(500, Some(1_060)),
+            }],
+            lists: Vec::new(),
+        },
         clock.clone(),
     );
     let policy = book.policy("api", "client_ip=192.0.2.1", &base).unwrap();
@@ -50,11 +53,14 @@ fn an_override_the_rule_cannot_take_is_not_applied() {
     let log = Policy::new(Algorithm::SlidingLog, 10, Duration::from_secs(60), None).unwrap();
     let book = Overrides::new(
         Backing::InProcess,
-        vec![Stored {
-            rule: "api".into(),
-            key: "k".into(),
-            entry: entry(50_000, None),
-        }],
+        Kept {
+            overrides: vec![Stored {
+                rule: "api".into(),
+                key: "k".into(),
+                entry: entry(50_000, None),
+            }],
+            lists: Vec::new(),
+        },
         clock,
     );
     assert!(book.policy("api", "k", &log).is_none());
@@ -109,4 +115,71 @@ fn an_override_of_a_calendar_rules_limit_keeps_its_calendar() {
     let policy = entry(3, None).policy(&base).unwrap();
     assert_eq!(policy.limit(), 3);
     assert_eq!(policy.window(1_700).start, 1_500, "the calendar's window");
+}
+
+#[test]
+fn a_list_entry_applies_until_its_expiry_to_the_second() {
+    use super::{EntryKind, ListEntry, ListName, runtime_match};
+    let clock = Arc::new(ManualClock::new(1_000 * 1_000_000_000));
+    let entry = |kind, entry: &str, expires_at| ListEntry {
+        list: ListName::Deny,
+        kind,
+        entry: entry.into(),
+        reason: String::new(),
+        expires_at,
+        set_at: 1_000,
+    };
+    let book = Overrides::new(
+        Backing::InProcess,
+        Kept {
+            overrides: Vec::new(),
+            lists: vec![
+                entry(EntryKind::ClientIp, "203.0.113.0/24", Some(1_060)),
+                entry(EntryKind::ApiKey, "k-bad", None),
+            ],
+        },
+        clock.clone(),
+    );
+    let denied = |ip: &str, key: &str| {
+        let entries = book.entries().unwrap();
+        let ip = ip.parse().unwrap();
+        runtime_match(
+            &entries,
+            ListName::Deny,
+            ip,
+            || Some(key.to_owned()),
+            book.now_secs(),
+        )
+    };
+    assert!(denied("203.0.113.7", "k"));
+    assert!(denied("::ffff:203.0.113.7", "k"));
+    assert!(!denied("203.0.114.7", "k"));
+    assert!(denied("192.0.2.1", "k-bad"));
+    clock.advance(Duration::from_millis(59_999));
+    assert!(denied("203.0.113.7", "k"));
+    clock.advance(Duration::from_millis(1));
+    assert!(!denied("203.0.113.7", "k"));
+    assert_eq!(book.entry_list(None).len(), 1);
+    assert!(
+        book.entries()
+            .is_some_and(|e| !e.names_any(ListName::Allow))
+    );
+}
+
+#[test]
+fn a_file_with_a_block_not_written_canonically_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overrides.json");
+    let file = |entry: &str| {
+        format!(
+            r#"{{"overrides": [], "lists": [{{"list": "deny", "kind": "client_ip", "entry": "{entry}", "reason": "", "expires_at": null, "set_at": 0}}]}}"#
+        )
+    };
+    std::fs::write(&path, file("203.0.113.0/24")).unwrap();
+    assert_eq!(super::read_file(&path).unwrap().lists.len(), 1);
+    for bad in ["203.0.113.7/24", "::ffff:203.0.113.0/120", "nope"] {
+        std::fs::write(&path, file(bad)).unwrap();
+        let error = super::read_file(&path).unwrap_err();
+        assert!(error.contains("lists[0]"), "{error}");
+    }
 }
