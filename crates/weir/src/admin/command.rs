@@ -36,6 +36,16 @@ pub(super) const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 /// refuses (the problem's detail on standard error).
 #[derive(Debug, clap::Args)]
 pub struct OverrideArgs {
+    #[command(flatten)]
+    access: AdminAccess,
+    #[command(subcommand)]
+    command: OverrideCommand,
+}
+
+/// Where the admin API is and the token it is called with: the flags `weir override`
+/// and `weir lists` share.
+#[derive(Debug, clap::Args)]
+pub(super) struct AdminAccess {
     /// The admin listener, e.g. http://127.0.0.1:9090 (plain HTTP).
     #[arg(
         long,
@@ -47,8 +57,18 @@ pub struct OverrideArgs {
     /// A file whose first line is the admin token (else WEIR_ADMIN_TOKEN).
     #[arg(long, global = true)]
     token_file: Option<PathBuf>,
-    #[command(subcommand)]
-    command: OverrideCommand,
+}
+
+impl AdminAccess {
+    /// Sends one call to the admin API (see [`send`]).
+    pub(super) fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(), CommandError> {
+        send(&self.admin, self.token_file.as_deref(), method, path, body)
+    }
 }
 
 /// What to do.
@@ -157,12 +177,12 @@ pub fn run(args: &OverrideArgs) -> Result<(), CommandError> {
             (Method::GET, path, None)
         }
     };
-    send(&args.admin, args.token_file.as_deref(), method, &path, body)
+    args.access.send(method, &path, body)
 }
 
 /// Sends one call to the admin API at `admin` (the token from `token_file`, else
 /// `WEIR_ADMIN_TOKEN`) and prints its JSON answer; a refusal is an error.
-pub(super) fn send(
+fn send(
     admin: &str,
     token_file: Option<&std::path::Path>,
     method: Method,

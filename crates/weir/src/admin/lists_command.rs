@@ -1,12 +1,10 @@
 //! `weir lists add|remove|list`: the admin API's runtime list entries from the
 //! command line (as `weir override` does for overrides).
 
-use std::path::PathBuf;
-
 use axum::http::Method;
 use percent_encoding::utf8_percent_encode;
 
-use super::command::{CommandError, SEGMENT, send};
+use super::command::{AdminAccess, CommandError, SEGMENT};
 
 /// Add, remove or list the allow and deny list entries set at runtime on a running
 /// weir (its admin API).
@@ -24,17 +22,8 @@ use super::command::{CommandError, SEGMENT, send};
 /// when it refuses (the problem's detail on standard error).
 #[derive(Debug, clap::Args)]
 pub struct ListsArgs {
-    /// The admin listener, e.g. http://127.0.0.1:9090 (plain HTTP).
-    #[arg(
-        long,
-        env = "WEIR_ADMIN_URL",
-        default_value = "http://127.0.0.1:9090",
-        global = true
-    )]
-    admin: String,
-    /// A file whose first line is the admin token (else WEIR_ADMIN_TOKEN).
-    #[arg(long, global = true)]
-    token_file: Option<PathBuf>,
+    #[command(flatten)]
+    access: AdminAccess,
     #[command(subcommand)]
     command: ListsCommand,
 }
@@ -115,5 +104,5 @@ pub fn run(args: &ListsArgs) -> Result<(), CommandError> {
             (Method::GET, path, None)
         }
     };
-    send(&args.admin, args.token_file.as_deref(), method, &path, body)
+    args.access.send(method, &path, body)
 }
