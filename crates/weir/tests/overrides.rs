@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -43,26 +42,7 @@ fn config(dir: &Path, name: &str, store: &str, more: &str) -> std::path::PathBuf
 /// One request to `addr`, with the admin token unless `token` is false: the status
 /// code and the body.
 fn call(addr: &str, method: &str, path: &str, body: &str, token: bool) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let auth = if token {
-        format!("Authorization: Bearer {TOKEN}\r\n")
-    } else {
-        String::new()
-    };
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: test\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = response.split_once("\r\n\r\n").unwrap().1.to_owned();
-    (status, body)
+    common::call_with_token(addr, method, path, body, token.then_some(TOKEN))
 }
 
 fn admin(server: &Server) -> &str {
