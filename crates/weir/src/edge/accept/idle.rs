@@ -137,22 +137,48 @@ where
 {
     type Response = Response<CountedBody<B>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future = CountedAnswer<S::Future>;
 
     fn call(&self, request: Request<hyper::body::Incoming>) -> Self::Future {
-        let in_flight = self.streams.began();
-        let answer = self.inner.call(request);
-        Box::pin(async move {
-            let response = answer.await?;
-            // The answer's headers are made: it waits for the client to take them and
-            // to ask for its body.
-            in_flight.wait_on_client(true);
-            Ok(response.map(|body| CountedBody {
-                inner: body,
-                in_flight,
-                waiting: true,
-            }))
-        })
+        let in_flight = Some(self.streams.began());
+        CountedAnswer {
+            answer: self.inner.call(request),
+            in_flight,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer being made, its stream counted in flight (no allocation: this
+    /// is every HTTP/2 request's path).
+    pub(crate) struct CountedAnswer<F> {
+        #[pin]
+        answer: F,
+        in_flight: Option<InFlight>,
+    }
+}
+
+impl<F, B, E> Future for CountedAnswer<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<CountedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.answer.poll(cx))?;
+        // (Polled again once ready, which a future may not be: it stays pending.)
+        let Some(in_flight) = this.in_flight.take() else {
+            return Poll::Pending;
+        };
+        // The answer's headers are made: it waits for the client to take them and to
+        // ask for its body.
+        in_flight.wait_on_client(true);
+        Poll::Ready(Ok(response.map(|body| CountedBody {
+            inner: body,
+            in_flight,
+            waiting: true,
+        })))
     }
 }
 
