@@ -535,6 +535,17 @@ async fn every_stream_is_decided_exactly_over_tls_and_h2c() {
         assert_eq!(burst(&send, 30, &[("x-api-key", "a")]).await, (7, true));
         // Another key on the same connection has its own limit.
         assert_eq!(burst(&send, 9, &[("x-api-key", "b")]).await, (7, true));
+        // HTTP/2 keeps a value's edge whitespace, which an HTTP/1.1 hop strips: ` b`
+        // would be a budget apart from `b` that the app reads as `b`. Refused.
+        for padded in [" b", "b ", "\tb", "  b\t"] {
+            let mut one = send.clone();
+            let answer = get(&mut one, "api.example", "/", &[("x-api-key", padded)]).await;
+            assert_eq!(
+                answer.status(),
+                StatusCode::BAD_REQUEST,
+                "{padded:?}: {answer:?}"
+            );
+        }
         // :authority and a Host that disagree are refused, not decided on either.
         let mut one = send.clone();
         let answer = get(

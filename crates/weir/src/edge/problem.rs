@@ -165,8 +165,7 @@ impl Problem {
     /// the caller adds `Retry-After` and the RateLimit fields.
     pub(crate) fn rate_limited(violated: Vec<String>, retry_after_secs: Option<u64>) -> Self {
         let detail = match retry_after_secs {
-            Some(1) => "Too many requests; try again in 1 second.".to_owned(),
-            Some(secs) => format!("Too many requests; try again in {secs} seconds."),
+            Some(secs) => format!("Too many requests; {}.", try_again_in(secs)),
             None => "This request costs more than the limit ever allows.".to_owned(),
         };
         Self {
@@ -190,7 +189,10 @@ impl Problem {
     ) -> Self {
         let detail = match retry_after_secs {
             Some(secs) => {
-                format!("Banned after too many denied requests; try again in {secs} seconds.")
+                format!(
+                    "Banned after too many denied requests; {}.",
+                    try_again_in(secs)
+                )
             }
             None => "Banned after too many denied requests.".to_owned(),
         };
@@ -368,6 +370,14 @@ impl IntoResponse for Problem {
     }
 }
 
+/// "try again in N seconds", in the singular for one.
+fn try_again_in(secs: u64) -> String {
+    match secs {
+        1 => "try again in 1 second".to_owned(),
+        secs => format!("try again in {secs} seconds"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Problem;
@@ -384,6 +394,15 @@ mod tests {
         assert_eq!(
             detail(None),
             "This request costs more than the limit ever allows."
+        );
+        let banned = |secs| Problem::banned(vec!["login".into()], Some(secs), false).detail;
+        assert_eq!(
+            banned(1),
+            "Banned after too many denied requests; try again in 1 second."
+        );
+        assert_eq!(
+            banned(900),
+            "Banned after too many denied requests; try again in 900 seconds."
         );
     }
 }

@@ -14,6 +14,10 @@
 //! - `Connection` may name hop-by-hop headers for a proxy to remove; naming a header
 //!   that carries the request's meaning (`Host`, `Content-Type`, an API key...) would
 //!   make weir forward something other than what it decided on: refused.
+//! - A value that begins or ends with a space or a tab is refused. HTTP/1.1's parser
+//!   strips that whitespace, but an HTTP/2 field (or a `/v1/decide` header) keeps it, and
+//!   RFC 9113 calls such a request malformed: read as sent, ` k` would be a key apart
+//!   from `k`, while the app, behind an HTTP/1.1 hop that strips it, reads `k`.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 
@@ -55,6 +59,13 @@ pub(crate) fn canonical_method(method: &Method) -> Method {
 pub(crate) fn check_routing_headers(headers: &HeaderMap, method: &Method) -> Result<(), String> {
     // One pass over the names: this runs for every request.
     for (name, value) in headers {
+        if let (Some(first), Some(last)) = (value.as_bytes().first(), value.as_bytes().last())
+            && [first, last].iter().any(|b| matches!(b, b' ' | b'\t'))
+        {
+            return Err(format!(
+                "`{name}` begins or ends with whitespace, which could be read two ways; send it without"
+            ));
+        }
         // `X_HTTP_Method_Override` reaches CGI and WSGI apps as the dashed name does.
         let dashed;
         let named = if name.as_str().contains('_') {
@@ -125,6 +136,21 @@ mod tests {
             map.append(*name, value.parse().unwrap());
         }
         map
+    }
+
+    #[test]
+    fn a_value_with_whitespace_at_an_edge_is_refused() {
+        for padded in [" k", "k ", "\tk", "k\t", " "] {
+            let sent = headers(&[("x-api-key", padded)]);
+            let refused = check_routing_headers(&sent, &Method::GET).unwrap_err();
+            assert!(
+                refused.contains("`x-api-key` begins or ends with whitespace"),
+                "{refused}"
+            );
+        }
+        // Inside a value, whitespace is the value's own.
+        assert!(check_routing_headers(&headers(&[("user-agent", "a b\tc")]), &Method::GET).is_ok());
+        assert!(check_routing_headers(&headers(&[("x-empty", "")]), &Method::GET).is_ok());
     }
 
     #[test]
