@@ -97,6 +97,14 @@ fn identity_value(routing: &Routing, name: &str, value: &str) -> Result<String, 
                 "`{name}` is read from a header: it must be visible ASCII text"
             ));
         }
+        Some(IdentitySource {
+            source: Source::Header(_),
+            ..
+        }) if value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']) => {
+            return Err(format!(
+                "`{name}` is read from a header, whose value never begins or ends with whitespace"
+            ));
+        }
         _ => value.to_owned(),
     };
     if value.len() > MAX_IDENTITY_BYTES {
@@ -227,6 +235,27 @@ mod tests {
             key("email=a%26b@c.d&client_ip=192.0.2.1").unwrap(),
             "email=a%26b@c.d&client_ip=192.0.2.1"
         );
+    }
+
+    #[test]
+    fn a_header_value_is_text_without_whitespace_at_its_edges() {
+        let r = routing(vec![IdentitySource {
+            name: "api_key".into(),
+            source: Source::Header(axum::http::HeaderName::from_static("x-api-key")),
+            normalize: Normalize::None,
+        }]);
+        let names = ["api_key".to_owned()];
+        let key = |k: &str| canonical_key(&r, Some(&names), k);
+        assert_eq!(key("api_key=v i p").unwrap(), "api_key=v i p");
+        // Requests with these are refused, so an override of them would match nothing.
+        for bad in [
+            "api_key= vip",
+            "api_key=vip ",
+            "api_key=\tvip",
+            "api_key=v\u{7f}",
+        ] {
+            assert!(key(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
