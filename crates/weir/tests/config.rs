@@ -117,6 +117,20 @@ fn errors_name_file_line_and_field() {
             "weir.yaml:3:8: store.url: `http://x` is not a Redis URL",
         ),
         (
+            // The password never printed; a port that is not a number refused here, not
+            // at the first connection.
+            "store:\n  type: redis\n  url: ftp://:hunter2@x\nrules: []\n",
+            "weir.yaml:3:8: store.url: `ftp://:<redacted>@x` is not a Redis URL (redis://[user[:password]@]host:port[/db]): the scheme is not",
+        ),
+        (
+            "store:\n  type: redis\n  url: redis://weir:hunter2@127.0.0.1:abc\nrules: []\n",
+            "weir.yaml:3:8: store.url: `redis://weir:<redacted>@127.0.0.1:abc` is not a Redis URL",
+        ),
+        (
+            "store:\n  type: redis_cluster\n  nodes: [redis://h:1, \"redis://:hunter2@h:x\"]\nrules: []\n",
+            "weir.yaml:3:10: store.nodes[1]: `redis://:<redacted>@h:x` is not a Redis URL",
+        ),
+        (
             "store:\n  type: redis_cluster\n  nodes: []\nrules: []\n",
             "weir.yaml:3:10: store.nodes: `nodes` must list at least one node",
         ),
@@ -198,6 +212,7 @@ fn errors_name_file_line_and_field() {
             error.starts_with(expected),
             "{text:?}\n  gave {error}\n  want {expected}"
         );
+        assert!(!error.contains("hunter2"), "a password printed: {error}");
     }
 }
 

@@ -139,9 +139,22 @@ fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Whether `url` reads as the URL of a Redis server (`redis://`, `rediss://`,
+/// `redis+unix://`, `unix://`) weir can connect to. The error says why without the URL,
+/// which may hold a password (print it through [`redacted`]).
+pub fn check_redis_url(url: &str) -> Result<(), String> {
+    url.into_connection_info().map(drop).map_err(|error| {
+        // The crate's words ("Redis URL did not parse - InvalidClientConfig") say the
+        // kind twice; the detail, when it has one, is what helps.
+        error
+            .detail()
+            .map_or_else(|| "it does not parse".to_owned(), str::to_owned)
+    })
+}
+
 /// `url` with the password of its user information, if any, replaced by
 /// `<redacted>`, for printing.
-pub(super) fn redacted(url: &str) -> std::borrow::Cow<'_, str> {
+pub fn redacted(url: &str) -> std::borrow::Cow<'_, str> {
     let start = url.find("://").map_or(0, |i| i + 3);
     let authority_end = url[start..]
         .find(['/', '?'])

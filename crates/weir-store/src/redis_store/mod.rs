@@ -48,6 +48,7 @@ use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
 pub use self::access::{
     ClientIdentity, RedisAccess, RedisTls, Secret, check_certificates, check_identity,
+    check_redis_url, redacted,
 };
 use self::args::Mode;
 use self::connect::{first_connect_within, open};

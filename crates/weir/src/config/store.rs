@@ -311,9 +311,10 @@ fn target(
                 format!("`{field}` must list at least one {one}"),
             ));
         }
-        for url in &list.value {
+        for (i, url) in list.value.iter().enumerate() {
             check_url(
                 &Spanned::new(url.clone(), list.referenced, list.defined),
+                &format!("store.{field}[{i}]"),
                 file,
             )?;
         }
@@ -328,7 +329,7 @@ fn target(
                     "type redis needs `url`, e.g. redis://127.0.0.1:6379".into(),
                 )
             })?;
-            check_url(&url, file)?;
+            check_url(&url, "store.url", file)?;
             Ok((
                 RedisTarget::Single(url.value.clone()),
                 vec![url.value],
@@ -369,21 +370,27 @@ fn target(
     }
 }
 
-fn check_url(url: &Spanned<String>, file: &Path) -> Result<(), ConfigError> {
-    let valid = ["redis://", "rediss://", "redis+unix://", "unix://"]
+/// Refuses `url` (at `field`) unless it is a Redis URL that parses; the error shows it
+/// with its password redacted.
+fn check_url(url: &Spanned<String>, field: &str, file: &Path) -> Result<(), ConfigError> {
+    let scheme = ["redis://", "rediss://", "redis+unix://", "unix://"]
         .iter()
         .any(|scheme| url.value.starts_with(scheme) && url.value.len() > scheme.len());
-    if valid {
-        Ok(())
+    let problem = if scheme {
+        weir_store::check_redis_url(&url.value).err()
     } else {
-        Err(ConfigError::new(
+        Some("the scheme is not redis://, rediss://, redis+unix:// or unix://".to_owned())
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(ConfigError::new(
             file,
             format!(
-                "`{}` is not a Redis URL (redis://host:port)",
-                url.value.escape_debug()
+                "`{}` is not a Redis URL (redis://[user[:password]@]host:port[/db]): {why}",
+                weir_store::redacted(&url.value).escape_debug()
             ),
         )
         .at(url.referenced)
-        .field("store.url"))
+        .field(field)),
     }
 }
