@@ -42,6 +42,10 @@ pub(super) async fn open(
     within: Duration,
 ) -> Result<(Connection, String), StoreError> {
     let timeout = config.timeout;
+    // Opening a connection (TCP, a TLS handshake, AUTH, HELLO) is not a check: it gets
+    // the first connection's time, not a check's (a TLS handshake alone may take
+    // longer than the 50 ms default of `timeout`).
+    let opening = first_connect_within(config);
     let started = tokio::time::Instant::now();
     // A single server's URL, or the primary's as the sentinels name it now.
     let url = match &config.target {
@@ -60,7 +64,7 @@ pub(super) async fn open(
             RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => {
                 let client = access::single_client(&url, &config.access)?;
                 let manager = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
+                    .set_connection_timeout(Some(opening))
                     .set_response_timeout(Some(timeout))
                     .set_number_of_retries(1);
                 let connection = ConnectionManager::new_with_config(client, manager).await?;
@@ -69,7 +73,7 @@ pub(super) async fn open(
             RedisTarget::Cluster(nodes) => {
                 let builder = ClusterClient::builder(nodes.iter().map(String::as_str));
                 let client = access::cluster_access(builder, &config.access)
-                    .connection_timeout(timeout)
+                    .connection_timeout(opening)
                     .response_timeout(timeout)
                     .build()?;
                 Ok(Connection::Cluster(client.get_async_connection().await?))
