@@ -54,8 +54,13 @@ impl Pki {
 
     /// A certificate for `name`, valid until the end of `until` (a year).
     fn leaf(&self, name: &str, until: i32) -> Leaf {
+        self.leaf_between(name, 2001, until)
+    }
+
+    /// A certificate for `name`, valid from the start of `from` to the end of `until`.
+    fn leaf_between(&self, name: &str, from: i32, until: i32) -> Leaf {
         let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        params.not_before = date_time_ymd(2001, 1, 1);
+        params.not_before = date_time_ymd(from, 1, 1);
         params.not_after = date_time_ymd(until, 12, 31);
         let key = KeyPair::generate().unwrap();
         let issuer: &Issuer<'_, KeyPair> = &self.ca;
@@ -412,6 +417,11 @@ fn check_config_names_the_certificate_field_at_fault() {
     write(dir.path(), "api", &pki.leaf("api.example", 2099));
     write(dir.path(), "www", &pki.leaf("www.example.com", 2099));
     write(dir.path(), "old", &pki.leaf("old.example", 2020));
+    write(
+        dir.path(),
+        "early",
+        &pki.leaf_between("early.example", 2090, 2099),
+    );
     std::fs::write(
         dir.path().join("other.key"),
         pki.leaf("x.example", 2099).key,
@@ -441,6 +451,11 @@ fn check_config_names_the_certificate_field_at_fault() {
             one("old.pem", "old.key", ""),
             "tls.certificates[0].cert_file: the certificate in",
             "expired on 2020-12-31",
+        ),
+        (
+            one("early.pem", "early.key", ""),
+            "tls.certificates[0].cert_file: the certificate in",
+            "is not valid before 2090-01-01",
         ),
         (
             one("api.pem", "other.key", ""),
@@ -1118,6 +1133,10 @@ fn check_config_names_the_upstream_field_at_fault() {
         (
             "  url: ftp://api.internal\n",
             "upstream.url: `ftp://api.internal` is not an upstream URL",
+        ),
+        (
+            "  url: http://api.internal:0\n",
+            "upstream.url: `http://api.internal:0` is not an upstream URL",
         ),
     ] {
         let said = check(upstream);

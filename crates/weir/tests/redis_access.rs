@@ -333,6 +333,16 @@ fn check_config_names_the_field_of_each_access_mistake() {
             "needs its key",
         ),
         (
+            // A server requiring weir's certificate would refuse it at each connection.
+            format!(
+                "  type: redis\n  url: rediss://127.0.0.1:6379\n  tls: {{ cert_file: {}, key_file: {} }}\n",
+                certs.expired.cert.display(),
+                certs.expired.key.display()
+            ),
+            "store.tls.cert_file",
+            "the certificate expired on 2020",
+        ),
+        (
             "  type: redis\n  url: rediss://127.0.0.1:6379\n  password_file: nowhere\n".to_owned(),
             "store.password_file",
             "cannot read",

@@ -6,6 +6,7 @@
 //! is held as a [`Secret`] from the moment it is read: no error or warning here
 //! quotes it (one written in the URL still works, with a warning).
 
+use rustls_pki_types::pem::PemObject;
 use serde_saphyr::{Location, Spanned};
 use weir_store::{ClientIdentity, RedisAccess, RedisTls, Secret};
 
@@ -196,6 +197,20 @@ fn certificates(raw: RawTls, errors: &Errors<'_>) -> Result<RedisTls, ConfigErro
                     unusable(&cert, errors, &reason),
                 )
             })?;
+            // A server requiring weir's certificate refuses one out of date: told now,
+            // not as a failed handshake at each connection.
+            let leaf = rustls_pki_types::CertificateDer::pem_slice_iter(&cert_pem)
+                .next()
+                .and_then(Result::ok);
+            if let Some(fault) =
+                leaf.and_then(|leaf| super::tls::out_of_date(&leaf, super::tls::now_unix()))
+            {
+                return Err(errors.at(
+                    cert.referenced,
+                    "store.tls.cert_file",
+                    unusable(&cert, errors, &format!("the certificate {fault}")),
+                ));
+            }
             let key_pem = errors.read(key.referenced, "store.tls.key_file", &key.value)?;
             let key_pem = String::from_utf8(key_pem).map_err(|_| {
                 errors.at(

@@ -128,9 +128,9 @@ fn load(
             cert_path.display()
         )));
     };
-    if let Some(expired) = expired_on(leaf, now_unix()) {
+    if let Some(fault) = out_of_date(leaf, now_unix()) {
         return Err(cert_at(format!(
-            "the certificate in `{}` expired on {expired}",
+            "the certificate in `{}` {fault}",
             cert_path.display()
         )));
     }
@@ -210,7 +210,7 @@ fn covers(leaf: &CertificateDer<'_>, host: &str) -> Result<(), String> {
 }
 
 /// Seconds since the Unix epoch now.
-fn now_unix() -> i64 {
+pub(super) fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| {
@@ -218,10 +218,11 @@ fn now_unix() -> i64 {
         })
 }
 
-/// When the certificate `der` expired, if it had by `now` (seconds since the Unix
-/// epoch); `None` when it is valid, or when its validity cannot be read (rustls reads
-/// the certificate when it is offered: a malformed one fails there).
-fn expired_on(der: &CertificateDer<'_>, now: i64) -> Option<String> {
+/// Why the certificate `der` is not valid at `now` (seconds since the Unix epoch):
+/// `expired on ...` or `is not valid before ...`; `None` when it is valid, or when its
+/// validity cannot be read (rustls reads the certificate when it is offered: a
+/// malformed one fails there).
+pub(super) fn out_of_date(der: &CertificateDer<'_>, now: i64) -> Option<String> {
     use simple_asn1::ASN1Block::{GeneralizedTime, Sequence, UTCTime};
     // Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { ..., validity SEQUENCE {
     // notBefore Time, notAfter Time }, ... }, ... }: validity is the one sequence of
@@ -233,46 +234,56 @@ fn expired_on(der: &CertificateDer<'_>, now: i64) -> Option<String> {
     let Some(Sequence(_, tbs)) = certificate.first() else {
         return None;
     };
-    let not_after = tbs.iter().find_map(|block| match block {
+    let (not_before, not_after) = tbs.iter().find_map(|block| match block {
         Sequence(_, times) => match times.as_slice() {
             [
-                UTCTime(..) | GeneralizedTime(..),
-                UTCTime(_, t) | GeneralizedTime(_, t),
-            ] => Some(*t),
+                UTCTime(_, from) | GeneralizedTime(_, from),
+                UTCTime(_, to) | GeneralizedTime(_, to),
+            ] => Some((from.assume_utc(), to.assume_utc())),
             _ => None,
         },
         _ => None,
     })?;
-    let not_after = not_after.assume_utc();
-    (not_after.unix_timestamp() < now)
-        .then(|| format!("{} {} UTC", not_after.date(), not_after.time()))
+    let written = |t: time::OffsetDateTime| format!("{} {} UTC", t.date(), t.time());
+    if not_after.unix_timestamp() < now {
+        Some(format!("expired on {}", written(not_after)))
+    } else if not_before.unix_timestamp() > now {
+        Some(format!("is not valid before {}", written(not_before)))
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn certificate(not_after: (i32, u8, u8)) -> CertificateDer<'static> {
+    fn certificate(not_before: (i32, u8, u8), not_after: (i32, u8, u8)) -> CertificateDer<'static> {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(vec!["a.example".into()]).unwrap();
-        params.not_before = rcgen::date_time_ymd(2001, 1, 1);
+        params.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
         params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
         params.self_signed(&key).unwrap().der().clone()
     }
 
     #[test]
-    fn expiry_is_read_from_the_certificate() {
-        let expired = certificate((2020, 6, 30));
+    fn validity_is_read_from_the_certificate() {
+        let expired = certificate((2001, 1, 1), (2020, 6, 30));
         assert_eq!(
-            expired_on(&expired, now_unix()),
-            Some("2020-06-30 0:00:00.0 UTC".into())
+            out_of_date(&expired, now_unix()),
+            Some("expired on 2020-06-30 0:00:00.0 UTC".into())
         );
-        let valid = certificate((2099, 1, 1));
-        assert_eq!(expired_on(&valid, now_unix()), None);
+        let valid = certificate((2001, 1, 1), (2099, 1, 1));
+        assert_eq!(out_of_date(&valid, now_unix()), None);
         // At a time before its end, the expired one is valid.
-        assert_eq!(expired_on(&expired, 1_500_000_000), None);
+        assert_eq!(out_of_date(&expired, 1_500_000_000), None);
+        let early = certificate((2090, 1, 1), (2099, 1, 1));
         assert_eq!(
-            expired_on(&CertificateDer::from(vec![1, 2, 3]), now_unix()),
+            out_of_date(&early, now_unix()),
+            Some("is not valid before 2090-01-01 0:00:00.0 UTC".into())
+        );
+        assert_eq!(
+            out_of_date(&CertificateDer::from(vec![1, 2, 3]), now_unix()),
             None
         );
     }

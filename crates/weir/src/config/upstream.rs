@@ -173,6 +173,7 @@ fn upstream(raw: &super::file::RawUpstream, errors: &Errors<'_>) -> Result<Upstr
         .filter(|u: &Uri| {
             matches!(u.scheme_str(), Some("http" | "https"))
                 && u.authority().is_some()
+                && u.port_u16() != Some(0)
                 && matches!(u.path(), "" | "/")
         })
         .ok_or_else(|| {
