@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 use serde_json::Value;
-use weir_testkit::RedisServer;
+use weir_testkit::{RedisCluster, RedisServer};
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -190,12 +190,24 @@ fn admin_json(server: &Server, method: &str, path: &str, body: &str) -> (u16, Va
 #[test]
 fn a_ban_tripped_on_one_instance_is_listed_and_lifted_by_another_that_never_met_it() {
     let redis = RedisServer::start();
+    listed_and_lifted_by_another(&format!("  type: redis\n  url: {}\n", redis.url()));
+}
+
+#[test]
+fn on_a_redis_cluster_a_ban_is_listed_and_lifted_by_another_instance() {
+    let cluster = RedisCluster::start();
+    let nodes = cluster.urls().join(", ");
+    listed_and_lifted_by_another(&format!("  type: redis_cluster\n  nodes: [{nodes}]\n"));
+}
+
+/// Two instances on the store `store` (a `store:` section's body): a ban tripped on A
+/// is listed by B, which never met the key, lifted through B, and A serves it again.
+fn listed_and_lifted_by_another(store: &str) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
     let config = dir.path().join("weir.yaml");
     let text = format!(
-        "store:\n  type: redis\n  url: {}\nupstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n  - name: other\n    match: {{ path_prefix: /other }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 1m, after: 1, within: 1m }}\n",
-        redis.url(),
+        "store:\n{store}upstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n  - name: other\n    match: {{ path_prefix: /other }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 1m, after: 1, within: 1m }}\n",
         upstream()
     );
     std::fs::write(&config, text).unwrap();
