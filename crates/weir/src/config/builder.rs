@@ -141,7 +141,8 @@ enum Limit {
     Calendar(u64, CalendarPeriod),
 }
 
-/// One rule built in code: a name, a [`Policy`] (valid by construction), the requests
+/// One rule built in code: a name, a [`Policy`] (valid by construction) or a calendar
+/// quota ([`RuleBuilder::per_calendar`]), the requests
 /// it applies to (every request unless narrowed), and whose requests it counts
 /// together (the client's address unless [`RuleBuilder::key`] says otherwise).
 #[derive(Debug, Clone)]
@@ -345,6 +346,24 @@ mod tests {
             format!("{:?}", built.engine.routing.rules),
             format!("{:?}", read.engine.routing.rules)
         );
+    }
+
+    #[test]
+    fn a_built_calendar_rule_is_the_rule_a_file_would_give() {
+        let period = CalendarPeriod::year()
+            .time_zone("Europe/London")
+            .starts_in(4)
+            .starts_on(6)
+            .starts_at("06:30");
+        let built = ConfigBuilder::new()
+            .rule(RuleBuilder::per_calendar("tax", 7, period).path("/file"))
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let yaml = "rules:\n  - name: tax\n    algorithm: fixed_window\n    limit: 7\n    period: calendar_year\n    time_zone: Europe/London\n    starts: { month: 4, day: 6, at: \"06:30\" }\n    match: { path: /file }\n";
+        let read = Config::parse(yaml, Path::new("weir.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        // The same calendar object: a calendar is one per distinct configuration.
+        assert_eq!(built.engine.rules, read.engine.rules);
+        assert!(built.engine.rules[0].policy.calendar().is_some());
     }
 
     #[test]
