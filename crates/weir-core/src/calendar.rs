@@ -29,6 +29,12 @@ pub struct Window {
 pub trait Calendar: Send + Sync + fmt::Debug {
     /// The window holding `now` (nanoseconds since the Unix epoch).
     fn window(&self, now: u64) -> Window;
+
+    /// How a configuration names these windows (`calendar_month Europe/Berlin`), for
+    /// what reports a rule (`weir simulate`'s table); by default `calendar`.
+    fn name(&self) -> String {
+        "calendar".to_owned()
+    }
 }
 
 /// A calendar a policy refers to: `'static` so that a [`Policy`](crate::Policy) stays

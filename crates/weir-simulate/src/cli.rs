@@ -80,7 +80,7 @@ pub struct SimulateArgs {
     #[arg(long, requires = "pattern")]
     requests: Option<u64>,
     /// boundary-burst: the window boundary, from time 0 [default: the longest period
-    /// among the rules].
+    /// among the rules; a calendar rule's first boundary in its time zone].
     #[arg(long, value_parser = duration, requires = "pattern")]
     boundary: Option<Duration>,
     /// boundary-burst: how long before the boundary the first half is sent.

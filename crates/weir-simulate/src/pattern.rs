@@ -50,7 +50,8 @@ pub struct Params {
     /// Boundary burst: requests per key on each side of the boundary (default the
     /// largest limit among the rules).
     pub requests: Option<u64>,
-    /// Boundary burst: the boundary (default the longest period among the rules).
+    /// Boundary burst: the boundary (default the latest first boundary among the
+    /// rules: the longest period, or a calendar's first window end in its time zone).
     pub boundary: Option<Duration>,
     /// Boundary burst: how long before the boundary the first half is sent.
     pub gap: Duration,
@@ -120,9 +121,11 @@ impl Pattern {
                     .unwrap_or_else(|| rules.iter().map(|r| r.policy.limit()).max().unwrap_or(1));
                 let boundary = params.boundary.map_or_else(
                     || {
+                        // The first boundary after time 0: the period's, or the
+                        // calendar's (in its time zone).
                         rules
                             .iter()
-                            .map(|r| r.policy.period_ns())
+                            .map(|r| r.policy.window(0).end)
                             .max()
                             .unwrap_or(0)
                     },

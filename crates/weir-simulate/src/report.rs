@@ -197,9 +197,13 @@ impl Outcome {
 }
 
 /// `limit/period` as a configuration writes it, with a burst when one is set:
-/// `100/1m`, `100/1m burst 20`.
+/// `100/1m`, `100/1m burst 20`, `100/calendar_month Europe/Berlin`.
 pub(crate) fn limit(policy: &Policy) -> String {
-    let mut text = format!("{}/{}", policy.limit(), period(policy.period()));
+    let every = match policy.calendar() {
+        Some(calendar) => calendar.name(),
+        None => period(policy.period()),
+    };
+    let mut text = format!("{}/{every}", policy.limit());
     if let Some(burst) = policy.burst() {
         let _ = write!(text, " burst {burst}");
     }

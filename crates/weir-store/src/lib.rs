@@ -32,9 +32,9 @@ pub use leasing::{
 };
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
-    ClientIdentity, RedisAccess, RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig,
-    RedisTarget, RedisTls, Secret, TableSnapshot, check_certificates, check_identity,
-    check_redis_policy, check_redis_url, hash_slot, redacted,
+    ClientIdentity, LedgerPage, RedisAccess, RedisClock, RedisPolicyError, RedisStore,
+    RedisStoreConfig, RedisTarget, RedisTls, Secret, TableSnapshot, check_certificates,
+    check_identity, check_redis_policy, check_redis_url, hash_slot, redacted,
 };
 pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};
 pub use store::{

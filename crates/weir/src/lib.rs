@@ -19,7 +19,7 @@
 //! # What you build with
 //!
 //! - **An engine in code**: a [`Config`] read from YAML ([`Config::parse`],
-//!   [`Config::load`]) or built ([`ConfigBuilder`], [`RuleBuilder`]), then
+//!   [`Config::load`]) or built ([`ConfigBuilder`], [`RuleBuilder`], [`CalendarPeriod`]), then
 //!   [`Engine::new`] on a store of `weir_store` and a clock of `weir_core`, and
 //!   [`Engine::check`] to ask for one rule and one key, as `POST /v1/check` does.
 //! - **An engine on the configured store**: [`instance`] opens the store the
@@ -88,7 +88,7 @@ mod server;
 mod stack;
 mod step;
 
-pub use self::config::{Config, ConfigBuilder, ConfigError, RuleBuilder};
+pub use self::config::{CalendarPeriod, Config, ConfigBuilder, ConfigError, RuleBuilder};
 pub use self::engine::{Engine, EngineSpec, NamedPolicy};
 pub use self::layer::{WeirLayer, WeirService};
 pub use self::reloadable::Reloadable;

@@ -235,7 +235,7 @@ async fn a_ban_is_listed_and_lifted_through_the_admin_api() {
     assert_eq!(listed.status, 200, "{}", listed.body);
     assert_eq!(
         listed.json(),
-        serde_json::json!({"bans": [{"rule": "api", "key": "client_ip=192.0.2.7", "ends_in_ms": 900_000}]})
+        serde_json::json!({"bans": [{"rule": "api", "key": "client_ip=192.0.2.7", "ends_in_ms": 900_000}], "total": 1, "truncated": false})
     );
     // Every door refuses the banned key: /v1/decide (the request's facts) and
     // /v1/check (the rule by name, with the key as stored).
@@ -259,7 +259,10 @@ async fn a_ban_is_listed_and_lifted_through_the_admin_api() {
     assert_eq!(checked.json()["retry_after_ms"], 900_000);
     assert_eq!(checked.json()["remaining"], 0);
     let none = weir.admin("GET", "/admin/api/bans?rule=strict", "").await;
-    assert_eq!(none.json(), serde_json::json!({"bans": []}));
+    assert_eq!(
+        none.json(),
+        serde_json::json!({"bans": [], "total": 0, "truncated": false})
+    );
     let unknown = weir.admin("GET", "/admin/api/bans?rule=nope", "").await;
     assert_eq!(unknown.status, 404);
 
@@ -269,7 +272,10 @@ async fn a_ban_is_listed_and_lifted_through_the_admin_api() {
     assert_eq!(lifted.status, 200, "{}", lifted.body);
     assert_eq!(lifted.json()["lifted"], true);
     let listed = weir.admin("GET", "/admin/api/bans", "").await;
-    assert_eq!(listed.json(), serde_json::json!({"bans": []}));
+    assert_eq!(
+        listed.json(),
+        serde_json::json!({"bans": [], "total": 0, "truncated": false})
+    );
     // The budget was not reset: still empty, so denied, but not banned.
     let denied = weir.get("/api/x", ANA, &[]).await;
     assert_eq!(denied.json()["type"], "/problems/rate-limited");

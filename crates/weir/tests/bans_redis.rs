@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 use serde_json::Value;
-use weir_testkit::RedisServer;
+use weir_testkit::{RedisCluster, RedisServer};
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -163,6 +163,119 @@ fn a_ban_is_shared_across_instances_and_lifted_through_the_admin_api() {
         metrics.contains("weir_bans_started_total{rule=\"api\"} 1"),
         "{metrics}"
     );
+}
+
+/// One admin request with a JSON body.
+fn admin_json(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(server.admin.as_deref().unwrap()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: admin.test\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_ban_tripped_on_one_instance_is_listed_and_lifted_by_another_that_never_met_it() {
+    let redis = RedisServer::start();
+    listed_and_lifted_by_another(&format!("  type: redis\n  url: {}\n", redis.url()));
+}
+
+#[test]
+fn on_a_redis_cluster_a_ban_is_listed_and_lifted_by_another_instance() {
+    let cluster = RedisCluster::start();
+    let nodes = cluster.urls().join(", ");
+    listed_and_lifted_by_another(&format!("  type: redis_cluster\n  nodes: [{nodes}]\n"));
+}
+
+/// Two instances on the store `store` (a `store:` section's body): a ban tripped on A
+/// is listed by B, which never met the key, lifted through B, and A serves it again.
+fn listed_and_lifted_by_another(store: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
+    let config = dir.path().join("weir.yaml");
+    let text = format!(
+        "store:\n{store}upstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n  - name: other\n    match: {{ path_prefix: /other }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 1m, after: 1, within: 1m }}\n",
+        upstream()
+    );
+    std::fs::write(&config, text).unwrap();
+    let a = Server::start(&config);
+    let b = Server::start(&config);
+    let on_a = || kind(&http(&a.addr, "GET", "/api/x", &[]).2);
+
+    // Every request on A: B never meets the key.
+    for expected in ["", "", "/problems/rate-limited", "/problems/rate-limited"] {
+        assert_eq!(on_a(), expected);
+    }
+    assert_eq!(on_a(), "/problems/rate-limited", "the ban's third denial");
+    assert_eq!(on_a(), "/problems/banned");
+
+    let (status, listed) = admin(&b, "GET", "/admin/api/bans");
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(
+        (listed["total"].as_u64(), listed["truncated"].as_bool()),
+        (Some(1), Some(false)),
+        "{listed}"
+    );
+    let ban = &listed["bans"][0];
+    assert_eq!(
+        (ban["rule"].as_str(), ban["key"].as_str()),
+        (Some("api"), Some("client_ip=127.0.0.1"))
+    );
+    let ends_in = ban["ends_in_ms"].as_u64().unwrap();
+    assert!(
+        (890_000..=900_000).contains(&ends_in),
+        "ends in {ends_in} ms"
+    );
+    let (_, other) = admin(&b, "GET", "/admin/api/bans?rule=other");
+    assert_eq!(
+        (other["bans"].clone(), other["total"].as_u64()),
+        (serde_json::json!([]), Some(0))
+    );
+
+    // Lifted through B, the budget given back through B: A serves the key again
+    // within its cache's half second.
+    let (status, lifted) = admin(&b, "DELETE", "/admin/api/bans/api/client_ip%3D127.0.0.1");
+    assert_eq!((status, &lifted["lifted"]), (200, &Value::Bool(true)));
+    let (status, _) = admin_json(
+        &b,
+        "POST",
+        "/admin/api/reset",
+        r#"{"rule":"api","key":"client_ip=127.0.0.1"}"#,
+    );
+    assert_eq!(status, 200);
+    for server in [&a, &b] {
+        let (_, listed) = admin(server, "GET", "/admin/api/bans?rule=api");
+        assert_eq!(
+            (listed["bans"].clone(), listed["total"].as_u64()),
+            (serde_json::json!([]), Some(0))
+        );
+    }
+    let lifted_at = Instant::now();
+    loop {
+        let (status, _, body) = http(&a.addr, "GET", "/api/x", &[]);
+        if status == 200 {
+            break;
+        }
+        assert_eq!(kind(&body), "/problems/banned");
+        assert!(
+            lifted_at.elapsed() < Duration::from_millis(900),
+            "A still bans"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn hangup(server: &Server) {

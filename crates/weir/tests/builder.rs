@@ -158,3 +158,110 @@ fn odd_inputs_never_panic_the_builder() {
         }
     }
 }
+
+/// Nanoseconds since the epoch of an RFC 3339 instant.
+fn at(instant: &str) -> u64 {
+    let t: jiff::Timestamp = instant.parse().unwrap();
+    u64::try_from(t.as_nanosecond()).unwrap()
+}
+
+/// A calendar quota built in code decides as the file's: windows in the time zone,
+/// the wait to the next boundary exact across a month's end and a daylight-saving day.
+#[tokio::test]
+async fn a_calendar_quota_built_in_code_resets_at_the_calendars_boundaries() {
+    use std::sync::Arc;
+    use weir::{CalendarPeriod, Engine};
+    use weir_core::ManualClock;
+    use weir_store::{MemoryStore, MemoryStoreConfig};
+
+    let new_york = || CalendarPeriod::month().time_zone("America/New_York");
+    let config = ConfigBuilder::new()
+        .rule(RuleBuilder::per_calendar("monthly", 2, new_york()))
+        .rule(RuleBuilder::per_calendar(
+            "daily",
+            1,
+            CalendarPeriod::day()
+                .time_zone("America/New_York")
+                .starts_at("06:00"),
+        ))
+        .build()
+        .unwrap();
+    // 2027-03-31 23:00 in New York (EDT, UTC-4): an hour before April.
+    let clock = Arc::new(ManualClock::new(at("2027-04-01T03:00:00Z")));
+    let store = Arc::new(MemoryStore::new(
+        MemoryStoreConfig::default(),
+        clock.clone(),
+    ));
+    let engine = Engine::new(&config.engine, store, clock.clone());
+    let [monthly, daily] = &config.engine.rules[..] else {
+        panic!("two rules")
+    };
+    for _ in 0..2 {
+        assert!(engine.check(monthly, "k", 1).await.unwrap().allowed);
+    }
+    let denied = engine.check(monthly, "k", 1).await.unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Some(Duration::from_secs(3_600)));
+    clock.advance(Duration::from_secs(3_600));
+    assert!(engine.check(monthly, "k", 1).await.unwrap().allowed);
+
+    // New York springs forward at 02:00 on 2027-03-14: the day from 06:00 EST on the
+    // 13th (11:00Z) to 06:00 EDT on the 14th (10:00Z) lasts 23 hours; the next, 24.
+    clock.set(at("2027-03-13T11:00:00Z"));
+    assert!(engine.check(daily, "k", 1).await.unwrap().allowed);
+    let denied = engine.check(daily, "k", 1).await.unwrap();
+    assert_eq!(denied.retry_after, Some(Duration::from_secs(23 * 3_600)));
+    clock.set(at("2027-03-14T09:59:59Z"));
+    assert!(!engine.check(daily, "k", 1).await.unwrap().allowed);
+    clock.set(at("2027-03-14T10:00:00Z"));
+    assert!(engine.check(daily, "k", 1).await.unwrap().allowed);
+    let denied = engine.check(daily, "k", 1).await.unwrap();
+    assert_eq!(denied.retry_after, Some(Duration::from_secs(24 * 3_600)));
+}
+
+/// What a file would be refused, a built calendar is: an error naming the field.
+#[test]
+fn a_calendar_built_in_code_is_checked_as_a_files() {
+    use weir::CalendarPeriod;
+    let refused = |rule: RuleBuilder| {
+        ConfigBuilder::new()
+            .rule(rule)
+            .build()
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    for (rule, expected) in [
+        (
+            RuleBuilder::per_calendar("q", 0, CalendarPeriod::month()),
+            "rules[0].limit",
+        ),
+        (
+            RuleBuilder::per_calendar("q", 5, CalendarPeriod::day().time_zone("Mars/Olympus")),
+            "rules[0].time_zone: unknown time zone `Mars/Olympus`",
+        ),
+        (
+            RuleBuilder::per_calendar("q", 5, CalendarPeriod::month().starts_in(4)),
+            "rules[0].starts.month: `starts.month` applies to calendar_year only",
+        ),
+        (
+            RuleBuilder::per_calendar("q", 5, CalendarPeriod::week().starts_on(8)),
+            "rules[0].starts.day: `starts.day` must be an ISO weekday",
+        ),
+        (
+            RuleBuilder::per_calendar("q", 5, CalendarPeriod::day().starts_on(1)),
+            "rules[0].starts.day: `starts.day` does not apply to calendar_day",
+        ),
+        (
+            RuleBuilder::per_calendar("q", 5, CalendarPeriod::year().starts_at("24:00")),
+            "rules[0].starts.at: `starts.at` must be a time of day",
+        ),
+        (
+            RuleBuilder::per_calendar("q", 5, CalendarPeriod::year().starts_at("7:00\n")),
+            "rules[0].starts.at",
+        ),
+    ] {
+        let message = refused(rule);
+        assert!(message.contains(expected), "{expected}: {message}");
+    }
+}

@@ -134,6 +134,88 @@ fn the_binary_simulates_a_configs_rules_on_a_pattern() {
     assert_eq!(admitted("search-smooth"), "60");
 }
 
+/// Milliseconds since the epoch of an RFC 3339 instant.
+fn ms(instant: &str) -> i64 {
+    let t: jiff::Timestamp = instant.parse().unwrap();
+    t.as_millisecond()
+}
+
+/// A calendar rule decides as the engine does: windows in its time zone across a
+/// month's end and a daylight-saving day, on the trace's clock and on a pattern's
+/// from time 0 (where January 1970 in Berlin began before the epoch).
+#[test]
+fn the_binary_simulates_calendar_rules_in_their_time_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "weir.yaml",
+        "rules:\n  - name: monthly\n    algorithm: fixed_window\n    limit: 2\n    period: calendar_month\n    time_zone: Europe/Berlin\n  - name: daily\n    algorithm: fixed_window\n    limit: 1\n    period: calendar_day\n    time_zone: Europe/Berlin\n",
+    );
+    let mut csv = String::from("timestamp_ms,key\n");
+    // Berlin springs forward on 2027-03-28: that day runs from 23:00Z to 22:00Z.
+    for instant in [
+        "2027-03-27T23:00:00Z",
+        "2027-03-28T21:59:59.999Z",
+        "2027-03-28T22:00:00Z",
+    ] {
+        csv.push_str(&format!("{},d\n", ms(instant)));
+    }
+    // April starts in Berlin at 22:00Z on March 31 (a UTC month would not yet).
+    for instant in ["2027-03-31T21:59:59Z", "2027-03-31T22:00:00Z"] {
+        for _ in 0..3 {
+            csv.push_str(&format!("{},m\n", ms(instant)));
+        }
+    }
+    let trace = write(dir.path(), "trace.csv", &csv);
+    let stdout = stdout_of(
+        weir()
+            .args(["simulate", "--config"])
+            .arg(&config)
+            .arg("--trace")
+            .arg(&trace),
+    );
+    // name, algorithm, limit (two words), attempts, admitted, denied.
+    let counts = |name: &str| row(&stdout, name)[2..7].join(" ");
+    assert_eq!(
+        counts("monthly"),
+        "2/calendar_month Europe/Berlin 9 6 3",
+        "{stdout}"
+    );
+    assert_eq!(
+        counts("daily"),
+        "1/calendar_day Europe/Berlin 9 4 5",
+        "{stdout}"
+    );
+
+    // 173 requests, one every 1000 s from time 0 to 172,000 s: all in January 1970
+    // in Berlin, so 2 admitted for the month (not 2 a UTC day), and 1 in each Berlin
+    // day: the first from 0 to 23:00Z, then to 23:00Z on the 2nd, then the 3rd's.
+    let stdout = stdout_of(weir().args(["simulate", "--config"]).arg(&config).args([
+        "--pattern",
+        "steady",
+        "--rate",
+        "0.001",
+        "--duration",
+        "2d",
+    ]));
+    assert_eq!(counts_of(&stdout, "monthly"), "173 2 171", "{stdout}");
+    assert_eq!(counts_of(&stdout, "daily"), "173 3 170", "{stdout}");
+
+    // The boundary burst falls on the calendar's first boundary: 1970-01-31 23:00Z.
+    let stdout = stdout_of(weir().args(["simulate", "--config"]).arg(&config).args([
+        "--rule",
+        "monthly",
+        "--pattern",
+        "boundary-burst",
+    ]));
+    assert_eq!(counts_of(&stdout, "monthly"), "4 4 0", "{stdout}");
+}
+
+/// Attempts, admitted and denied of rule `name`, whose limit is two words.
+fn counts_of(stdout: &str, name: &str) -> String {
+    row(stdout, name)[4..7].join(" ")
+}
+
 #[test]
 fn the_binary_refuses_bad_input_with_exit_code_1() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,8 @@
 //! The admin API's bans (a rule's `on_limited`): listed, and lifted.
 //!
-//! - `GET /admin/api/bans[?rule=R]`: the bans in force this instance knows of (it
-//!   started them, or refused a banned key's request since its last reload);
+//! - `GET /admin/api/bans[?rule=R]`: the bans in force, the fleet's on a shared store
+//!   (this instance's on a store in process), at most `MAX_LISTED_BANS`, with
+//!   `truncated` when there were more;
 //! - `DELETE /admin/api/bans/{rule}/{key}`: lifts a ban in the store (every instance
 //!   stops enforcing it within `BAN_FRESH_FOR`), logged with the caller's address.
 
@@ -33,15 +34,20 @@ pub(crate) struct BanJson {
     ends_in_ms: u64,
 }
 
-/// The bans this instance knows of.
+/// The bans in force.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct BansAnswer {
-    /// Longest first.
+    /// Longest first: at most 1000.
     bans: Vec<BanJson>,
+    /// How many bans are in force in all.
+    total: u64,
+    /// Whether more are in force than `bans` lists (those ending soonest left out).
+    truncated: bool,
 }
 
-/// The bans in force this instance knows of (those it started, and those of keys
-/// whose requests it refused since its last reload), of one rule or of all.
+/// The bans in force, of one rule or of all: on a shared store, those every instance
+/// started (the fleet's); on a store in process, this instance's. At most 1000, those
+/// that end last.
 #[utoipa::path(get, path = "/admin/api/bans", operation_id = "list_bans", tag = "admin", security(("admin_token" = [])),
     params(
         ("rule" = Option<String>, Query, description = "Only this rule's bans.", example = "login"),
@@ -51,32 +57,46 @@ pub(crate) struct BansAnswer {
         (status = 400, response = InvalidRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = UnknownRule),
+        (status = 503, response = StoreUnavailable),
     ))]
 pub(super) async fn list(State(admin): State<Admin>, headers: HeaderMap, uri: Uri) -> Response {
     if let Some(refused) = authorize(&admin, &headers) {
         return refused;
     }
-    let answer = || -> Result<Response, Problem> {
-        let query = query(&uri, &["rule"])?;
-        let rule = query.get("rule").map(String::as_str);
-        let engine = admin.engine.current();
-        if let Some(rule) = rule
-            && engine.rule(rule).is_none()
-        {
-            return Err(Problem::unknown_rule(rule));
-        }
-        let bans = engine
-            .bans(rule)
-            .into_iter()
-            .map(|ban| BanJson {
-                rule: ban.rule,
-                key: ban.key,
-                ends_in_ms: ceil_millis(ban.left),
-            })
-            .collect();
-        Ok(Json(BansAnswer { bans }).into_response())
+    let query = match query(&uri, &["rule"]) {
+        Ok(query) => query,
+        Err(problem) => return problem.into_response(),
     };
-    answer().unwrap_or_else(IntoResponse::into_response)
+    let rule = query.get("rule").map(String::as_str);
+    let engine = admin.engine.current();
+    if let Some(rule) = rule
+        && engine.rule(rule).is_none()
+    {
+        return Problem::unknown_rule(rule).into_response();
+    }
+    let list = match engine.bans(rule).await {
+        Ok(list) => list,
+        Err(error) => {
+            tracing::warn!(%error, "admin: the store could not list the bans");
+            return Problem::store_unavailable().into_response();
+        }
+    };
+    let truncated = list.total > list.bans.len() as u64;
+    let bans = list
+        .bans
+        .into_iter()
+        .map(|ban| BanJson {
+            rule: ban.rule,
+            key: ban.key,
+            ends_in_ms: ceil_millis(ban.left),
+        })
+        .collect();
+    Json(BansAnswer {
+        bans,
+        total: list.total,
+        truncated,
+    })
+    .into_response()
 }
 
 /// What lifting did.

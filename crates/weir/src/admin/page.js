@@ -85,6 +85,11 @@ function renderBans(answer) {
     const row = body.insertRow();
     cell(row, "No ban in force.", "muted").colSpan = 4;
   }
+  if (answer.truncated) {
+    const row = body.insertRow();
+    const shown = answer.bans.length + " of " + answer.total + " bans shown (those ending last).";
+    cell(row, shown, "muted").colSpan = 4;
+  }
 }
 
 // Each door's answers at the last refresh, for its rate over the time since.

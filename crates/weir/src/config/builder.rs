@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 use weir_core::Policy;
 
-use super::{Config, ConfigError};
+use super::{CalendarPeriod, Config, ConfigError};
 
 /// What errors name as the configuration's source.
 const SOURCE: &str = "<built in code>";
@@ -132,13 +132,23 @@ impl ConfigBuilder {
     }
 }
 
-/// One rule built in code: a name, a [`Policy`] (valid by construction), the requests
+/// What a built rule admits.
+#[derive(Debug, Clone)]
+enum Limit {
+    /// A policy, valid by construction.
+    Policy(Policy),
+    /// A fixed window's limit per window of a calendar (checked when built).
+    Calendar(u64, CalendarPeriod),
+}
+
+/// One rule built in code: a name, a [`Policy`] (valid by construction) or a calendar
+/// quota ([`RuleBuilder::per_calendar`]), the requests
 /// it applies to (every request unless narrowed), and whose requests it counts
 /// together (the client's address unless [`RuleBuilder::key`] says otherwise).
 #[derive(Debug, Clone)]
 pub struct RuleBuilder {
     name: String,
-    policy: Policy,
+    limit: Limit,
     route: Map<String, Value>,
     key: Option<Vec<String>>,
     cost: Option<u64>,
@@ -149,9 +159,42 @@ pub struct RuleBuilder {
 impl RuleBuilder {
     /// A rule named `name` (1 to 64 of `A-Z a-z 0-9 _ . -`) enforcing `policy`.
     pub fn new(name: impl Into<String>, policy: Policy) -> Self {
+        Self::with(name.into(), Limit::Policy(policy))
+    }
+
+    /// A rule named `name` admitting `limit` per window of the calendar `period` (a
+    /// fixed window whose windows are the calendar's days, weeks, months or years in
+    /// a time zone, as the guide's "Calendar quotas" describes). Its time zone
+    /// and start are checked by [`ConfigBuilder::build`] as a file's are.
+    ///
+    /// ```
+    /// use weir::{CalendarPeriod, ConfigBuilder, RuleBuilder};
+    ///
+    /// // 10 000 a month per API key, months starting on the 1st at 00:00 in Berlin.
+    /// let monthly = CalendarPeriod::month().time_zone("Europe/Berlin");
+    /// let config = ConfigBuilder::new()
+    ///     .identity_from_header("api_key", "x-api-key")
+    ///     .rule(RuleBuilder::per_calendar("monthly", 10_000, monthly).key(["api_key"]))
+    ///     .build()?;
+    /// assert_eq!(config.engine.rules[0].policy.limit(), 10_000);
+    ///
+    /// // What a file could not say is an error naming the field, never a panic.
+    /// let nowhere = CalendarPeriod::week().time_zone("Europe/Berln");
+    /// let error = ConfigBuilder::new()
+    ///     .rule(RuleBuilder::per_calendar("weekly", 100, nowhere))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(error.to_string().contains("rules[0].time_zone: unknown time zone"));
+    /// # Ok::<(), weir::ConfigError>(())
+    /// ```
+    pub fn per_calendar(name: impl Into<String>, limit: u64, period: CalendarPeriod) -> Self {
+        Self::with(name.into(), Limit::Calendar(limit, period))
+    }
+
+    fn with(name: String, limit: Limit) -> Self {
         Self {
-            name: name.into(),
-            policy,
+            name,
+            limit,
             route: Map::new(),
             key: None,
             cost: None,
@@ -223,19 +266,29 @@ impl RuleBuilder {
 
     /// The rule as the configuration file writes it; else the field at fault and why.
     fn to_json(&self) -> Result<Value, (&'static str, String)> {
-        let period = self.policy.period();
-        if !period.subsec_nanos().is_multiple_of(1_000_000) {
-            let message =
-                format!("a period built in code is a whole number of milliseconds, got {period:?}");
-            return Err(("period", message));
-        }
         let mut rule = Map::new();
         rule.insert("name".into(), json!(self.name));
-        rule.insert("algorithm".into(), json!(self.policy.algorithm().name()));
-        rule.insert("limit".into(), json!(self.policy.limit()));
-        rule.insert("period".into(), json!(format!("{}ms", period.as_millis())));
-        if let Some(burst) = self.policy.burst() {
-            rule.insert("burst".into(), json!(burst));
+        match &self.limit {
+            Limit::Policy(policy) => {
+                let period = policy.period();
+                if !period.subsec_nanos().is_multiple_of(1_000_000) {
+                    let message = format!(
+                        "a period built in code is a whole number of milliseconds, got {period:?}"
+                    );
+                    return Err(("period", message));
+                }
+                rule.insert("algorithm".into(), json!(policy.algorithm().name()));
+                rule.insert("limit".into(), json!(policy.limit()));
+                rule.insert("period".into(), json!(format!("{}ms", period.as_millis())));
+                if let Some(burst) = policy.burst() {
+                    rule.insert("burst".into(), json!(burst));
+                }
+            }
+            Limit::Calendar(limit, period) => {
+                rule.insert("algorithm".into(), json!("fixed_window"));
+                rule.insert("limit".into(), json!(limit));
+                period.write(&mut rule);
+            }
         }
         rule.insert("match".into(), Value::Object(self.route.clone()));
         if let Some(key) = &self.key {
@@ -293,6 +346,24 @@ mod tests {
             format!("{:?}", built.engine.routing.rules),
             format!("{:?}", read.engine.routing.rules)
         );
+    }
+
+    #[test]
+    fn a_built_calendar_rule_is_the_rule_a_file_would_give() {
+        let period = CalendarPeriod::year()
+            .time_zone("Europe/London")
+            .starts_in(4)
+            .starts_on(6)
+            .starts_at("06:30");
+        let built = ConfigBuilder::new()
+            .rule(RuleBuilder::per_calendar("tax", 7, period).path("/file"))
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let yaml = "rules:\n  - name: tax\n    algorithm: fixed_window\n    limit: 7\n    period: calendar_year\n    time_zone: Europe/London\n    starts: { month: 4, day: 6, at: \"06:30\" }\n    match: { path: /file }\n";
+        let read = Config::parse(yaml, Path::new("weir.yaml")).unwrap_or_else(|e| panic!("{e}"));
+        // The same calendar object: a calendar is one per distinct configuration.
+        assert_eq!(built.engine.rules, read.engine.rules);
+        assert!(built.engine.rules[0].policy.calendar().is_some());
     }
 
     #[test]

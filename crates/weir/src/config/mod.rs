@@ -48,6 +48,7 @@ use crate::request::ClientIpConfig;
 pub(crate) use self::admin::AdminConfig;
 pub(crate) use self::auth::{AUTH_PATH, AuthConfig, Convention, Reservations};
 pub use self::builder::{ConfigBuilder, RuleBuilder};
+pub use self::calendar::CalendarPeriod;
 pub(crate) use self::descriptors::EnvoyConfig;
 pub use self::error::ConfigError;
 use self::error::Found;

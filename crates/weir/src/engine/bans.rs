@@ -15,6 +15,7 @@
 //! a ban lifted on one instance is lifted on every other within that time, and a ban
 //! started anywhere is seen on the very next request (the probe rides in the same
 //! store step as the check). A full cache only means more probes, never a missed ban.
+//! On a shared store, the bans are listed fleet-wide from a ledger (`ban_ledger`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -172,7 +173,7 @@ impl BanCache {
     }
 
     /// The bans in force, of `rule` or of every rule, longest first.
-    fn list(&self, rule: Option<&str>, now: u64) -> Vec<BanView> {
+    pub(super) fn list(&self, rule: Option<&str>, now: u64) -> Vec<BanView> {
         let bans = self.bans.lock();
         let mut list: Vec<BanView> = bans
             .iter()
@@ -281,6 +282,7 @@ impl Engine {
                             ban = ?on.ban,
                             "key banned"
                         );
+                        self.ledger_ban(&rule.name, identity, on.ban).await;
                         on.ban
                     } else {
                         d[0].retry_after.unwrap_or(on.ban)
@@ -310,12 +312,6 @@ impl Engine {
         let left = probe.first().and_then(OnLimited::remaining);
         self.saw_ban(rule, identity, left);
         Ok(left)
-    }
-
-    /// The bans this instance knows are in force (it started them, or met a banned
-    /// key's request), of the rule named `rule` or of every rule.
-    pub(crate) fn bans(&self, rule: Option<&str>) -> Vec<BanView> {
-        self.bans.list(rule, self.clock.now())
     }
 
     /// Lifts the ban of `key` under the rule named `rule` in the store (every instance
@@ -348,6 +344,9 @@ impl Engine {
                 result = reset;
                 break;
             }
+        }
+        if result.is_ok() {
+            result = self.unledger_ban(rule, &key).await;
         }
         timer.finish(result.as_ref().err());
         if result.is_ok() {

@@ -15,6 +15,7 @@
 mod accounting;
 mod admin;
 mod applied;
+mod ban_ledger;
 mod bans;
 mod check;
 mod cost;

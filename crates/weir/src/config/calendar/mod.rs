@@ -2,6 +2,7 @@
 //! parsed, checked field by field, and made into the calendar its fixed window counts
 //! in (`windows`).
 
+mod built;
 mod windows;
 
 use std::fmt;
@@ -13,6 +14,7 @@ use serde::de::{self, Deserialize, Deserializer};
 use serde_saphyr::{Location, Spanned};
 use weir_core::{Policy, PolicyError, parse_period};
 
+pub use self::built::CalendarPeriod;
 use self::windows::{Starts, Unit, Windows};
 use super::file::RawRule;
 

@@ -96,7 +96,13 @@ impl Windows {
         let end = self.start_of(self.next_anchor(anchor, 1)?)?;
         let nanos = |t: jiff::Timestamp| u64::try_from(t.as_nanosecond()).ok();
         Some(Window {
-            start: nanos(start)?,
+            // The window holding the epoch began before it in a zone ahead of UTC
+            // (what `weir simulate`'s patterns meet, from time 0): it starts there.
+            start: if start < jiff::Timestamp::UNIX_EPOCH {
+                0
+            } else {
+                nanos(start)?
+            },
             end: nanos(end)?,
         })
     }
@@ -161,6 +167,25 @@ impl Windows {
 }
 
 impl Calendar for Windows {
+    fn name(&self) -> String {
+        let unit = match self.unit {
+            Unit::Day => "calendar_day",
+            Unit::Week => "calendar_week",
+            Unit::Month => "calendar_month",
+            Unit::Year => "calendar_year",
+        };
+        let zone = self.zone.iana_name().unwrap_or("UTC");
+        let Starts { month, day, at } = self.starts;
+        let at = format!("{:02}:{:02}", at.hour(), at.minute());
+        match self.unit {
+            _ if (month, day, at.as_str()) == (1, 1, "00:00") => format!("{unit} {zone}"),
+            Unit::Day => format!("{unit} {zone} from {at}"),
+            Unit::Week => format!("{unit} {zone} from weekday {day} {at}"),
+            Unit::Month => format!("{unit} {zone} from day {day} {at}"),
+            Unit::Year => format!("{unit} {zone} from {month:02}-{day:02} {at}"),
+        }
+    }
+
     fn window(&self, now: u64) -> Window {
         let last = self.last.load();
         if last.start <= now && now < last.end {
@@ -227,6 +252,48 @@ mod tests {
         assert_eq!(
             window(new_york, "2027-11-07T12:00:00Z"),
             (at("2027-11-07T05:30:00Z"), at("2027-11-08T06:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn the_window_holding_the_epoch_starts_there_in_a_zone_ahead_of_utc() {
+        // January 1970 in Berlin began at 23:00Z the day before the epoch.
+        let berlin = windows(Unit::Month, "Europe/Berlin", 1, 1, (0, 0));
+        let february = at("1970-01-31T23:00:00Z");
+        for now in [0, 3_600_000_000_000, february - 1] {
+            assert_eq!(
+                berlin.window(now),
+                Window {
+                    start: 0,
+                    end: february
+                }
+            );
+        }
+        assert_eq!(berlin.window(february).start, february);
+    }
+
+    #[test]
+    fn a_calendar_is_named_as_a_configuration_writes_it() {
+        let named = |unit, month, day, at| windows(unit, "Europe/Berlin", month, day, at).name();
+        assert_eq!(
+            named(Unit::Month, 1, 1, (0, 0)),
+            "calendar_month Europe/Berlin"
+        );
+        assert_eq!(
+            named(Unit::Day, 1, 1, (6, 0)),
+            "calendar_day Europe/Berlin from 06:00"
+        );
+        assert_eq!(
+            named(Unit::Week, 1, 7, (0, 0)),
+            "calendar_week Europe/Berlin from weekday 7 00:00"
+        );
+        assert_eq!(
+            named(Unit::Month, 1, 15, (9, 30)),
+            "calendar_month Europe/Berlin from day 15 09:30"
+        );
+        assert_eq!(
+            named(Unit::Year, 4, 6, (0, 0)),
+            "calendar_year Europe/Berlin from 04-06 00:00"
         );
     }
 

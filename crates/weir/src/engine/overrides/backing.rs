@@ -124,6 +124,15 @@ impl Overrides {
         Ok(book)
     }
 
+    /// The shared store the book is kept in, if it is kept in one: where the other
+    /// records every instance reads live too (the ledger of bans).
+    pub(crate) fn shared_store(&self) -> Option<&Arc<RedisStore>> {
+        match &self.backing {
+            Backing::Shared(redis) => Some(redis),
+            Backing::InProcess | Backing::File(_) => None,
+        }
+    }
+
     /// Reads the shared tables (overrides, list entries) again when their version
     /// changed, and prunes what expired there. Logged when the store does not answer
     /// (the snapshot stays).
