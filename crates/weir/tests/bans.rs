@@ -266,11 +266,36 @@ async fn a_ban_is_listed_and_lifted_through_the_admin_api() {
     let unknown = weir.admin("GET", "/admin/api/bans?rule=nope", "").await;
     assert_eq!(unknown.status, 404);
 
+    // A key that is no key of the rule is refused, nothing lifted; one never banned
+    // is lifted as nothing.
+    for bad in ["192.0.2.7", "client_ip%3Dnot-an-address", "user%3Dana"] {
+        let refused = weir
+            .admin("DELETE", &format!("/admin/api/bans/api/{bad}"), "")
+            .await;
+        assert_eq!(refused.status, 400, "{bad}: {}", refused.body);
+        assert!(
+            refused.json()["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("`key`")
+        );
+    }
+    let never = weir
+        .admin("DELETE", "/admin/api/bans/api/client_ip%3D10.9.9.9", "")
+        .await;
+    assert_eq!(never.status, 200, "{}", never.body);
+    assert_eq!(never.json()["lifted"], false);
+    // The ban is lifted however the address is spelt: as an IPv4-mapped IPv6 address.
     let lifted = weir
-        .admin("DELETE", "/admin/api/bans/api/client_ip%3D192.0.2.7", "")
+        .admin(
+            "DELETE",
+            "/admin/api/bans/api/client_ip%3D%3A%3Affff%3A192.0.2.7",
+            "",
+        )
         .await;
     assert_eq!(lifted.status, 200, "{}", lifted.body);
     assert_eq!(lifted.json()["lifted"], true);
+    assert_eq!(lifted.json()["key"], "client_ip=192.0.2.7");
     let listed = weir.admin("GET", "/admin/api/bans", "").await;
     assert_eq!(
         listed.json(),

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::{Admin, authorize, query};
 use crate::edge::contract::{InvalidRequest, StoreUnavailable, Unauthorized, UnknownRule};
 use crate::edge::{Problem, ceil_millis};
+use crate::engine::LiftError;
 
 /// Where a ban's path starts.
 const PREFIX: &str = "/admin/api/bans/";
@@ -102,11 +103,13 @@ pub(super) async fn list(State(admin): State<Admin>, headers: HeaderMap, uri: Ur
 /// What lifting did.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct LiftAnswer {
-    /// Always true: the key is not banned (any more) and its denials are forgotten.
+    /// Whether a ban was in force (false: the key was not banned). Either way the key is
+    /// not banned now and its denials are forgotten.
     lifted: bool,
     /// The rule.
     rule: String,
-    /// The key.
+    /// The key, as the rule keys its callers (`client_ip=::ffff:192.0.2.1` is
+    /// `client_ip=192.0.2.1`).
     key: String,
 }
 
@@ -139,22 +142,26 @@ pub(super) async fn lift(
     };
     let engine = admin.engine.current();
     match engine.lift_ban(&rule, &key).await {
-        None => Problem::unknown_rule(&rule).into_response(),
-        Some(Ok(())) => {
+        Err(LiftError::UnknownRule) => Problem::unknown_rule(&rule).into_response(),
+        Err(LiftError::Key(why)) => {
+            Problem::invalid_request(format!("`key`: {why}")).into_response()
+        }
+        Ok(lifted) => {
             tracing::info!(
                 rule = %rule.escape_debug(),
-                key = %key.escape_debug(),
+                key = %lifted.key.escape_debug(),
+                banned = lifted.was_banned,
                 by = %peer,
                 "admin: ban lifted"
             );
             Json(LiftAnswer {
-                lifted: true,
+                lifted: lifted.was_banned,
                 rule,
-                key,
+                key: lifted.key,
             })
             .into_response()
         }
-        Some(Err(error)) => {
+        Err(LiftError::Store(error)) => {
             tracing::warn!(%error, "admin: the store could not answer");
             Problem::store_unavailable().into_response()
         }

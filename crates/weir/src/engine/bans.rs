@@ -25,7 +25,7 @@ use weir_core::{Algorithm, Decision, Policy, PolicyError};
 use weir_store::{Check, Key, Store, StoreError};
 
 use super::applied::Applied;
-use super::{Engine, Rule, RuleDecision, key};
+use super::{Engine, Rule, RuleDecision};
 use crate::metrics::StoreOp;
 
 /// How long an instance trusts a ban it cached before it reads the store again: a ban
@@ -314,46 +314,63 @@ impl Engine {
         Ok(left)
     }
 
-    /// Lifts the ban of `key` under the rule named `rule` in the store (every instance
-    /// stops enforcing it within [`BAN_FRESH_FOR`]), its denials forgotten too.
-    /// `None` when no rule of that name has `on_limited`.
-    pub(crate) async fn lift_ban(&self, rule: &str, key: &str) -> Option<Result<(), StoreError>> {
+    /// Lifts the ban of `key` (as an operator writes it: read as the rule keys its
+    /// callers) under the rule named `rule` in the store (every instance stops
+    /// enforcing it within [`BAN_FRESH_FOR`]), its denials forgotten too.
+    pub(crate) async fn lift_ban(&self, rule: &str, key: &str) -> Result<Lifted, LiftError> {
         let on = self
             .routing
             .rules
             .iter()
-            .find(|r| r.name == rule)?
-            .on_limited
-            .as_ref()?;
-        let key = key::stored(key.to_owned());
+            .find(|r| r.name == rule)
+            .and_then(|r| r.on_limited.as_ref())
+            .ok_or(LiftError::UnknownRule)?;
+        let key = self.rule_key(rule, key).map_err(LiftError::Key)?;
         let timer = self.metrics.store_timer(StoreOp::Admin, false);
-        let mut result = Ok(());
-        for (name, policy) in [(&on.ban_rule, &on.marker), (&on.denials_rule, &on.counter)] {
-            let identity = key.as_str();
-            let reset = self
-                .store
-                .reset(
-                    Key {
-                        rule: name,
-                        identity,
-                    },
-                    policy,
-                )
-                .await;
-            if reset.is_err() {
-                result = reset;
-                break;
+        let lifted = async {
+            let probe = self.store.check_all(&[on.probe(&key)]).await?;
+            let banned = probe.first().and_then(OnLimited::remaining).is_some();
+            for (name, policy) in [(&on.ban_rule, &on.marker), (&on.denials_rule, &on.counter)] {
+                let identity = key.as_str();
+                self.store
+                    .reset(
+                        Key {
+                            rule: name,
+                            identity,
+                        },
+                        policy,
+                    )
+                    .await?;
             }
+            self.unledger_ban(rule, &key).await?;
+            Ok::<_, StoreError>(banned)
         }
-        if result.is_ok() {
-            result = self.unledger_ban(rule, &key).await;
-        }
-        timer.finish(result.as_ref().err());
-        if result.is_ok() {
-            self.bans.forget(rule, &key);
-        }
-        Some(result)
+        .await;
+        timer.finish(lifted.as_ref().err());
+        let was_banned = lifted.map_err(LiftError::Store)?;
+        self.bans.forget(rule, &key);
+        Ok(Lifted { key, was_banned })
     }
+}
+
+/// A ban lifted (or a key found not banned: its denials are forgotten all the same).
+#[derive(Debug)]
+pub(crate) struct Lifted {
+    /// The key as the rule keys its callers.
+    pub key: String,
+    /// Whether a ban was in force.
+    pub was_banned: bool,
+}
+
+/// Why a ban could not be lifted.
+#[derive(Debug)]
+pub(crate) enum LiftError {
+    /// No rule of that name has `on_limited`.
+    UnknownRule,
+    /// The key is no key of the rule: why.
+    Key(String),
+    /// The store did not answer.
+    Store(StoreError),
 }
 
 #[cfg(test)]

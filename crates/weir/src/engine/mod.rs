@@ -51,7 +51,7 @@ use std::time::Duration;
 use weir_core::Clock;
 use weir_store::{LeasingStore, MemoryStore, MemoryStoreConfig, SlotStore, Store};
 
-pub(crate) use self::bans::{MAX_BAN_AFTER, OnLimited};
+pub(crate) use self::bans::{LiftError, MAX_BAN_AFTER, OnLimited};
 pub(crate) use self::cost::CostFrom;
 use self::denial_log::DenialLog;
 pub(crate) use self::descriptors::ENVOY_RULE;

@@ -200,12 +200,20 @@ impl Engine {
 
     /// `key` as the rule named `rule` keys its callers.
     fn override_key(&self, rule: &str, key: &str) -> Result<String, OverrideError> {
+        self.rule_key(rule, key)
+            .map_err(|message| invalid("key", message))
+    }
+
+    /// `key`, as an operator writes it, as the rule named `rule` keys its callers (one
+    /// spelling for one caller, as overrides and bans are kept); the error says why it
+    /// is no key of the rule.
+    pub(in crate::engine) fn rule_key(&self, rule: &str, key: &str) -> Result<String, String> {
         let routed = self
             .routing
             .rules
             .iter()
             .find(|r| r.name == rule)
             .map(|r| r.key.as_slice());
-        canonical_key(&self.routing, routed, key).map_err(|message| invalid("key", message))
+        canonical_key(&self.routing, routed, key)
     }
 }
