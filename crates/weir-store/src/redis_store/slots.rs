@@ -5,7 +5,9 @@
 //! The store remembers the slots it holds and renews them (`renew`, a loop started
 //! with the health loop) every third of their lease, so a slot lives while its
 //! request does; a slot of an instance that died is dropped at the first take after
-//! its deadline: at most `lease` after the instance's last renewal. Deadlines are on
+//! its deadline: at most `lease` after the instance's last renewal. A take waits at
+//! most half the lease for its answer, so a request never starts on a slot that may
+//! have expired (the model in crates/weir-lease-model checks both). Deadlines are on
 //! Redis's clock (`TIME`), whatever the store's clock for checks, so that instances
 //! whose clocks differ hold slots alike.
 
@@ -42,6 +44,16 @@ fn slots_key(prefix: &str, key: Key<'_>) -> String {
     let mut state = keys::redis_key(prefix, key, None);
     state.push_str(":slots");
     state
+}
+
+/// How long a take waits for its answer: half the lease, so that a request starts
+/// with at least half its slot's lease ahead, time for its first renewal (due a third
+/// of the lease after the take was sent) to land. A take answered later would start a
+/// request whose slot may already have expired and been taken by another (found by
+/// the model in crates/weir-lease-model, src/slots); it is released and refused as a
+/// timeout (the rule's failure policy decides).
+fn take_wait(lease: Duration) -> Duration {
+    lease / 2
 }
 
 fn millis(lease: Duration) -> u64 {
@@ -119,7 +131,18 @@ impl RedisStore {
         for take in takes {
             command.arg(take.limit);
         }
-        let reply = self.query(&command).await?.map_err(classify)?;
+        let sent = Instant::now();
+        let within = take_wait(lease);
+        let Ok(reply) = tokio::time::timeout(within, self.query(&command)).await else {
+            // The take may have run, its slot to expire a lease after: given back now,
+            // since a request that started on it would start late in its lease.
+            let keys: Vec<Key<'_>> = takes.iter().map(|t| t.key).collect();
+            if let Err(error) = self.release_slots_on(&keys, id).await {
+                tracing::warn!(%error, "could not release the slots of a take answered too late; they expire with their lease");
+            }
+            return Err(StoreError::Timeout(within));
+        };
+        let reply = reply?.map_err(classify)?;
         let values: Vec<i64> = redis::from_redis_value(reply)
             .map_err(|e| StoreError::Protocol(format!("a slot take answered: {e}")))?;
         if values.len() != takes.len() + 1 {
@@ -135,10 +158,13 @@ impl RedisStore {
                 let entry = held.entry(name).or_insert_with(|| HeldKey {
                     ids: Vec::new(),
                     lease,
-                    renewed: Instant::now(),
+                    renewed: sent,
                 });
                 entry.ids.push(id);
                 entry.lease = entry.lease.min(lease);
+                // Renewals timed from when the take was sent: its slot's deadline is
+                // a lease after the take ran, which came after.
+                entry.renewed = entry.renewed.min(sent);
             }
         }
         Ok(values[1..]
