@@ -1,7 +1,8 @@
 //! Slots of requests in flight (`algorithm: concurrency`) on a real `redis-server`:
 //! the set outlives every slot it holds, whatever lease the instance that takes or
-//! renews last runs with, and a take answered later than half its lease leaves no
-//! slot. Both found by the model of the protocol (crates/weir-lease-model, src/slots).
+//! renews last runs with; a take answered later than half its lease is refused; and a
+//! take that fails or is dropped unanswered leaves no slot held by no request. Found by
+//! the model of the protocol (crates/weir-lease-model, src/slots).
 
 #![allow(
     clippy::unwrap_used,
@@ -128,25 +129,74 @@ async fn a_renewal_with_a_shorter_lease_never_shortens_the_set_under_a_longer_sl
     assert!(score(&server, &key, 1).is_some());
 }
 
-/// A take Redis answers later than half the lease (here: writes paused 1.5 s, lease
-/// 400 ms) is refused as a timeout, and its slot, taken once Redis resumed, is given
-/// back: no request starts late in its slot's lease, and no slot is left held by none.
+/// Waits (for an event, at most 5 s) until `releases` slots were given back (`ZREM`
+/// ran), then checks that no slots set is left: the take ran before its release.
+async fn given_back(server: &RedisServer, releases: u64) {
+    let start = Instant::now();
+    while server.calls("zrem") < releases {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the slot of a take not answered was never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        server.cli(&["KEYS", "*:slots"]).trim(),
+        "",
+        "a slot no request holds stayed taken"
+    );
+}
+
+/// A take Redis answers later than half the lease (here: writes paused 1 s, lease
+/// 400 ms) is refused as a timeout at half the lease, and its slot, taken once Redis
+/// resumed, is given back: no request starts late in its slot's lease, and no slot is
+/// left held by none.
 #[tokio::test]
 async fn a_take_answered_after_half_the_lease_is_refused_and_leaves_no_slot() {
     let server = RedisServer::start();
     let store = connect(&server).await;
-    server.cli(&["CLIENT", "PAUSE", "1500", "WRITE"]);
+    server.cli(&["CLIENT", "PAUSE", "1000", "WRITE"]);
     let lease = Duration::from_millis(400);
     let taken = store.take_slots(&takes(1), 7, lease).await;
     assert!(
         matches!(taken, Err(StoreError::Timeout(within)) if within == lease / 2),
         "{taken:?}"
     );
-    assert_eq!(
-        server.cli(&["KEYS", "*:slots"]).trim(),
-        "",
-        "the slot is given back"
-    );
+    given_back(&server, 1).await;
     let free = store.take_slots(&takes(1), 8, lease).await.unwrap();
+    assert!(free[0].allowed, "the key's one slot is free: {free:?}");
+}
+
+/// A take that fails on the store's own timeout (100 ms, writes paused 500 ms, a
+/// 10 s lease), and one whose caller gives up and drops the call: each may have run
+/// all the same, and each slot is given back once Redis resumes, not held by no
+/// request for the 10 s of its lease.
+#[tokio::test]
+async fn a_take_that_fails_or_is_dropped_gives_its_slot_back() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(
+        &RedisStoreConfig {
+            timeout: Duration::from_millis(100),
+            ..config(&server)
+        },
+        Arc::new(ManualClock::new(0)),
+    )
+    .await
+    .unwrap();
+    let lease = Duration::from_secs(10);
+    server.cli(&["CLIENT", "PAUSE", "500", "WRITE"]);
+    let taken = store.take_slots(&takes(1), 1, lease).await;
+    assert!(taken.is_err(), "{taken:?}");
+    given_back(&server, 1).await;
+
+    server.cli(&["CLIENT", "PAUSE", "500", "WRITE"]);
+    let given_up = tokio::time::timeout(
+        Duration::from_millis(20),
+        store.take_slots(&takes(1), 2, lease),
+    )
+    .await;
+    assert!(given_up.is_err(), "the call was dropped unanswered");
+    given_back(&server, 2).await;
+    let free = store.take_slots(&takes(1), 3, lease).await.unwrap();
     assert!(free[0].allowed, "the key's one slot is free: {free:?}");
 }

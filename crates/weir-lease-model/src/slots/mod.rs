@@ -24,9 +24,12 @@
 //! Per request, a fresh slot id (64 random bits: unique across instances). It sends a
 //! take; if the take is allowed the request is in flight and the instance renews its
 //! slot every `lease / 3` (on its own monotonic clock) until the request ends, then
-//! stops renewing and releases. A take whose reply does not come in time is answered
-//! 503 (or as the failure policy says, on the local fallback); if the take did run,
-//! its slot is held by no request until its deadline.
+//! stops renewing and releases. A take whose reply does not come in time (less than
+//! the lease after it was sent) is answered as a store failure (503, or as the
+//! failure policy says), and its slot, if the take ran, is released; if that release
+//! is lost too, the slot is held by no request until its deadline. (The model sends
+//! that release for a reply that comes too late, and counts a reply that never comes
+//! as the lost case.)
 //!
 //! # Faults
 //!

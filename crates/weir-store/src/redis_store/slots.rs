@@ -50,14 +50,59 @@ fn slots_key(prefix: &str, key: Key<'_>) -> String {
 /// with at least half its slot's lease ahead, time for its first renewal (due a third
 /// of the lease after the take was sent) to land. A take answered later would start a
 /// request whose slot may already have expired and been taken by another (found by
-/// the model in crates/weir-lease-model, src/slots); it is released and refused as a
-/// timeout (the rule's failure policy decides).
+/// the model in crates/weir-lease-model, src/slots); it is refused as a timeout (the
+/// rule's failure policy decides), and its slot given back ([`Unanswered`]).
 fn take_wait(lease: Duration) -> Duration {
     lease / 2
 }
 
 fn millis(lease: Duration) -> u64 {
     u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// A take sent whose answer has not come: if it ends otherwise (an error, a timeout,
+/// the caller giving up and dropping the call), the script may have run all the same
+/// and taken a slot no request holds, which would count against the key until its
+/// lease ran out. Given back when dropped unanswered: `ZREM` in a task, on the same
+/// connection, so after the take.
+struct Unanswered {
+    connection: Option<super::Connection>,
+    names: Vec<String>,
+    id: u64,
+    timeout: Duration,
+}
+
+impl Unanswered {
+    /// The take was answered: nothing to give back.
+    fn answered(mut self) {
+        self.connection = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let Some(connection) = self.connection.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (names, id, timeout) = (std::mem::take(&mut self.names), self.id, self.timeout);
+        runtime.spawn(async move {
+            for name in names {
+                let mut command = Cmd::new();
+                command.arg("ZREM").arg(&name).arg(id);
+                let failed = match super::send(connection.clone(), &command, timeout).await {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(error)) => Some(classify(error)),
+                    Err(error) => Some(error),
+                };
+                if let Some(error) = failed {
+                    tracing::warn!(%error, "could not give back the slot of a take that was not answered; it expires with its lease");
+                }
+            }
+        });
+    }
 }
 
 impl RedisStore {
@@ -133,13 +178,15 @@ impl RedisStore {
         }
         let sent = Instant::now();
         let within = take_wait(lease);
+        let unanswered = Unanswered {
+            connection: self.connection.load().as_deref().cloned(),
+            names: names.clone(),
+            id,
+            timeout: self.timeout,
+        };
         let Ok(reply) = tokio::time::timeout(within, self.query(&command)).await else {
-            // The take may have run, its slot to expire a lease after: given back now,
-            // since a request that started on it would start late in its lease.
-            let keys: Vec<Key<'_>> = takes.iter().map(|t| t.key).collect();
-            if let Err(error) = self.release_slots_on(&keys, id).await {
-                tracing::warn!(%error, "could not release the slots of a take answered too late; they expire with their lease");
-            }
+            // Answered too late for a request to start on it (`unanswered` gives the
+            // slot back if the take ran).
             return Err(StoreError::Timeout(within));
         };
         let reply = reply?.map_err(classify)?;
@@ -151,6 +198,7 @@ impl RedisStore {
                 values.len()
             )));
         }
+        unanswered.answered();
         let allowed = values[0] == 1;
         if allowed {
             let mut held = self.slots.keys.lock();
