@@ -4,7 +4,10 @@
 //! for 2 instances.
 //!
 //! One key of one rule: at most `limit` requests in flight. Time is in ticks of
-//! Redis's clock.
+//! Redis's clock. Two instances are enough: one instance holds several requests, and
+//! what sets instances apart (a lease, a clock, a crash) needs only two. An
+//! instance's clock enters only through when it renews: its rate, pauses and skew are
+//! all in whether renewals are timely, which the model either assumes or not.
 //!
 //! # Redis (one sorted set per key; each script atomic)
 //!
