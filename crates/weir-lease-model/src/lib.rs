@@ -107,6 +107,16 @@
 //! its model; the checker verifies that the shares in force never sum to more than the
 //! grantable part, whatever the delays, reorderings, losses, timeouts and partitions
 //! (`tests/share_checker.rs`).
+//!
+//! # Slots of requests in flight ([`slots`])
+//!
+//! And the slot leases of `algorithm: concurrency` on Redis (issue 38): a sorted set of
+//! slots with deadlines on Redis's clock, taken, renewed while a request lasts, and
+//! released. The checker verifies that the set never counts more than `limit` slots,
+//! that under timely renewals no more than `limit` requests are in flight, that a
+//! crashed instance's slots expire within its lease, and that no late or retried
+//! renewal or release brings back or frees a slot it should not
+//! (`tests/slots_checker.rs`).
 
 #![deny(missing_docs)]
 
@@ -114,6 +124,7 @@ pub mod actions;
 pub mod bound;
 pub mod properties;
 pub mod share;
+pub mod slots;
 pub mod state;
 
 pub use actions::{Action, HoldFrom, LeaseModel, Refill};

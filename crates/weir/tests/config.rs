@@ -265,6 +265,31 @@ fn loads_redis_and_cluster_stores() {
     );
 }
 
+/// A store `timeout` of half the slot lease or more is allowed, with a warning when a
+/// rule is `algorithm: concurrency`: a slot's take waits at most half the lease, so
+/// the longer timeout never applies to it.
+#[test]
+fn a_timeout_over_half_the_slot_lease_is_warned_of() {
+    let store = |fields: &str, algorithm: &str| {
+        parse(&format!(
+            "store:\n  type: redis\n  url: redis://127.0.0.1:6379\n{fields}upstream:\n  url: http://127.0.0.1:9\nrules:\n  - name: a\n    match: {{ path_prefix: /a }}\n    algorithm: {algorithm}\n    limit: 5\n"
+        ))
+        .unwrap()
+    };
+    let slow = "  timeout: 300ms\n  slot_lease: 500ms\n";
+    let warned = store(slow, "concurrency");
+    assert_eq!(
+        warned.warnings,
+        [
+            "store.slot_lease: a `concurrency` slot's take waits at most half the lease (250ms), less than `timeout` (300ms): a take Redis answers later is refused as a store timeout; keep `timeout` below half of `slot_lease`"
+        ]
+    );
+    assert!(store("", "concurrency").warnings.is_empty());
+    let quick = "  timeout: 200ms\n  slot_lease: 500ms\n";
+    assert!(store(quick, "concurrency").warnings.is_empty());
+    assert!(store(slow, "gcra\n    period: 1s").warnings.is_empty());
+}
+
 #[test]
 fn sliding_log_limits_are_bounded() {
     let error = parse(

@@ -2,13 +2,17 @@
 //! gateway in front of a real upstream, the tower layer in front of the same app in
 //! process, `/v1/decide` + `/v1/settle` called as a service would call them, the
 //! gateway's listener asked in HTTP/2 (h2c, each request a stream of one connection,
-//! its host as `:authority`), and the forward-auth door `/v1/auth` asked as a trusted
-//! proxy asks it), each
+//! its host as `:authority`), the gateway asked each request as a WebSocket handshake
+//! (HTTP/1.1 `Upgrade: websocket`, decided at the handshake with its identity, then
+//! passed on as the upgrade to the upstream), and the forward-auth door `/v1/auth`
+//! asked as a trusted proxy asks it), each
 //! on an engine of its own built from one configuration. Every door must reach the same
 //! verdict for every request: the same status, the same RateLimit, `Retry-After` and
 //! shadow fields, the same problem type for weir's own answers, and the same decision
 //! and refusal counts in `/metrics`. The forward-auth door never sees a body: rows
 //! with one are refused there (`/problems/body-not-seen`), never decided without it.
+//! A handshake is a `GET` without a body: the WebSocket door answers the rows
+//! without one.
 
 #![allow(
     clippy::unwrap_used,
@@ -24,7 +28,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -95,7 +100,9 @@ rules:
 ";
 
 /// The app behind every door: `/login` 200 for the right password and 401 otherwise,
-/// anything else 200.
+/// anything else 200, saying in `x-upgrade` the `Upgrade` it was asked for (a
+/// handshake answered without switching, so that its answer compares with the
+/// others').
 fn app() -> Router {
     Router::new()
         .route(
@@ -109,7 +116,14 @@ fn app() -> Router {
                 }
             }),
         )
-        .fallback(get(|| async { "ok" }))
+        .fallback(get(|headers: HeaderMap| async move {
+            let upgrade = headers.get("upgrade").cloned();
+            let mut answer = "ok".into_response();
+            if let Some(upgrade) = upgrade {
+                answer.headers_mut().insert("x-upgrade", upgrade);
+            }
+            answer
+        }))
 }
 
 /// One request of the table.
@@ -156,6 +170,26 @@ impl Ask {
         }
         let body = self.body.clone().map_or_else(Body::empty, Body::from);
         request.body(body).unwrap()
+    }
+
+    /// This request as a WebSocket handshake (RFC 6455 4.1).
+    fn websocket(&self) -> Request<Body> {
+        assert!(
+            self.method == "GET" && self.body.is_none(),
+            "a handshake is a GET"
+        );
+        let mut request = self.request();
+        for (name, value) in [
+            ("connection", "Upgrade"),
+            ("upgrade", "websocket"),
+            ("sec-websocket-version", "13"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ] {
+            request
+                .headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+        request
     }
 
     /// This request in HTTP/2: its host as `:authority` (an absolute target), no Host.
@@ -261,6 +295,8 @@ enum Door {
     Decide(Instance),
     /// The gateway's listener (`serve_main`) on loopback, one HTTP/2 connection.
     Http2(Instance, hyper::client::conn::http2::SendRequest<Body>),
+    /// The gateway, each request asked as a WebSocket handshake.
+    WebSocket(Instance),
     /// `/v1/auth`, asked as Traefik or Caddy ask it (`convention: forwarded`).
     Auth(Instance, Router),
 }
@@ -276,6 +312,7 @@ impl Door {
             Door::Layer(..) => "layer",
             Door::Decide(_) => "/v1/decide",
             Door::Http2(..) => "gateway over HTTP/2",
+            Door::WebSocket(_) => "gateway, a WebSocket handshake",
             Door::Auth(..) => "/v1/auth",
         }
     }
@@ -286,15 +323,16 @@ impl Door {
             | Door::Layer(service, _)
             | Door::Decide(service)
             | Door::Http2(service, _)
+            | Door::WebSocket(service)
             | Door::Auth(service, _) => service,
         }
     }
 
-    /// The five doors, each on a service of its own built by `service` from `config`
+    /// The six doors, each on a service of its own built by `service` from `config`
     /// (the gateway's upstream, the layer's inner service and the decide caller's app
-    /// are one app; the forward-auth door's proxy has none). The forward-auth door is
-    /// the last.
-    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Instance) -> [Door; 5] {
+    /// are one app; the forward-auth door's proxy has none). The four that see bodies
+    /// come first; then the WebSocket handshake, and the forward-auth door last.
+    async fn all(config: &Config, service: impl AsyncFn(&Config) -> Instance) -> [Door; 6] {
         let gateway = Door::Gateway(service(config).await);
         let layered = service(config).await;
         let layer = WeirLayer::new(config, layered.engine.clone()).layer(app());
@@ -307,6 +345,7 @@ impl Door {
             Door::Layer(layered, layer),
             Door::Decide(service(config).await),
             Door::Http2(http2, h2c),
+            Door::WebSocket(service(config).await),
             Door::Auth(authed, auth),
         ]
     }
@@ -328,6 +367,15 @@ impl Door {
                 send.ready().await.unwrap();
                 let response = send.send_request(ask.http2()).await.unwrap();
                 reply(response.map(Body::new)).await
+            }
+            Door::WebSocket(service) => {
+                let gateway = service.gateway.clone().unwrap();
+                let response = gateway.call(ask.websocket(), peer()).await;
+                if response.status() == StatusCode::OK {
+                    // It took the WebSocket path: the upstream was asked to upgrade.
+                    assert_eq!(response.headers()["x-upgrade"], "websocket", "{ask:?}");
+                }
+                reply(response).await
             }
             Door::Auth(_, router) => {
                 let response = router.clone().oneshot(ask.forward_auth()).await.unwrap();
@@ -550,8 +598,9 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
             login_body("{\"email\":\"a@x.io\",\"email\":\"b@x.io\"}"),
         ),
     ];
-    // The forward-auth door answers the rows without a body alike, and refuses the
-    // others: it never sees a body.
+    // The WebSocket and forward-auth doors answer the rows without a body alike; the
+    // forward-auth door refuses the others (it never sees a body), and a handshake has
+    // none.
     let (heads, bodies): (Vec<_>, Vec<_>) = table
         .iter()
         .cloned()
@@ -559,7 +608,7 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
     let mut replies = agree(&doors, &heads).await;
     replies.extend(agree(&doors[..4], &bodies).await);
     for (row, ask) in &bodies {
-        let refused = doors[4].send(ask).await;
+        let refused = doors[5].send(ask).await;
         assert_eq!(refused.status, 500, "{row}");
         assert_eq!(
             refused.problem.as_deref(),

@@ -1,7 +1,9 @@
 //! WebSocket through the gateway (the real binary): a real client and echo server,
 //! echo both ways, the handshake decided like any request (a `concurrency` rule of 3
 //! refuses the 4th open connection of a key with a 429, and lets a new one in once
-//! one closes), and an idle connection closed at `upstream.websocket_idle_timeout`.
+//! one closes), an idle connection closed at `upstream.websocket_idle_timeout`, and on
+//! Redis the open sockets of one instance counted at another, for as long as they are
+//! open, and free within the slot lease once the instance holding them is killed.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,7 +14,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::Server;
@@ -21,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{Error, Message};
+use weir_testkit::RedisServer;
 
 /// An echo server: every message back as it came.
 async fn echo() -> SocketAddr {
@@ -48,16 +51,20 @@ async fn echo() -> SocketAddr {
 }
 
 fn start(dir: &Path, upstream: SocketAddr, idle: &str) -> Server {
+    Server::start(&write_config(dir, upstream, idle, ""))
+}
+
+fn write_config(dir: &Path, upstream: SocketAddr, idle: &str, store: &str) -> PathBuf {
     let path = dir.join("weir.yaml");
     std::fs::write(
         &path,
         format!(
-            "upstream:\n  url: http://{upstream}\n  websocket_idle_timeout: {idle}\nidentities:\n  api_key: {{ header: x-api-key }}\nrules:\n\
+            "{store}upstream:\n  url: http://{upstream}\n  websocket_idle_timeout: {idle}\nidentities:\n  api_key: {{ header: x-api-key }}\nrules:\n\
              \x20 - name: sockets\n    match: {{ path_prefix: /ws }}\n    key: [api_key]\n    algorithm: concurrency\n    limit: 3\n"
         ),
     )
     .unwrap();
-    Server::start(&path)
+    path
 }
 
 type Socket = WebSocketStream<TcpStream>;
@@ -166,4 +173,85 @@ async fn an_idle_socket_is_closed_at_the_idle_timeout() {
         round_trip(&mut again, Message::text("back")).await;
         std::mem::forget(again);
     }
+}
+
+/// Waits until a handshake of `key` at `weir` is let through, for at most `within`;
+/// returns the socket and how long it took.
+async fn until_open(weir: &Server, key: &str, within: Duration) -> (Socket, Duration) {
+    let start = Instant::now();
+    loop {
+        match open(weir, key).await {
+            Ok(socket) => return (socket, start.elapsed()),
+            Err(Error::Http(response)) if response.status() == 429 => {
+                assert!(
+                    start.elapsed() < within,
+                    "no slot came free within {within:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn on_redis_open_sockets_count_at_every_instance_and_a_killed_ones_free_within_the_lease() {
+    let redis = RedisServer::start();
+    let upstream = echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lease = Duration::from_millis(600);
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  slot_lease: 600ms\n",
+        redis.url()
+    );
+    let config = write_config(dir.path(), upstream, "60s", &store);
+    let mut first = Server::start(&config);
+    let second = Server::start(&config);
+
+    let mut sockets = Vec::new();
+    for i in 0..3 {
+        let mut socket = open(&first, "k").await.unwrap();
+        round_trip(&mut socket, Message::text(format!("first {i}"))).await;
+        sockets.push(socket);
+    }
+    let refused = |weir| async move {
+        matches!(open(weir, "k").await, Err(Error::Http(r)) if r.status() == 429)
+    };
+    assert!(
+        refused(&second).await,
+        "a 4th socket of the key at the other instance"
+    );
+    // Open past several leases: their slots are renewed while the sockets last.
+    tokio::time::sleep(lease * 3).await;
+    round_trip(&mut sockets[0], Message::text("still open")).await;
+    assert!(refused(&second).await, "the open sockets stopped counting");
+
+    // A socket closed at the first instance frees its slot for the second.
+    let mut closing = sockets.pop().unwrap();
+    closing.close(None).await.unwrap();
+    while closing.next().await.is_some() {}
+    drop(closing);
+    let (mut other, _) = until_open(&second, "k", Duration::from_secs(5)).await;
+    round_trip(&mut other, Message::text("at the second")).await;
+    assert!(refused(&second).await);
+
+    // The instance holding two of them dies: their slots are free within a lease of
+    // its last renewal (every third of it), so within the lease from now.
+    first.child.kill().unwrap();
+    let killed = Instant::now();
+    let (mut fresh, freed) = until_open(&second, "k", Duration::from_secs(5)).await;
+    assert!(
+        freed <= lease + Duration::from_millis(250),
+        "freed after {freed:?}"
+    );
+    assert!(
+        killed.elapsed() >= lease / 2,
+        "freed too early: {:?}",
+        killed.elapsed()
+    );
+    round_trip(&mut fresh, Message::text("after the crash")).await;
+    let (_third, _) = until_open(&second, "k", Duration::from_secs(5)).await;
+    // The second's own two sockets, and the one more: the limit again.
+    assert!(refused(&second).await);
+    drop(sockets);
 }

@@ -5,7 +5,9 @@
 //! The store remembers the slots it holds and renews them (`renew`, a loop started
 //! with the health loop) every third of their lease, so a slot lives while its
 //! request does; a slot of an instance that died is dropped at the first take after
-//! its deadline: at most `lease` after the instance's last renewal. Deadlines are on
+//! its deadline: at most `lease` after the instance's last renewal. A take waits at
+//! most half the lease for its answer, so a request never starts on a slot that may
+//! have expired (the model in crates/weir-lease-model checks both). Deadlines are on
 //! Redis's clock (`TIME`), whatever the store's clock for checks, so that instances
 //! whose clocks differ hold slots alike.
 
@@ -44,8 +46,63 @@ fn slots_key(prefix: &str, key: Key<'_>) -> String {
     state
 }
 
+/// How long a take waits for its answer: half the lease, so that a request starts
+/// with at least half its slot's lease ahead, time for its first renewal (due a third
+/// of the lease after the take was sent) to land. A take answered later would start a
+/// request whose slot may already have expired and been taken by another (found by
+/// the model in crates/weir-lease-model, src/slots); it is refused as a timeout (the
+/// rule's failure policy decides), and its slot given back ([`Unanswered`]).
+fn take_wait(lease: Duration) -> Duration {
+    lease / 2
+}
+
 fn millis(lease: Duration) -> u64 {
     u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// A take sent whose answer has not come: if it ends otherwise (an error, a timeout,
+/// the caller giving up and dropping the call), the script may have run all the same
+/// and taken a slot no request holds, which would count against the key until its
+/// lease ran out. Given back when dropped unanswered: `ZREM` in a task, on the same
+/// connection, so after the take.
+struct Unanswered {
+    connection: Option<super::Connection>,
+    names: Vec<String>,
+    id: u64,
+    timeout: Duration,
+}
+
+impl Unanswered {
+    /// The take was answered: nothing to give back.
+    fn answered(mut self) {
+        self.connection = None;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let Some(connection) = self.connection.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (names, id, timeout) = (std::mem::take(&mut self.names), self.id, self.timeout);
+        runtime.spawn(async move {
+            for name in names {
+                let mut command = Cmd::new();
+                command.arg("ZREM").arg(&name).arg(id);
+                let failed = match super::send(connection.clone(), &command, timeout).await {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(error)) => Some(classify(error)),
+                    Err(error) => Some(error),
+                };
+                if let Some(error) = failed {
+                    tracing::warn!(%error, "could not give back the slot of a take that was not answered; it expires with its lease");
+                }
+            }
+        });
+    }
 }
 
 impl RedisStore {
@@ -119,7 +176,20 @@ impl RedisStore {
         for take in takes {
             command.arg(take.limit);
         }
-        let reply = self.query(&command).await?.map_err(classify)?;
+        let sent = Instant::now();
+        let within = take_wait(lease);
+        let unanswered = Unanswered {
+            connection: self.connection.load().as_deref().cloned(),
+            names: names.clone(),
+            id,
+            timeout: self.timeout,
+        };
+        let Ok(reply) = tokio::time::timeout(within, self.query(&command)).await else {
+            // Answered too late for a request to start on it (`unanswered` gives the
+            // slot back if the take ran).
+            return Err(StoreError::Timeout(within));
+        };
+        let reply = reply?.map_err(classify)?;
         let values: Vec<i64> = redis::from_redis_value(reply)
             .map_err(|e| StoreError::Protocol(format!("a slot take answered: {e}")))?;
         if values.len() != takes.len() + 1 {
@@ -128,6 +198,7 @@ impl RedisStore {
                 values.len()
             )));
         }
+        unanswered.answered();
         let allowed = values[0] == 1;
         if allowed {
             let mut held = self.slots.keys.lock();
@@ -135,10 +206,13 @@ impl RedisStore {
                 let entry = held.entry(name).or_insert_with(|| HeldKey {
                     ids: Vec::new(),
                     lease,
-                    renewed: Instant::now(),
+                    renewed: sent,
                 });
                 entry.ids.push(id);
                 entry.lease = entry.lease.min(lease);
+                // Renewals timed from when the take was sent: its slot's deadline is
+                // a lease after the take ran, which came after.
+                entry.renewed = entry.renewed.min(sent);
             }
         }
         Ok(values[1..]

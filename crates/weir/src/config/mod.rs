@@ -321,6 +321,16 @@ impl Config {
             list_files,
             files_sha256: None,
         };
+        if let StoreConfig::Redis(redis, fallback) = &config.store
+            && config.engine.rules.iter().any(|rule| rule.in_flight)
+            && redis.timeout >= fallback.slot_lease / 2
+        {
+            config.warnings.push(format!(
+                "store.slot_lease: a `concurrency` slot's take waits at most half the lease ({:?}), less than `timeout` ({:?}): a take Redis answers later is refused as a store timeout; keep `timeout` below half of `slot_lease`",
+                fallback.slot_lease / 2,
+                redis.timeout
+            ));
+        }
         let files = config.watched_files();
         if !files.is_empty() {
             config.files_sha256 = Some(tls::files_sha256(&files).unwrap_or_default());

@@ -1,7 +1,10 @@
 -- Slots of requests in flight (`algorithm: concurrency`): a sorted set per key,
 -- `<state key>:slots`, of slot ids scored by their deadline in milliseconds on Redis's
 -- clock. Slots past their deadline are dropped at each take; the set expires with its
--- newest deadline.
+-- latest deadline: its TTL only ever grows (`outlive`), so a take or renewal with a
+-- shorter lease than another instance's (a rolling change of `store.slot_lease`)
+-- never expires the set under a slot still in flight (found by the model in
+-- crates/weir-lease-model, src/slots).
 --
 -- take:  KEYS = the sets; ARGV = 'take', id, lease ms, the limit of each set.
 --        Returns {allowed (1/0), free slots of each set}; all or nothing.
@@ -9,6 +12,11 @@
 --        id still held (not expired) to now + lease; returns how many were.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function outlive(key, lease)
+  if redis.call('PTTL', key) < lease then
+    redis.call('PEXPIRE', key, lease)
+  end
+end
 if ARGV[1] == 'take' then
   local id = ARGV[2]
   local lease = tonumber(ARGV[3])
@@ -26,7 +34,7 @@ if ARGV[1] == 'take' then
   if allowed == 1 then
     for i, key in ipairs(KEYS) do
       redis.call('ZADD', key, now + lease, id)
-      redis.call('PEXPIRE', key, lease)
+      outlive(key, lease)
       free[i] = free[i] - 1
     end
   end
@@ -44,6 +52,6 @@ for i = 3, #ARGV do
   end
 end
 if kept > 0 then
-  redis.call('PEXPIRE', key, lease)
+  outlive(key, lease)
 end
 return kept
