@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
+use redis::{AsyncConnectionConfig, RedisError};
 
 use weir_core::{Algorithm, Clock, Policy};
 
+use super::link::Link;
+use super::server_name::CLUSTER_REFUSAL;
 use super::{Connection, RedisStore, RedisStoreConfig, RedisTarget, access, classify, sentinel};
 use crate::{Check, Key, Store, StoreError};
 
@@ -41,6 +43,16 @@ pub(super) async fn open(
     config: &RedisStoreConfig,
     within: Duration,
 ) -> Result<(Connection, String), StoreError> {
+    let named = config
+        .access
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.server_name.as_ref());
+    if matches!(config.target, RedisTarget::Cluster(_)) && named.is_some() {
+        return Err(StoreError::Refused(format!(
+            "TLS: no server name can be checked on a Redis Cluster: {CLUSTER_REFUSAL}"
+        )));
+    }
     let timeout = config.timeout;
     let started = tokio::time::Instant::now();
     // A single server's URL, or the primary's as the sentinels name it now.
@@ -58,13 +70,30 @@ pub(super) async fn open(
     let connect = async {
         match &config.target {
             RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => {
-                let client = access::single_client(&url, &config.access)?;
-                let manager = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(1);
-                let connection = ConnectionManager::new_with_config(client, manager).await?;
-                Ok::<_, RedisError>(Connection::Single(connection))
+                let (client, pinned) = access::single_client(&url, &config.access)?;
+                let link = match pinned {
+                    // Under a server name: the resolver it needs, which a connection
+                    // manager does not take.
+                    Some(pinned) => {
+                        let direct = AsyncConnectionConfig::new()
+                            .set_connection_timeout(Some(timeout))
+                            .set_response_timeout(Some(timeout))
+                            .set_dns_resolver(pinned);
+                        Link::Named(
+                            client
+                                .get_multiplexed_async_connection_with_config(&direct)
+                                .await?,
+                        )
+                    }
+                    None => {
+                        let manager = ConnectionManagerConfig::new()
+                            .set_connection_timeout(Some(timeout))
+                            .set_response_timeout(Some(timeout))
+                            .set_number_of_retries(1);
+                        Link::Managed(ConnectionManager::new_with_config(client, manager).await?)
+                    }
+                };
+                Ok::<_, RedisError>(Connection::Single(link))
             }
             RedisTarget::Cluster(nodes) => {
                 let builder = ClusterClient::builder(nodes.iter().map(String::as_str));

@@ -26,13 +26,16 @@ mod dispatch;
 mod keys;
 mod lease;
 mod library;
+mod link;
 mod params;
 mod probe;
 mod script;
 mod sentinel;
+mod server_name;
 mod settle;
 mod share;
 mod slots;
+mod switches;
 mod table;
 
 use std::ops::RangeInclusive;
@@ -41,7 +44,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
@@ -56,6 +58,7 @@ pub use self::keys::hash_slot;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
+pub use self::server_name::{CLUSTER_REFUSAL, check_server_name};
 pub use self::table::TableSnapshot;
 use crate::{
     Check, Key, LeaseStore, Settled, ShareStore, SlotStore, SlotTake, SlotsFree, Store, StoreError,
@@ -138,7 +141,7 @@ pub struct RedisStoreConfig {
 
 #[derive(Clone)]
 enum Connection {
-    Single(ConnectionManager),
+    Single(link::Link),
     Cluster(ClusterConnection),
 }
 
@@ -202,6 +205,17 @@ impl RedisStore {
         let store = Arc::new(Self::unconnected(config, clock, false));
         tokio::spawn(watch(Arc::downgrade(&store), store.health()));
         tokio::spawn(slots::renew(Arc::downgrade(&store)));
+        if let RedisTarget::Sentinel { sentinels, master } = &config.target {
+            for sentinel in sentinels {
+                tokio::spawn(switches::watch(
+                    Arc::downgrade(&store),
+                    sentinel.clone(),
+                    master.clone(),
+                    config.access.clone(),
+                    store.timeout,
+                ));
+            }
+        }
         store
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::{AsyncConnectionConfig, Value};
 
 use super::RedisAccess;
-use super::access;
+use super::{access, server_name};
 use crate::StoreError;
 
 /// The URL of the primary that the first of `sentinels` to answer names for
@@ -30,6 +30,7 @@ pub(super) async fn primary(
         tls: access.tls.clone(),
     };
     let mut failures = Vec::new();
+    let mut refused = false;
     for sentinel in sentinels {
         match ask(sentinel, master, &tls_only, timeout).await {
             Ok(Some((host, port))) => {
@@ -44,13 +45,31 @@ pub(super) async fn primary(
                 "{}: knows no primary named {master}",
                 access::redacted(sentinel)
             )),
-            Err(error) => failures.push(format!("{}: {error}", access::redacted(sentinel))),
+            Err(Failure::Refused(reason)) => {
+                refused = true;
+                failures.push(format!("{}: {reason}", access::redacted(sentinel)));
+            }
+            Err(Failure::Down(error)) => {
+                failures.push(format!("{}: {error}", access::redacted(sentinel)));
+            }
         }
     }
-    Err(StoreError::Unavailable(format!(
-        "no sentinel named a primary: {}",
-        failures.join("; ")
-    )))
+    let said = format!("no sentinel named a primary: {}", failures.join("; "));
+    // A sentinel that refused weir (its certificate, its password) does not mend by
+    // waiting, and the others did not answer at all.
+    Err(if refused {
+        StoreError::Refused(said)
+    } else {
+        StoreError::Unavailable(said)
+    })
+}
+
+/// Why a sentinel did not name a primary.
+enum Failure {
+    /// It refused weir: a certificate that does not verify, a password it rejects.
+    Refused(String),
+    /// It did not answer, or answered what weir cannot read.
+    Down(String),
 }
 
 /// `SENTINEL GET-MASTER-ADDR-BY-NAME master` on `sentinel`: its primary's host and
@@ -60,11 +79,19 @@ async fn ask(
     master: &str,
     access: &RedisAccess,
     timeout: Duration,
-) -> Result<Option<(String, u16)>, String> {
-    let client = access::single_client(sentinel, access).map_err(|e| e.to_string())?;
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
+) -> Result<Option<(String, u16)>, Failure> {
+    let user = access::user(access, sentinel);
+    let failed = |error: redis::RedisError| match access::refusal(&error, &user) {
+        Some(reason) => Failure::Refused(reason),
+        None => Failure::Down(error.to_string()),
+    };
+    let (client, pinned) = access::single_client(sentinel, access).map_err(failed)?;
+    let config = server_name::with_resolver(
+        AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout)),
+        pinned,
+    );
     let asked = async {
         let mut connection = client
             .get_multiplexed_async_connection_with_config(&config)
@@ -77,8 +104,13 @@ async fn ask(
     };
     let answer = tokio::time::timeout(timeout, asked)
         .await
-        .map_err(|_| format!("no answer within {timeout:?}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| Failure::Down(format!("no answer within {timeout:?}")))?
+        .map_err(failed)?;
+    read_address(answer).map_err(Failure::Down)
+}
+
+/// The host and port of an answer to `SENTINEL GET-MASTER-ADDR-BY-NAME`.
+fn read_address(answer: Value) -> Result<Option<(String, u16)>, String> {
     match answer {
         Value::Nil => Ok(None),
         Value::Array(parts) => match parts.as_slice() {
