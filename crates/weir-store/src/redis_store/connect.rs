@@ -14,6 +14,7 @@ use redis::{AsyncConnectionConfig, RedisError};
 use weir_core::{Algorithm, Clock, Policy};
 
 use super::link::Link;
+use super::sentinel::SentinelLinks;
 use super::server_name::CLUSTER_REFUSAL;
 use super::{Connection, RedisStore, RedisStoreConfig, RedisTarget, access, classify, sentinel};
 use crate::{Check, Key, Store, StoreError};
@@ -41,6 +42,7 @@ fn first_url(config: &RedisStoreConfig) -> &str {
 /// sentinels name) within `within`.
 pub(super) async fn open(
     config: &RedisStoreConfig,
+    links: &SentinelLinks,
     within: Duration,
 ) -> Result<(Connection, String), StoreError> {
     let named = config
@@ -60,7 +62,7 @@ pub(super) async fn open(
         RedisTarget::Single(url) => url.clone(),
         RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
             within,
-            sentinel::primary(sentinels, master, &config.access, timeout),
+            sentinel::primary(sentinels, master, &config.access, timeout, links),
         )
         .await
         .map_err(|_| StoreError::Timeout(within))??,
@@ -142,8 +144,8 @@ impl RedisStore {
         config: &RedisStoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<(), StoreError> {
-        let (connection, _) = open(config, first_connect_within(config)).await?;
         let store = Self::unconnected(config, clock, true);
+        let (connection, _) = open(config, &store.sentinels, first_connect_within(config)).await?;
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
         let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {

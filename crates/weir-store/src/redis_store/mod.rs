@@ -168,6 +168,8 @@ pub struct RedisStore {
     primary: parking_lot::Mutex<String>,
     /// The slots of requests in flight this store holds, renewed while held.
     slots: slots::Held,
+    /// Connections to the sentinels (of a Sentinel target), kept between asks.
+    sentinels: sentinel::SentinelLinks,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -189,7 +191,8 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let store = Self::unconnected(config, clock, true);
-        let (connection, primary) = open(config, first_connect_within(config)).await?;
+        let (connection, primary) =
+            open(config, &store.sentinels, first_connect_within(config)).await?;
         *store.primary.lock() = primary;
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
@@ -260,6 +263,7 @@ impl RedisStore {
             topology: parking_lot::Mutex::default(),
             primary: parking_lot::Mutex::default(),
             slots: slots::Held::default(),
+            sentinels: sentinel::SentinelLinks::default(),
         }
     }
 
@@ -459,7 +463,7 @@ impl RedisStore {
             },
             None => first_connect_within(&self.config),
         };
-        let (fresh, primary) = open(&self.config, within).await?;
+        let (fresh, primary) = open(&self.config, &self.sentinels, within).await?;
         let (lost, primaries) = self.probe_connection(&fresh, false).await?;
         self.connection.store(Some(Arc::new(fresh)));
         *self.primary.lock() = primary;
@@ -476,7 +480,14 @@ impl RedisStore {
         let RedisTarget::Sentinel { sentinels, master } = &self.config.target else {
             return false;
         };
-        match sentinel::primary(sentinels, master, &self.config.access, self.timeout).await {
+        let asked = sentinel::primary(
+            sentinels,
+            master,
+            &self.config.access,
+            self.timeout,
+            &self.sentinels,
+        );
+        match asked.await {
             Ok(named) if named != *self.primary.lock() => {
                 tracing::info!(
                     primary = %named,

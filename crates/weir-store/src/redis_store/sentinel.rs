@@ -3,11 +3,15 @@
 //! weir connects to the primary the sentinels name, as to a single server. It follows
 //! a failover through the health loop: a primary that stops answering, or answers as
 //! a replica (`ROLE`; `READONLY` to a check), is lost, and each probe while it is
-//! lost opens a fresh connection, which asks the sentinels again. Until they name a
-//! primary that answers, each rule's failure policy applies.
+//! lost opens a fresh connection, which asks the sentinels again (on connections to
+//! them kept between asks, [`SentinelLinks`]). Until they name a primary that
+//! answers, each rule's failure policy applies.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
 use super::RedisAccess;
@@ -23,6 +27,7 @@ pub(super) async fn primary(
     master: &str,
     access: &RedisAccess,
     timeout: Duration,
+    links: &SentinelLinks,
 ) -> Result<String, StoreError> {
     let tls_only = RedisAccess {
         username: None,
@@ -32,7 +37,7 @@ pub(super) async fn primary(
     let mut failures = Vec::new();
     let mut refused = false;
     for sentinel in sentinels {
-        match ask(sentinel, master, &tls_only, timeout).await {
+        match ask(sentinel, master, &tls_only, timeout, links).await {
             Ok(Some((host, port))) => {
                 let scheme = if sentinel.starts_with("rediss://") {
                     "rediss"
@@ -72,14 +77,40 @@ enum Failure {
     Down(String),
 }
 
+/// The connections to the sentinels, kept from one ask to the next: the health loop
+/// asks every 500 ms, and a fresh connection each time would cost a TLS handshake
+/// (and redis-rs 1.8 loads the system's roots for each TLS connection, even with a
+/// CA given: `create_rustls_config` in its `src/connection.rs`).
+#[derive(Default)]
+pub(super) struct SentinelLinks(Mutex<HashMap<String, MultiplexedConnection>>);
+
 /// `SENTINEL GET-MASTER-ADDR-BY-NAME master` on `sentinel`: its primary's host and
-/// port, none when it knows no such master.
+/// port, none when it knows no such master. On the kept connection, else (none, or
+/// it failed) on a fresh one, which is kept.
 async fn ask(
     sentinel: &str,
     master: &str,
     access: &RedisAccess,
     timeout: Duration,
+    links: &SentinelLinks,
 ) -> Result<Option<(String, u16)>, Failure> {
+    let kept = links.0.lock().get(sentinel).cloned();
+    if let Some(mut connection) = kept {
+        let answer = tokio::time::timeout(timeout, get_master_addr(&mut connection, master)).await;
+        match answer {
+            Ok(Ok(answer)) => return read_address(answer).map_err(Failure::Down),
+            // A sentinel that does not answer within the timeout is not waited for
+            // twice; one that closed the connection (restarted) is asked again on a
+            // fresh one.
+            Err(_) => {
+                links.0.lock().remove(sentinel);
+                return Err(Failure::Down(format!("no answer within {timeout:?}")));
+            }
+            Ok(Err(_)) => {
+                links.0.lock().remove(sentinel);
+            }
+        }
+    }
     let user = access::user(access, sentinel);
     let failed = |error: redis::RedisError| match access::refusal(&error, &user) {
         Some(reason) => Failure::Refused(reason),
@@ -96,17 +127,26 @@ async fn ask(
         let mut connection = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
-        redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(master)
-            .query_async::<Value>(&mut connection)
-            .await
+        let answer = get_master_addr(&mut connection, master).await?;
+        Ok::<_, redis::RedisError>((connection, answer))
     };
-    let answer = tokio::time::timeout(timeout, asked)
+    let (connection, answer) = tokio::time::timeout(timeout, asked)
         .await
         .map_err(|_| Failure::Down(format!("no answer within {timeout:?}")))?
         .map_err(failed)?;
+    links.0.lock().insert(sentinel.to_owned(), connection);
     read_address(answer).map_err(Failure::Down)
+}
+
+async fn get_master_addr(
+    connection: &mut MultiplexedConnection,
+    master: &str,
+) -> redis::RedisResult<Value> {
+    redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(master)
+        .query_async::<Value>(connection)
+        .await
 }
 
 /// The host and port of an answer to `SENTINEL GET-MASTER-ADDR-BY-NAME`.
