@@ -23,6 +23,8 @@ use weir_testkit::{MASTER, RedisSentinels, RedisServer, TestCerts};
 /// 2026-11-30 10:00:00 UTC, in nanoseconds.
 const START: u64 = 1_796_032_800_000_000_000;
 const TIMEOUT: Duration = Duration::from_millis(200);
+/// The store's timeout over TLS (see its test).
+const TLS_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn config(sentinels: &RedisSentinels) -> RedisStoreConfig {
     RedisStoreConfig {
@@ -211,6 +213,11 @@ async fn through_tls_sentinels_two_clients_admit_exactly_and_follow_a_failover()
     let certs = TestCerts::new();
     let mut set = RedisSentinels::start_tls(&certs);
     let mut cfg = config(&set);
+    // Each TLS connection builds its rustls configuration, loading the system's roots
+    // (redis-rs 1.8 does, even with a CA given): tens of milliseconds of CPU in a
+    // debug build, so asking a sentinel and connecting to the primary on a loaded
+    // host overran 200 ms, and the store followed only seconds later.
+    cfg.timeout = TLS_TIMEOUT;
     cfg.access.tls = Some(RedisTls {
         ca: Some(std::fs::read(&certs.ca).unwrap()),
         client: None,
