@@ -42,14 +42,14 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 /// What the connection tells the subscription's loop.
 #[derive(Debug)]
 enum Event {
-    /// A `+switch-master` for the watched master.
+    /// A message of [`CHANNELS`] about the watched master.
     Switch,
     /// The connection closed.
     Dropped,
 }
 
-/// Subscribes to `+switch-master` on `sentinel` while `store` lives, waking its
-/// health loop on each switch of `master`; remade when it drops. TLS from
+/// Subscribes to [`CHANNELS`] on `sentinel` while `store` lives, waking its health
+/// loop on each message about `master`; remade when it drops. TLS from
 /// `access` (the sentinel's credentials are its URL's, as in `sentinel::primary`).
 pub(super) async fn watch(
     store: Weak<RedisStore>,
@@ -71,7 +71,7 @@ pub(super) async fn watch(
             Ok((connection, events)) => {
                 tracing::debug!(
                     sentinel = %access::redacted(&sentinel),
-                    "subscribed to the sentinel's +switch-master"
+                    "subscribed to the sentinel's failover announcements"
                 );
                 if follow(&store, connection, events, timeout).await.is_none() {
                     return;
@@ -80,7 +80,7 @@ pub(super) async fn watch(
             Err(error) => tracing::debug!(
                 sentinel = %access::redacted(&sentinel),
                 %error,
-                "cannot subscribe to the sentinel's +switch-master; asking it every 500 ms instead"
+                "cannot subscribe to the sentinel's failover announcements; asking it every 500 ms instead"
             ),
         }
         tokio::time::sleep(RESUBSCRIBE_AFTER).await;
@@ -107,8 +107,8 @@ async fn follow(
             () = tokio::time::sleep(KEEPALIVE) => {
                 store.upgrade()?;
                 let ping = redis::cmd("PING");
-                let answer = tokio::time::timeout(timeout, ping.query_async::<Value>(&mut connection));
-                if !matches!(answer.await, Ok(Ok(_))) {
+                let answer = ping.query_async::<Value>(&mut connection);
+                if !matches!(tokio::time::timeout(timeout, answer).await, Ok(Ok(_))) {
                     return Some(());
                 }
             }
