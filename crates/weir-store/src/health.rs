@@ -120,6 +120,11 @@ impl StoreHealth {
         self.wake.notify_one();
     }
 
+    /// Asks the loop to probe at once, as when the sentinels announce a new primary.
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
     /// Records a probe's outcome (the slots it found lost, if the rest answered); logs
     /// when the store, or part of it, is lost or back.
     pub(crate) fn record(&self, probe: &Result<Vec<RangeInclusive<u16>>, StoreError>) {

@@ -2,7 +2,10 @@
 //! and three sentinels): two clients admit exactly the limit on the primary the
 //! sentinels name; the primary killed, no check waits past the store's timeout, and
 //! the store follows the primary the sentinels promote, measured from their switch;
-//! and a failover that leaves the old primary running is followed as well.
+//! a failover that leaves the old primary running is followed as well, at once, on
+//! the sentinels' `+switch-master`; a sentinel that floods that channel with junk
+//! costs a bounded number of probes, and its subscription is made again when it
+//! drops; and sentinels and primary reached by address, checked for a server name.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,11 +18,13 @@ use std::time::{Duration, Instant};
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
 use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, RedisTls, Store};
-use weir_testkit::{MASTER, RedisSentinels, TestCerts};
+use weir_testkit::{MASTER, RedisSentinels, RedisServer, TestCerts};
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds.
 const START: u64 = 1_796_032_800_000_000_000;
 const TIMEOUT: Duration = Duration::from_millis(200);
+/// The store's timeout over TLS (see its test).
+const TLS_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn config(sentinels: &RedisSentinels) -> RedisStoreConfig {
     RedisStoreConfig {
@@ -208,9 +213,15 @@ async fn through_tls_sentinels_two_clients_admit_exactly_and_follow_a_failover()
     let certs = TestCerts::new();
     let mut set = RedisSentinels::start_tls(&certs);
     let mut cfg = config(&set);
+    // Each TLS connection builds its rustls configuration, loading the system's roots
+    // (redis-rs 1.8 does, even with a CA given): tens of milliseconds of CPU in a
+    // debug build, so asking a sentinel and connecting to the primary on a loaded
+    // host overran 200 ms, and the store followed only seconds later.
+    cfg.timeout = TLS_TIMEOUT;
     cfg.access.tls = Some(RedisTls {
         ca: Some(std::fs::read(&certs.ca).unwrap()),
         client: None,
+        server_name: None,
     });
     let a = RedisStore::start(&cfg, clock());
     let b = RedisStore::start(&cfg, clock());
@@ -245,4 +256,111 @@ async fn through_tls_sentinels_two_clients_admit_exactly_and_follow_a_failover()
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(!decision.allowed, "{decision:?}");
+}
+
+/// A "sentinel" that floods `+switch-master` with junk and with messages naming the
+/// watched master (a plain Redis, listed last, so never asked for the primary): the
+/// store goes on checking, and its probes stay bounded (each wake is followed by a
+/// gap); killed and restarted, it has weir's subscription again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_flooding_junk_costs_bounded_probes_and_a_dropped_subscription_is_remade() {
+    let set = RedisSentinels::start();
+    let mut junk = RedisServer::start();
+    let mut cfg = config(&set);
+    if let RedisTarget::Sentinel { sentinels, .. } = &mut cfg.target {
+        sentinels.push(junk.url());
+    }
+    let store = RedisStore::start(&cfg, clock());
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    let subscribed = |junk: &RedisServer| junk.cli(&["PUBSUB", "NUMSUB", "+switch-master"]);
+    set.wait(Duration::from_secs(3), "weir to subscribe", |_| {
+        subscribed(&junk).lines().nth(1) == Some("1")
+    });
+
+    let client = redis::Client::open(junk.url()).unwrap();
+    let mut publisher = client.get_multiplexed_async_connection().await.unwrap();
+    let primary = set.server(set.primary_port());
+    let probes_before = primary.calls("role");
+    let policy = Policy::new(Algorithm::Gcra, 100_000, Duration::from_secs(3600), None).unwrap();
+    let key = Key {
+        rule: "r",
+        identity: "flood",
+    };
+    let flooding = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut sent = 0;
+    while flooding.elapsed() < Duration::from_secs(1) {
+        let mut pipe = redis::pipe();
+        for i in 0..200 {
+            let payload: &[u8] = match i % 3 {
+                0 => b"mymaster 127.0.0.1 1 127.0.0.1 2",
+                1 => b"\xff\x00 not a switch at all",
+                _ => b"",
+            };
+            pipe.cmd("PUBLISH")
+                .arg("+switch-master")
+                .arg(payload)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut publisher).await.unwrap();
+        sent += 200;
+        let asked = Instant::now();
+        store.check(key, &policy, 1).await.unwrap();
+        slowest = slowest.max(asked.elapsed());
+    }
+    let probes = primary.calls("role") - probes_before;
+    eprintln!("{sent} junk messages in 1 s: {probes} probes, slowest check {slowest:?}");
+    // At most one wake per 100 ms, beside the idle probes and the 500 ms poll.
+    assert!(probes <= 20, "{probes} probes under a flood");
+    assert!(
+        slowest < TIMEOUT,
+        "a check took {slowest:?} under the flood"
+    );
+
+    // The subscription drops with the server, and is made again when it is back.
+    junk.restart();
+    set.wait(Duration::from_secs(5), "weir to subscribe again", |_| {
+        subscribed(&junk).lines().nth(1) == Some("1")
+    });
+    store.check(key, &policy, 1).await.unwrap();
+}
+
+/// Sentinels, primary and replica with a certificate for a name only, reached by
+/// their addresses: with `server_name` weir finds and uses the primary; without it
+/// the sentinels' certificate is refused, with the name it was checked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_and_primary_reached_by_address_are_checked_for_the_server_name() {
+    let certs = TestCerts::new();
+    let set = RedisSentinels::start_tls_as(&certs, &certs.other_name);
+    let mut cfg = config(&set);
+    let tls = |server_name: Option<&str>| {
+        Some(RedisTls {
+            ca: Some(std::fs::read(&certs.ca).unwrap()),
+            client: None,
+            server_name: server_name.map(str::to_owned),
+        })
+    };
+    cfg.access.tls = tls(None);
+    let error = RedisStore::admitted(&cfg, clock()).await.unwrap_err();
+    let said = format!("{error:?}");
+    assert!(
+        matches!(error, weir_store::StoreError::Refused(_)),
+        "{said}"
+    );
+    assert!(said.contains("not valid for name"), "{said}");
+
+    cfg.access.tls = tls(Some("redis.elsewhere.test"));
+    RedisStore::admitted(&cfg, clock()).await.unwrap();
+    let store = RedisStore::start(&cfg, clock());
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    let policy = Policy::new(Algorithm::Gcra, 2, Duration::from_secs(3600), None).unwrap();
+    let key = Key {
+        rule: "r",
+        identity: "named",
+    };
+    let mut admitted = 0;
+    for _ in 0..3 {
+        admitted += u32::from(store.check(key, &policy, 1).await.unwrap().allowed);
+    }
+    assert_eq!(admitted, 2);
 }

@@ -2,7 +2,8 @@
 //! certificates the test makes: exact limits across two clients on a single server and
 //! on a 3-node cluster that talks TLS on its bus too; mutual TLS; and every server
 //! certificate that must not be trusted refused with its reason, never a fall back to
-//! cleartext.
+//! cleartext; and a server reached by address with its certificate checked for a
+//! configured server name.
 
 #![allow(
     clippy::unwrap_used,
@@ -41,6 +42,7 @@ fn trusting(certs: &TestCerts) -> RedisTls {
     RedisTls {
         ca: Some(std::fs::read(&certs.ca).unwrap()),
         client: None,
+        server_name: None,
     }
 }
 
@@ -177,4 +179,79 @@ async fn a_server_certificate_that_does_not_verify_is_refused_with_its_reason() 
         // No command of weir's reached Redis (a client's first is CLIENT SETINFO).
         assert_eq!(server.calls("client|setinfo"), 0, "{name}");
     }
+}
+
+/// A certificate for a name only (`redis.elsewhere.test`), the server reached by its
+/// address: with `server_name` set to that name weir connects, counts, and comes back
+/// after the server restarts; with another name it is refused, naming the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_reached_by_address_is_checked_for_the_configured_server_name() {
+    let certs = TestCerts::new();
+    let setup = TlsSetup {
+        ca: &certs.ca,
+        server: &certs.other_name,
+        mutual: false,
+    };
+    let mut server = RedisServer::start_tls(&setup, &[]);
+    let target = RedisTarget::Single(server.tls_url());
+    let named = |name: &str| {
+        config(
+            target.clone(),
+            RedisTls {
+                server_name: Some(name.to_owned()),
+                ..trusting(&certs)
+            },
+        )
+    };
+    let error = RedisStore::admitted(&named("redis.test"), clock())
+        .await
+        .unwrap_err();
+    let StoreError::Refused(said) = &error else {
+        panic!("another name: {error:?}");
+    };
+    assert!(said.contains("not valid for name \"redis.test\""), "{said}");
+    assert_eq!(server.calls("client|setinfo"), 0);
+
+    let cfg = named("redis.elsewhere.test");
+    RedisStore::admitted(&cfg, clock()).await.unwrap();
+    let a = Arc::new(RedisStore::connect(&cfg, clock()).await.unwrap());
+    let b = RedisStore::start(&cfg, clock());
+    assert!(b.wait_connected(Duration::from_secs(5)).await);
+    assert_eq!(admitted_by_two(a, b.clone(), "named").await, 25);
+
+    // The connection under a name is no connection manager: the health loop makes a
+    // new one when the server comes back.
+    server.restart();
+    let policy = Policy::new(Algorithm::Gcra, 1_000, Duration::from_secs(60), None).unwrap();
+    let key = Key {
+        rule: "r",
+        identity: "after",
+    };
+    let restarted = std::time::Instant::now();
+    while b.check(key, &policy, 1).await.is_err() {
+        assert!(
+            restarted.elapsed() < Duration::from_secs(5),
+            "no reconnection under the server name"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A cluster cannot check one name for nodes it reaches by their announced
+/// addresses: a server name is refused, never ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_refuses_a_server_name() {
+    let cfg = config(
+        RedisTarget::Cluster(vec!["rediss://127.0.0.1:1".to_owned()]),
+        RedisTls {
+            ca: None,
+            client: None,
+            server_name: Some("redis.test".to_owned()),
+        },
+    );
+    let error = RedisStore::admitted(&cfg, clock()).await.unwrap_err();
+    let StoreError::Refused(said) = &error else {
+        panic!("{error:?}");
+    };
+    assert!(said.contains("CLUSTER SLOTS"), "{said}");
 }

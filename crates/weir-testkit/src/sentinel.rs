@@ -1,13 +1,14 @@
 //! A primary, its replica and three Redis Sentinels watching them (as `mymaster`),
 //! quick to fail over: a primary is down after 500 ms without an answer.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
 use crate::redis::{RedisServer, TlsSetup, program};
-use crate::tls::TestCerts;
+use crate::tls::{CertFiles, TestCerts};
 
 /// The name the sentinels know the primary by.
 pub const MASTER: &str = "mymaster";
@@ -50,9 +51,15 @@ impl RedisSentinels {
     /// replication and the sentinels' links all TLS; [`RedisSentinels::urls`] are
     /// `rediss://`, and the sentinels name the primary's TLS port.
     pub fn start_tls(certs: &TestCerts) -> Self {
+        Self::start_tls_as(certs, &certs.server)
+    }
+
+    /// [`RedisSentinels::start_tls`], every server and sentinel presenting `server`
+    /// (one of `certs`, e.g. [`TestCerts::other_name`], for a name only).
+    pub fn start_tls_as(certs: &TestCerts, server: &CertFiles) -> Self {
         let setup = TlsSetup {
             ca: &certs.ca,
-            server: &certs.server,
+            server,
             mutual: false,
         };
         let primary = RedisServer::start_tls(&setup, &[]);
@@ -61,7 +68,7 @@ impl RedisSentinels {
             &["--replicaof", "127.0.0.1", &primary.tls_port().to_string()],
         );
         let sentinels: Vec<Sentinel> = (0..3)
-            .map(|_| sentinel(primary.tls_port(), Some(certs)))
+            .map(|_| sentinel(primary.tls_port(), Some((&certs.ca, server))))
             .collect();
         Self::meet(vec![primary, replica], sentinels)
     }
@@ -152,24 +159,24 @@ impl RedisSentinels {
     }
 }
 
-/// A sentinel on a free port watching the primary on `primary`, over TLS with
-/// `certs`' server certificate when given.
-fn sentinel(primary: u16, certs: Option<&TestCerts>) -> Sentinel {
+/// A sentinel on a free port watching the primary on `primary`, over TLS when given
+/// a CA and the certificate to present.
+fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>) -> Sentinel {
     for _ in 0..5 {
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = RedisServer::free_port();
-        let tls_port = certs.map(|_| RedisServer::free_port());
+        let tls_port = tls.map(|_| RedisServer::free_port());
         let conf = dir.path().join("sentinel.conf");
         let mut text = format!(
             "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
             dir.path().display()
         );
-        if let (Some(certs), Some(tls_port)) = (certs, tls_port) {
+        if let (Some((ca, server)), Some(tls_port)) = (tls, tls_port) {
             text.push_str(&format!(
                 "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-auth-clients no\ntls-replication yes\n",
-                certs.server.cert.display(),
-                certs.server.key.display(),
-                certs.ca.display()
+                server.cert.display(),
+                server.key.display(),
+                ca.display()
             ));
         }
         std::fs::write(&conf, text).expect("write sentinel.conf");

@@ -293,6 +293,55 @@ fn serve_on_tls_refuses_a_certificate_for_another_name_and_serves_on_a_good_one(
     }
 }
 
+/// A server certificate for a name only, the URL an address: `tls.server_name` with
+/// that name connects; without it, or with another name, `check-config --connect`
+/// and `serve` refuse with the name the certificate was checked for.
+#[test]
+fn serve_checks_the_configured_server_name_on_an_address_only_url() {
+    let certs = TestCerts::new();
+    let dir = tempfile::tempdir().unwrap();
+    let setup = TlsSetup {
+        ca: &certs.ca,
+        server: &certs.other_name,
+        mutual: false,
+    };
+    let redis = RedisServer::start_tls(&setup, &[]);
+    let ca = certs.ca.display();
+    for (name, refused_for) in [
+        ("", Some("not valid for name \"127.0.0.1\"")),
+        (
+            ", server_name: redis.test",
+            Some("not valid for name \"redis.test\""),
+        ),
+        (", server_name: redis.elsewhere.test", None),
+    ] {
+        let path = config(
+            dir.path(),
+            &format!(
+                "  type: redis\n  url: {}\n  tls: {{ ca_file: {ca}{name} }}\n",
+                redis.tls_url()
+            ),
+        );
+        let connected = check_config_with(&path, &["--connect"]);
+        let said = String::from_utf8_lossy(&connected.stderr);
+        let (_weir, served) = serve(&path, &dir.path().join("serve.log"));
+        match (refused_for, served) {
+            (None, Ok(addr)) => {
+                assert!(connected.status.success(), "{name}: {said}");
+                let answer = http(&addr, "POST", "/v1/check", r#"{"rule": "api", "key": "k"}"#);
+                assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+            }
+            (Some(reason), Err(output)) => {
+                assert!(!connected.status.success(), "{name}: connected");
+                assert!(said.contains(reason), "{name}: {said}");
+                let said = String::from_utf8_lossy(&output.stderr);
+                assert!(said.contains(reason), "{name}: {said}");
+            }
+            (expected, other) => panic!("{name}: refused for {expected:?}, but {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn check_config_names_the_field_of_each_access_mistake() {
     let certs = TestCerts::new();
@@ -372,6 +421,24 @@ fn check_config_names_the_field_of_each_access_mistake() {
             "  type: redis_sentinel\n  url: redis://127.0.0.1:6379\n  master_name: m\n".to_owned(),
             "store.url",
             "applies to type redis, not redis_sentinel",
+        ),
+        (
+            "  type: redis\n  url: rediss://127.0.0.1:6379\n  tls: { server_name: 127.0.0.1 }\n"
+                .to_owned(),
+            "store.tls.server_name",
+            "is an IP address",
+        ),
+        (
+            "  type: redis\n  url: rediss://127.0.0.1:6379\n  tls: { server_name: 'not a name' }\n"
+                .to_owned(),
+            "store.tls.server_name",
+            "is not a DNS name",
+        ),
+        (
+            "  type: redis_cluster\n  nodes: [rediss://127.0.0.1:1]\n  tls: { server_name: redis.test }\n"
+                .to_owned(),
+            "store.tls.server_name",
+            "announces (CLUSTER SLOTS)",
         ),
         (
             format!("  type: memory\n  tls: {{ {client} }}\n"),

@@ -16,6 +16,8 @@ use redis::{ClientTlsConfig, IntoConnectionInfo, RedisError, RedisResult, TlsCer
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::server_name::{self, Pinned};
+
 /// A password or a private key: used, compared, never printed (`Debug` says
 /// `<redacted>`, and there is no `Display`).
 #[derive(Clone, PartialEq, Eq)]
@@ -61,6 +63,9 @@ pub struct RedisTls {
     /// weir's own certificate chain and key (PEM), for servers that require mutual
     /// TLS.
     pub client: Option<ClientIdentity>,
+    /// The name the server's certificate must hold, when the URL gives an address
+    /// (see [`check_server_name`](super::check_server_name)); none: the URL's host.
+    pub server_name: Option<String>,
 }
 
 impl fmt::Debug for RedisTls {
@@ -68,6 +73,7 @@ impl fmt::Debug for RedisTls {
         f.debug_struct("RedisTls")
             .field("ca", &self.ca.as_ref().map(|pem| pem.len()))
             .field("client", &self.client)
+            .field("server_name", &self.server_name)
             .finish()
     }
 }
@@ -168,10 +174,14 @@ pub fn redacted(url: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The client of one server at `url`, with `access`.
-pub(super) fn single_client(url: &str, access: &RedisAccess) -> RedisResult<redis::Client> {
+/// The client of one server at `url`, with `access`, and the resolver its connections
+/// need when `access` names the server apart from the URL (see `server_name`).
+pub(super) fn single_client(
+    url: &str,
+    access: &RedisAccess,
+) -> RedisResult<(redis::Client, Option<Pinned>)> {
     install_crypto();
-    let mut info = url.into_connection_info()?;
+    let (mut info, pinned) = server_name::named(url, access)?;
     let mut settings = info.redis_settings().clone();
     if let Some(username) = &access.username {
         settings = settings.set_username(username);
@@ -180,10 +190,11 @@ pub(super) fn single_client(url: &str, access: &RedisAccess) -> RedisResult<redi
         settings = settings.set_password(password.expose());
     }
     info = info.set_redis_settings(settings);
-    match &access.tls {
-        Some(tls) => redis::Client::build_with_tls(info, certificates(tls)),
-        None => redis::Client::open(info),
-    }
+    let client = match &access.tls {
+        Some(tls) => redis::Client::build_with_tls(info, certificates(tls))?,
+        None => redis::Client::open(info)?,
+    };
+    Ok((client, pinned))
 }
 
 /// `builder` with `access`: credentials for every node, TLS certificates when given
@@ -296,6 +307,7 @@ mod tests {
                     cert: Vec::new(),
                     key: Secret::new("-----BEGIN PRIVATE KEY-----hunter2"),
                 }),
+                server_name: None,
             }),
         };
         let printed = format!("{access:?} {access:#?}");

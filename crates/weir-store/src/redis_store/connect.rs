@@ -7,12 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
+use redis::{AsyncConnectionConfig, RedisError};
 
 use weir_core::{Algorithm, Clock, Policy};
 
+use super::link::Link;
+use super::sentinel::SentinelLinks;
+use super::server_name::CLUSTER_REFUSAL;
 use super::{Connection, RedisStore, RedisStoreConfig, RedisTarget, access, classify, sentinel};
 use crate::{Check, Key, Store, StoreError};
 
@@ -39,8 +42,19 @@ fn first_url(config: &RedisStoreConfig) -> &str {
 /// sentinels name) within `within`.
 pub(super) async fn open(
     config: &RedisStoreConfig,
+    links: &SentinelLinks,
     within: Duration,
 ) -> Result<(Connection, String), StoreError> {
+    let named = config
+        .access
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.server_name.as_ref());
+    if matches!(config.target, RedisTarget::Cluster(_)) && named.is_some() {
+        return Err(StoreError::Refused(format!(
+            "TLS: no server name can be checked on a Redis Cluster: {CLUSTER_REFUSAL}"
+        )));
+    }
     let timeout = config.timeout;
     // Opening a connection (TCP, a TLS handshake, AUTH, HELLO) is not a check: it gets
     // the first connection's time, not a check's (a TLS handshake alone may take
@@ -52,7 +66,7 @@ pub(super) async fn open(
         RedisTarget::Single(url) => url.clone(),
         RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
             within,
-            sentinel::primary(sentinels, master, &config.access, timeout),
+            sentinel::primary(sentinels, master, &config.access, timeout, links),
         )
         .await
         .map_err(|_| StoreError::Timeout(within))??,
@@ -62,13 +76,30 @@ pub(super) async fn open(
     let connect = async {
         match &config.target {
             RedisTarget::Single(_) | RedisTarget::Sentinel { .. } => {
-                let client = access::single_client(&url, &config.access)?;
-                let manager = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(opening))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(1);
-                let connection = ConnectionManager::new_with_config(client, manager).await?;
-                Ok::<_, RedisError>(Connection::Single(connection))
+                let (client, pinned) = access::single_client(&url, &config.access)?;
+                let link = match pinned {
+                    // Under a server name: the resolver it needs, which a connection
+                    // manager does not take.
+                    Some(pinned) => {
+                        let direct = AsyncConnectionConfig::new()
+                            .set_connection_timeout(Some(opening))
+                            .set_response_timeout(Some(timeout))
+                            .set_dns_resolver(pinned);
+                        Link::Named(
+                            client
+                                .get_multiplexed_async_connection_with_config(&direct)
+                                .await?,
+                        )
+                    }
+                    None => {
+                        let manager = ConnectionManagerConfig::new()
+                            .set_connection_timeout(Some(opening))
+                            .set_response_timeout(Some(timeout))
+                            .set_number_of_retries(1);
+                        Link::Managed(ConnectionManager::new_with_config(client, manager).await?)
+                    }
+                };
+                Ok::<_, RedisError>(Connection::Single(link))
             }
             RedisTarget::Cluster(nodes) => {
                 let builder = ClusterClient::builder(nodes.iter().map(String::as_str));
@@ -117,8 +148,8 @@ impl RedisStore {
         config: &RedisStoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<(), StoreError> {
-        let (connection, _) = open(config, first_connect_within(config)).await?;
         let store = Self::unconnected(config, clock, true);
+        let (connection, _) = open(config, &store.sentinels, first_connect_within(config)).await?;
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
         let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {

@@ -27,13 +27,16 @@ mod keys;
 mod lease;
 mod ledger;
 mod library;
+mod link;
 mod params;
 mod probe;
 mod script;
 mod sentinel;
+mod server_name;
 mod settle;
 mod share;
 mod slots;
+mod switches;
 mod table;
 
 use std::ops::RangeInclusive;
@@ -42,7 +45,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 
-use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
@@ -59,6 +61,7 @@ pub use self::ledger::LedgerPage;
 use self::params::ScriptPolicy;
 pub use self::params::{RedisPolicyError, check_redis_policy};
 use self::probe::watch;
+pub use self::server_name::{CLUSTER_REFUSAL, check_server_name};
 pub use self::table::TableSnapshot;
 use crate::{
     Check, Key, LeaseStore, Settled, ShareStore, SlotStore, SlotTake, SlotsFree, Store, StoreError,
@@ -141,7 +144,7 @@ pub struct RedisStoreConfig {
 
 #[derive(Clone)]
 enum Connection {
-    Single(ConnectionManager),
+    Single(link::Link),
     Cluster(ClusterConnection),
 }
 
@@ -168,6 +171,8 @@ pub struct RedisStore {
     primary: parking_lot::Mutex<String>,
     /// The slots of requests in flight this store holds, renewed while held.
     slots: slots::Held,
+    /// Connections to the sentinels (of a Sentinel target), kept between asks.
+    sentinels: sentinel::SentinelLinks,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -189,7 +194,8 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let store = Self::unconnected(config, clock, true);
-        let (connection, primary) = open(config, first_connect_within(config)).await?;
+        let (connection, primary) =
+            open(config, &store.sentinels, first_connect_within(config)).await?;
         *store.primary.lock() = primary;
         store.connection.store(Some(Arc::new(connection)));
         store.prepare().await;
@@ -205,6 +211,17 @@ impl RedisStore {
         let store = Arc::new(Self::unconnected(config, clock, false));
         tokio::spawn(watch(Arc::downgrade(&store), store.health()));
         tokio::spawn(slots::renew(Arc::downgrade(&store)));
+        if let RedisTarget::Sentinel { sentinels, master } = &config.target {
+            for sentinel in sentinels {
+                tokio::spawn(switches::watch(
+                    Arc::downgrade(&store),
+                    sentinel.clone(),
+                    master.clone(),
+                    config.access.clone(),
+                    store.timeout,
+                ));
+            }
+        }
         store
     }
 
@@ -249,6 +266,7 @@ impl RedisStore {
             topology: parking_lot::Mutex::default(),
             primary: parking_lot::Mutex::default(),
             slots: slots::Held::default(),
+            sentinels: sentinel::SentinelLinks::default(),
         }
     }
 
@@ -448,7 +466,7 @@ impl RedisStore {
             },
             None => first_connect_within(&self.config),
         };
-        let (fresh, primary) = open(&self.config, within).await?;
+        let (fresh, primary) = open(&self.config, &self.sentinels, within).await?;
         let (lost, primaries) = self.probe_connection(&fresh, false).await?;
         self.connection.store(Some(Arc::new(fresh)));
         *self.primary.lock() = primary;
@@ -465,7 +483,14 @@ impl RedisStore {
         let RedisTarget::Sentinel { sentinels, master } = &self.config.target else {
             return false;
         };
-        match sentinel::primary(sentinels, master, &self.config.access, self.timeout).await {
+        let asked = sentinel::primary(
+            sentinels,
+            master,
+            &self.config.access,
+            self.timeout,
+            &self.sentinels,
+        );
+        match asked.await {
             Ok(named) if named != *self.primary.lock() => {
                 tracing::info!(
                     primary = %named,

@@ -52,7 +52,7 @@ const SENTINEL_EVERY: Duration = Duration::from_millis(500);
 /// answers, but refuses every write (`READONLY`): lost, as far as weir goes. A `ROLE`
 /// refused (an ACL user without it) tells nothing: the `PING` decides.
 pub(super) async fn ping_single(
-    connection: &redis::aio::ConnectionManager,
+    connection: &super::link::Link,
     timeout: Duration,
 ) -> Result<(), StoreError> {
     let mut c = connection.clone();
@@ -133,7 +133,7 @@ impl NodeLinks {
         let infos: Vec<ConnectionInfo> = urls
             .iter()
             .filter_map(|url| super::access::single_client(url, access).ok())
-            .map(|client| client.get_connection_info().clone())
+            .map(|(client, _)| client.get_connection_info().clone())
             .collect();
         let seeds = infos
             .iter()

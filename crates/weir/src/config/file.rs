@@ -351,6 +351,7 @@ pub(super) struct RawTls {
     pub(super) ca_file: Option<Spanned<String>>,
     pub(super) cert_file: Option<Spanned<String>>,
     pub(super) key_file: Option<Spanned<String>>,
+    pub(super) server_name: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -108,7 +108,7 @@ pub(super) fn access(
                 ),
             ));
         }
-        Some(tls) => Some(certificates(tls.value, errors)?),
+        Some(tls) => Some(certificates(tls.value, url_field, errors)?),
         None => None,
     };
     Ok(RedisAccess {
@@ -172,7 +172,29 @@ fn password_from_env(env: &Spanned<String>, errors: &Errors<'_>) -> Result<Secre
 }
 
 /// The `tls` block's files, read and parsed.
-fn certificates(raw: RawTls, errors: &Errors<'_>) -> Result<RedisTls, ConfigError> {
+fn certificates(
+    raw: RawTls,
+    url_field: &str,
+    errors: &Errors<'_>,
+) -> Result<RedisTls, ConfigError> {
+    let server_name = match raw.server_name {
+        Some(name) if url_field == "nodes" => {
+            return Err(errors.at(
+                name.referenced,
+                "store.tls.server_name",
+                format!(
+                    "redis_cluster cannot take a server name: {}",
+                    weir_store::REDIS_CLUSTER_SERVER_NAME
+                ),
+            ));
+        }
+        Some(name) => {
+            weir_store::check_server_name(&name.value)
+                .map_err(|reason| errors.at(name.referenced, "store.tls.server_name", reason))?;
+            Some(name.value)
+        }
+        None => None,
+    };
     let ca = match raw.ca_file {
         Some(file) => {
             let pem = errors.read(file.referenced, "store.tls.ca_file", &file.value)?;
@@ -248,7 +270,11 @@ fn certificates(raw: RawTls, errors: &Errors<'_>) -> Result<RedisTls, ConfigErro
         }
         (None, None) => None,
     };
-    Ok(RedisTls { ca, client })
+    Ok(RedisTls {
+        ca,
+        client,
+        server_name,
+    })
 }
 
 fn unusable(file: &Spanned<String>, errors: &Errors<'_>, reason: &str) -> String {

@@ -130,10 +130,15 @@ pub(super) fn region(
             RawPeer::Single(url) => RedisTarget::Single(url.clone()),
             RawPeer::Cluster(nodes) => RedisTarget::Cluster(nodes.clone()),
         };
-        let config = RedisStoreConfig {
+        let mut config = RedisStoreConfig {
             target,
             ..local.clone()
         };
+        // The server name is the local store's certificate's: a peer's is checked
+        // for its URL's host.
+        if let Some(tls) = &mut config.access.tls {
+            tls.server_name = None;
+        }
         peers.push((peer.clone(), config));
     }
     if peers.len() + 1 > weir_core::MAX_REGIONS as usize {
