@@ -170,6 +170,8 @@ pub struct Engine {
     store_kind: StoreKind,
     /// The bans this instance met (see `bans`).
     bans: bans::BanCache,
+    /// The named Envoy descriptor limits with bans.
+    envoy_bans: Vec<(String, OnLimited)>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -282,6 +284,7 @@ impl Engine {
             overrides,
             store_kind: spec.store,
             bans: bans::BanCache::default(),
+            envoy_bans: spec.envoy_bans.clone(),
         }
     }
 

@@ -10,6 +10,8 @@
 //!   failure: unavailable           # open: decide on this instance's local fallback
 //!   quota_mode: false              # true: every descriptor in quota mode (QUOTA_MODE)
 //!   merge_domains: false           # true: a domain may span files (MERGE_DOMAIN_CONFIG)
+//!   caller:
+//!     address: remote_address      # the entry carrying the client's address
 //! ```
 //!
 //! Every file of the directory is one domain (or part of one, with `merge_domains`) (files named with a leading `.` are left
@@ -46,6 +48,31 @@ pub(super) struct RawEnvoy {
     quota_mode: bool,
     #[serde(default)]
     merge_domains: bool,
+    #[serde(default)]
+    caller: RawCaller,
+}
+
+/// `caller`: which descriptor entries say who is calling.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCaller {
+    /// The key of the entry carrying the client's address: what Envoy's
+    /// `remote_address` action sends (`remote_address`) unless a configuration sends
+    /// it under another key.
+    #[serde(default = "default_address")]
+    address: String,
+}
+
+impl Default for RawCaller {
+    fn default() -> Self {
+        Self {
+            address: default_address(),
+        }
+    }
+}
+
+fn default_address() -> String {
+    "remote_address".to_owned()
 }
 
 /// What a store that cannot decide means.
@@ -99,7 +126,13 @@ pub(super) fn envoy(
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(path, format!("cannot read the file: {e}")))?;
         add_file(&mut digest, path, text.as_bytes());
-        file::read(on_redis, &text, path, &mut descriptors)?;
+        file::read(
+            on_redis,
+            &section.caller.address,
+            &text,
+            path,
+            &mut descriptors,
+        )?;
     }
     Ok(Some(EnvoyConfig {
         dir,

@@ -6,6 +6,7 @@
 
 mod also;
 mod ask;
+mod bans;
 mod groups;
 mod limits;
 mod should_rate_limit;

@@ -16,6 +16,7 @@ use std::time::Duration;
 use weir_core::Decision;
 use weir_store::{Check, Key, Store, StoreError};
 
+use super::bans;
 use super::groups::{self, Charge, Group};
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
@@ -52,12 +53,24 @@ impl Engine {
                 },
             )
             .collect();
+        // The descriptors banned (`x-weir: { on_limited }`): over, charging nothing.
+        let banned = match self.descriptor_bans(limits, &applied, &keys).await {
+            Ok(banned) => banned,
+            Err(error) => {
+                for _ in applied.iter().flatten() {
+                    self.metrics.envoy_descriptor(EnvoyOutcome::Unavailable);
+                }
+                self.log_unavailable(&error, ask.domain);
+                return Err(error);
+            }
+        };
         // Every counted limit, as (descriptor, policy, rule): a descriptor's own, then
         // its `also`, so that each descriptor's decisions come in its limits' order.
         let counted = |group: Group| {
             applied
                 .iter()
                 .enumerate()
+                .filter(|&(i, _)| banned[i].is_none())
                 .filter_map(|(i, limit)| Some((i, limit.as_deref()?)))
                 .filter(move |(_, limit)| Group::of(limits, limit) == group)
                 .flat_map(|(i, limit)| {
@@ -70,21 +83,24 @@ impl Engine {
         let over = |i: usize, decided: &[Decision]| {
             applied[i].as_deref().is_some_and(|l| {
                 !l.shadow_mode
-                    && match l.quota {
-                        Quota::Zero => ask.descriptors[i].hits > 0,
-                        Quota::Counted(_) => decided.iter().any(|d| !d.allowed),
-                        Quota::Unlimited => false,
-                    }
+                    && (banned[i].is_some()
+                        || match l.quota {
+                            Quota::Zero => ask.descriptors[i].hits > 0,
+                            Quota::Counted(_) => decided.iter().any(|d| !d.allowed),
+                            Quota::Unlimited => false,
+                        })
             })
         };
-        // With all-or-nothing, a descriptor whose limit is zero denies the request
-        // outright (unless it is a quota descriptor): the others are looked at, not
-        // charged.
+        // With all-or-nothing, a descriptor whose limit is zero, or that is banned,
+        // denies the request outright (unless it is a quota descriptor): the others
+        // are looked at, not charged.
         let zero_denies = limits.all_or_nothing
             && applied.iter().enumerate().any(|(i, limit)| {
                 let limit = limit.as_deref();
-                limit.is_some_and(|l| l.quota == Quota::Zero && !groups::is_quota(limits, Some(l)))
-                    && over(i, &[])
+                limit.is_some_and(|l| {
+                    (l.quota == Quota::Zero || banned[i].is_some())
+                        && !groups::is_quota(limits, Some(l))
+                }) && over(i, &[])
             });
         // Each descriptor's decisions, one per counted limit (none: not decided).
         let mut decisions: Vec<Vec<Decision>> = vec![Vec::new(); applied.len()];
@@ -155,8 +171,23 @@ impl Engine {
             .iter()
             .zip(&decisions)
             .zip(&ask.descriptors)
-            .map(|((limit, decided), asked)| self.status(limit.as_deref(), decided, asked.hits))
+            .zip(&banned)
+            .map(
+                |(((limit, decided), asked), banned)| match (limit.as_deref(), banned) {
+                    (Some(limit), Some(left)) => bans::banned_status(limit, *left),
+                    (limit, _) => self.status(limit, decided, asked.hits),
+                },
+            )
             .collect();
+        // Denied by its own limits (not banned already): a denial toward a ban.
+        let denied =
+            |i: usize| banned[i].is_none() && ask.descriptors[i].hits > 0 && over(i, &decisions[i]);
+        let store: &dyn Store = match self.fallback_store() {
+            Some(fallback) if fell_back => fallback,
+            _ => self.store.as_ref(),
+        };
+        self.count_descriptor_denials(store, &applied, denied, &keys)
+            .await;
         for ((status, limit), decided) in statuses.iter().zip(&applied).zip(&decisions) {
             let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
                 None => EnvoyOutcome::NoLimit,
