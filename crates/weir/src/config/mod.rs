@@ -293,12 +293,9 @@ impl Config {
             .flat_map(|e| e.descriptors.leases())
             .map(|(rule, plan)| (rule.to_owned(), plan))
             .collect();
-        let envoy_bans: Vec<_> = envoy
+        if let Some((name, _)) = envoy
             .iter()
-            .flat_map(|e| e.descriptors.bans().iter().cloned())
-            .collect();
-        if let Some((name, _)) = envoy_bans
-            .iter()
+            .flat_map(|e| e.descriptors.bans())
             .find(|(name, _)| rules.iter().any(|r| &r.name == name))
         {
             return Err(ConfigError::new(source, format!("an Envoy descriptor limit with `on_limited` is named `{name}`, as a rule is: their bans would be listed and lifted under one name (rename one)")).field("envoy.config_dir"));
@@ -311,7 +308,9 @@ impl Config {
                 store: store.kind(),
                 region,
                 envoy_leases,
-                envoy_bans,
+                envoy: envoy
+                    .as_ref()
+                    .map(|e| std::sync::Arc::new(e.descriptors.clone())),
                 max_owed,
                 slot_lease: match &store {
                     StoreConfig::Redis(_, fallback) => fallback.slot_lease,

@@ -346,7 +346,9 @@ impl Engine {
         match rule.and_then(|r| r.on_limited.as_ref()) {
             Some(on) => Some(on),
             None => self
-                .envoy_bans
+                .envoy
+                .as_ref()?
+                .bans()
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, on)| on),

@@ -170,8 +170,9 @@ pub struct Engine {
     store_kind: StoreKind,
     /// The bans this instance met (see `bans`).
     bans: bans::BanCache,
-    /// The named Envoy descriptor limits with bans.
-    envoy_bans: Vec<(String, OnLimited)>,
+    /// The Envoy descriptors, when configured (for the admin API: their named
+    /// limits' bans and overrides).
+    envoy: Option<Arc<Descriptors>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -284,7 +285,7 @@ impl Engine {
             overrides,
             store_kind: spec.store,
             bans: bans::BanCache::default(),
-            envoy_bans: spec.envoy_bans.clone(),
+            envoy: spec.envoy.clone(),
         }
     }
 

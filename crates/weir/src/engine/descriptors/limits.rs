@@ -301,6 +301,11 @@ impl Descriptors {
         &self.bans
     }
 
+    /// Every descriptor's limit.
+    pub(crate) fn limits(&self) -> impl Iterator<Item = &DescriptorLimit> {
+        self.nodes.iter().filter_map(|node| node.limit.as_ref())
+    }
+
     /// The leased rules of the descriptors, and their plans (for the leasing store).
     pub(crate) fn leases(&self) -> impl Iterator<Item = (&str, LeasePlan)> {
         self.nodes

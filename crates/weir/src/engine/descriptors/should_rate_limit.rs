@@ -53,6 +53,8 @@ impl Engine {
                 },
             )
             .collect();
+        // A named limit's override for the descriptor's key (`weir override set`).
+        let applied = self.descriptor_overrides(applied, &keys);
         // The descriptors banned (`x-weir: { on_limited }`): over, charging nothing.
         let banned = match self.descriptor_bans(limits, &applied, &keys).await {
             Ok(banned) => banned,
@@ -428,7 +430,7 @@ type Shared<'l> = Vec<(usize, &'l str)>;
 /// wildcard matched is written as the wildcard (`key==files/*`: the second `=`,
 /// unescaped, is never an escaped value's), so every value it matches shares one
 /// counter, apart from any value written so.
-fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str)]) -> String {
+pub(super) fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str)]) -> String {
     let mut out = String::with_capacity(domain.len() + entries.len() * 16);
     escape(&mut out, domain);
     for (i, (key, value)) in entries.iter().enumerate() {

@@ -1,9 +1,11 @@
-//! Bans at the Envoy door (`x-weir: { on_limited }` on a named descriptor limit): a
-//! client's descriptor denied `after` times within `within` is `OVER_LIMIT` until the
-//! ban's end, whatever its budget, and charges nothing; shared by two `weir serve`
-//! on one Redis, listed and lifted through `/admin/api/bans` by the limit's name; and
-//! `check-config` refuses a ban without a name, or on entries without the client's
-//! address.
+//! Operators' runtime controls at the Envoy door. Bans (`x-weir: { on_limited }` on a
+//! named descriptor limit): a client's descriptor denied `after` times within `within`
+//! is `OVER_LIMIT` until the ban's end, whatever its budget, and charges nothing;
+//! shared by two `weir serve` on one Redis, listed and lifted through
+//! `/admin/api/bans` by the limit's name; `check-config` refuses a ban without a
+//! name, or on entries without the client's address. Overrides on a named descriptor
+//! limit, set on one instance and applied by the other, one budget however the key is
+//! spelt, and bad input refused with the field, nothing stored.
 
 #![allow(
     clippy::unwrap_used,
@@ -16,8 +18,6 @@ mod common;
 #[path = "envoy/harness.rs"]
 mod harness;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -122,55 +122,61 @@ async fn all_or_nothing_a_banned_descriptor_denies_and_charges_no_other() {
     assert_eq!(path.statuses[0].limit_remaining, 99, "{path:?}");
 }
 
-/// One HTTP/1.1 request to the admin listener of `server` with the token.
-fn admin(server: &Server, method: &str, path: &str) -> (u16, Value) {
-    let mut stream = TcpStream::connect(server.admin.as_deref().unwrap()).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+/// One request to the admin listener of `server` with the token (and a JSON `body`).
+fn admin_with(server: &Server, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let addr = server.admin.as_deref().unwrap();
+    let (status, body) = common::call_with_token(addr, method, path, body, Some(TOKEN));
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
     )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// [`admin_with`] without a body.
+fn admin(server: &Server, method: &str, path: &str) -> (u16, Value) {
+    admin_with(server, method, path, "")
 }
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
 /// `ShouldRateLimit` on the gRPC door of `server` for the client's descriptor.
 async fn ask(server: &Server) -> Code {
-    let mut client =
-        RateLimitServiceClient::connect(format!("http://{}", server.grpc.as_deref().unwrap()))
-            .await
-            .unwrap();
-    let answer = client
-        .should_rate_limit(request("edge", &[CLIENT]))
+    code(&ask_for(server, "edge", CLIENT).await)
+}
+
+/// `ShouldRateLimit` on the gRPC door of `server` for one descriptor.
+async fn ask_for(server: &Server, domain: &str, entries: &[(&str, &str)]) -> RateLimitResponse {
+    let addr = server.grpc.as_deref().unwrap();
+    let mut client = RateLimitServiceClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    client
+        .should_rate_limit(request(domain, &[entries]))
         .await
         .unwrap()
-        .into_inner();
-    code(&answer)
+        .into_inner()
+}
+
+/// Two `weir serve` on one Redis with an admin API, serving `files`.
+fn two_on_redis(
+    redis: &RedisServer,
+    files: &[(&str, String)],
+) -> (Server, Server, tempfile::TempDir) {
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\nadmin:\n  token_file: token\n",
+        redis.url()
+    );
+    let dir = config_dir(files, "", &store);
+    std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
+    let config = dir.path().join("weir.yaml");
+    let start = || Server::start_with(&config, &["--grpc-listen", "127.0.0.1:0"], Stdio::null());
+    (start(), start(), dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ban_is_shared_on_redis_listed_and_lifted_by_the_limits_name() {
     let redis = RedisServer::start();
-    let dir = config_dir(
-        &[("edge.yaml", BANNING.to_owned())],
-        "",
-        &format!(
-            "store:\n  type: redis\n  url: {}\nadmin:\n  token_file: token\n",
-            redis.url()
-        ),
-    );
-    std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
-    let config = dir.path().join("weir.yaml");
-    let start = || Server::start_with(&config, &["--grpc-listen", "127.0.0.1:0"], Stdio::null());
-    let (a, b) = (start(), start());
+    let (a, b, _dir) = two_on_redis(&redis, &[("edge.yaml", BANNING.to_owned())]);
     assert_eq!(ask(&a).await, Code::Ok);
     assert_eq!(ask(&b).await, Code::Ok);
     // Denied on A, B, A: the third denial bans the client on both.
@@ -313,4 +319,134 @@ descriptors:
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Named limits to override: per client and path (2 an hour), per tenant (a shared
+/// wildcard: one budget for every `t-*`), and a name two limits share.
+const OVERRIDDEN: &str = "domain: api
+descriptors:
+  - key: remote_address
+    descriptors:
+      - key: path
+        rate_limit: { name: per_path, requests_per_unit: 2, unit: hour }
+  - key: tenant
+    value: t-*
+    share_threshold: true
+    rate_limit: { name: tenants, requests_per_unit: 3, unit: hour }
+    x-weir: { algorithm: sliding_log }
+  - key: one
+    rate_limit: { name: twice, requests_per_unit: 3, unit: hour }
+  - key: two
+    rate_limit: { name: twice, requests_per_unit: 3, unit: hour }
+";
+
+/// How many of `server`'s answers for `entries` are OK before the first over.
+async fn passes(server: &Server, entries: &[(&str, &str)]) -> u32 {
+    let mut passed = 0;
+    while code(&ask_for(server, "api", entries).await) == Code::Ok {
+        passed += 1;
+        assert!(passed < 100, "never over");
+    }
+    passed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_on_a_named_descriptor_limit_applies_on_every_instance() {
+    let redis = RedisServer::start();
+    let (a, b, _dir) = two_on_redis(&redis, &[("api.yaml", OVERRIDDEN.to_owned())]);
+    let key = "api|remote_address=203.0.113.9|path=/a";
+    let set = weir()
+        .args(["override", "set", "per_path", key, "--limit", "5"])
+        .args(["--reason", "partner", "--admin"])
+        .arg(format!("http://{}", a.admin.as_deref().unwrap()))
+        .env("WEIR_ADMIN_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    // B reads it within a second (its poll), then both count 5 for that key.
+    let set_at = Instant::now();
+    loop {
+        let (_, listed) = admin(&b, "GET", "/admin/api/overrides?rule=per_path");
+        if listed.as_array().is_some_and(|l| l.len() == 1) {
+            assert_eq!(listed[0]["key"], key, "{listed}");
+            break;
+        }
+        assert!(set_at.elapsed() < Duration::from_secs(2), "{listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let entries: &[(&str, &str)] = &[("remote_address", "203.0.113.9"), ("path", "/a")];
+    for server in [&a, &b, &a] {
+        assert_eq!(code(&ask_for(server, "api", entries).await), Code::Ok);
+    }
+    let status = ask_for(&b, "api", entries).await.statuses[0].clone();
+    assert_eq!(status.current_limit.unwrap().requests_per_unit, 5);
+    assert_eq!(status.limit_remaining, 1);
+    assert_eq!(passes(&a, entries).await, 1);
+    // Another path keeps the limit's own 2.
+    let other: &[(&str, &str)] = &[("remote_address", "203.0.113.9"), ("path", "/b")];
+    assert_eq!(passes(&b, other).await, 2);
+
+    // A shared wildcard: any value it matches names its one budget.
+    let put = |key: &str| format!("/admin/api/overrides/tenants/{}", key.replace('|', "%7C"));
+    let body = r#"{"limit": 6, "reason": "big tenant"}"#;
+    let (status, first) = admin_with(&a, "PUT", &put("api|tenant=t-1"), body);
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["key"], "api|tenant==t-*", "{first}");
+    let (status, second) = admin_with(&a, "PUT", &put("api|tenant=t-2"), body);
+    assert_eq!(status, 200, "{second}");
+    assert!(
+        !second["before"].is_null(),
+        "one override, replaced: {second}"
+    );
+    assert_eq!(passes(&a, &[("tenant", "t-9")]).await, 6);
+
+    // Bad input: the field named, nothing stored.
+    let refused = |path: &str, body: &str| {
+        let (status, answer) = admin_with(&a, "PUT", path, body);
+        (
+            status,
+            answer["detail"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let limit = r#"{"limit": 4, "reason": "x"}"#;
+    assert_eq!(
+        refused("/admin/api/overrides/nobody/api%7Cone=1", limit).0,
+        404
+    );
+    let (status, detail) = refused("/admin/api/overrides/twice/api%7Cone=1", limit);
+    assert_eq!(status, 400);
+    assert!(
+        detail.starts_with("`rule`: 2 Envoy descriptor limits are named `twice`"),
+        "{detail}"
+    );
+    let (status, detail) = refused("/admin/api/overrides/per_path/api%7Cpath=%2Fa", limit);
+    assert_eq!(status, 400);
+    assert!(
+        detail.starts_with("`key`: `api|path=/a` does not reach the descriptor limit `per_path`"),
+        "{detail}"
+    );
+    let (status, detail) = refused(
+        "/admin/api/overrides/per_path/api%7Cremote_address=%5Cx%7Cpath=%2Fa",
+        limit,
+    );
+    assert_eq!(status, 400);
+    assert!(detail.starts_with("`key`:"), "{detail}");
+    let (status, detail) = refused(
+        &put("api|tenant=t-1"),
+        r#"{"limit": 20000, "reason": "more than a log holds"}"#,
+    );
+    assert_eq!(status, 400);
+    assert!(detail.starts_with("`limit`:"), "{detail}");
+    let (_, listed) = admin(&a, "GET", "/admin/api/overrides");
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(listed[1]["limit"], 6, "{listed}");
+    // Deleted: the limit's own again.
+    let (status, _) = admin(&a, "DELETE", &put("api|tenant=t-3"));
+    assert_eq!(status, 200);
+    let (_, listed) = admin(&a, "GET", "/admin/api/overrides?rule=tenants");
+    assert_eq!(listed, serde_json::json!([]));
 }
