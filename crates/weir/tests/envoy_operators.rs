@@ -450,3 +450,57 @@ async fn an_override_on_a_named_descriptor_limit_applies_on_every_instance() {
     let (_, listed) = admin(&a, "GET", "/admin/api/overrides?rule=tenants");
     assert_eq!(listed, serde_json::json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lists_apply_to_descriptor_calls_by_address_and_api_key() {
+    let dir = config_dir(
+        &[("edge.yaml", BANNING.to_owned())],
+        "  caller:\n    api_key: api_key\n",
+        "identities:\n  api_key: { header: x-api-key }\nlists:\n  allow: { client_ip: [10.0.0.0/8], api_keys_file: keys.txt }\n  deny: { client_ip: [198.51.100.0/24] }\n",
+    );
+    std::fs::write(dir.path().join("keys.txt"), "internal-key\n").unwrap();
+    let weir = Harness::memory(dir).await;
+    // Allowed by address: never over, its statuses still counted (as shadow).
+    let inside: &[(&str, &str)] = &[("remote_address", "10.1.2.3")];
+    for remaining in [1, 0, 0, 0] {
+        let answer = weir.ask("edge", &[inside]).await;
+        assert_eq!(code(&answer), Code::Ok, "{answer:?}");
+        assert_eq!(answer.statuses[0].code, Code::Ok as i32);
+        assert_eq!(answer.statuses[0].limit_remaining, remaining);
+    }
+    // The same address IPv4-mapped is the same caller.
+    let mapped: &[(&str, &str)] = &[("remote_address", "::ffff:10.1.2.3")];
+    assert_eq!(code(&weir.ask("edge", &[mapped]).await), Code::Ok);
+    // Denied by address (mapped too): over, nothing counted, in any descriptor.
+    for address in ["198.51.100.7", "::ffff:198.51.100.7"] {
+        let denied = weir
+            .ask("edge", &[PATH, &[("remote_address", address)]])
+            .await;
+        assert_eq!(code(&denied), Code::OverLimit, "{address}");
+        assert_eq!(denied.statuses[0].code, Code::OverLimit as i32);
+    }
+    assert_eq!(weir.ask("edge", &[PATH]).await.statuses[0].limit_remaining, 99);
+    // A listed second address never moves a caller onto the allow list...
+    let outside: &[(&str, &str)] = &[("remote_address", "203.0.113.5")];
+    for _ in 0..2 {
+        weir.ask("edge", &[outside]).await;
+    }
+    let both = weir.ask("edge", &[outside, inside]).await;
+    assert_eq!(code(&both), Code::OverLimit, "{both:?}");
+    // ...nor off the deny list.
+    let deny: &[(&str, &str)] = &[("remote_address", "198.51.100.7")];
+    assert_eq!(code(&weir.ask("edge", &[inside, deny]).await), Code::OverLimit);
+    // Allowed by API key.
+    let keyed: &[(&str, &str)] = &[("api_key", "internal-key")];
+    let answer = weir.ask("edge", &[outside, keyed]).await;
+    assert_eq!(code(&answer), Code::Ok, "{answer:?}");
+    let text = weir.service.metrics.encode();
+    assert!(
+        text.contains("weir_list_matches_total{list=\"deny\",scope=\"global\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("weir_list_matches_total{list=\"allow\",scope=\"global\"} 6"),
+        "{text}"
+    );
+}

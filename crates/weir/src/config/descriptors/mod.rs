@@ -12,6 +12,7 @@
 //!   merge_domains: false           # true: a domain may span files (MERGE_DOMAIN_CONFIG)
 //!   caller:
 //!     address: remote_address      # the entry carrying the client's address
+//!     api_key: api_key             # the entry carrying the API key (none by default)
 //! ```
 //!
 //! Every file of the directory is one domain (or part of one, with `merge_domains`) (files named with a leading `.` are left
@@ -61,12 +62,16 @@ struct RawCaller {
     /// it under another key.
     #[serde(default = "default_address")]
     address: String,
+    /// The key of the entry carrying the caller's API key (matched against the
+    /// lists' API keys), if any.
+    api_key: Option<String>,
 }
 
 impl Default for RawCaller {
     fn default() -> Self {
         Self {
             address: default_address(),
+            api_key: None,
         }
     }
 }
@@ -121,6 +126,8 @@ pub(super) fn envoy(
     descriptors.fallback_instances = fallback_instances;
     descriptors.quota_mode = section.quota_mode;
     descriptors.merge_domains = section.merge_domains;
+    descriptors.caller_address = section.caller.address.clone();
+    descriptors.caller_api_key = section.caller.api_key.clone();
     let mut digest = Sha256::new();
     for path in &files {
         let text = std::fs::read_to_string(path)

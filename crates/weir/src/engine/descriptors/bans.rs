@@ -30,8 +30,8 @@ fn banning(limit: Option<&DescriptorLimit>) -> Option<(&str, &OnLimited)> {
 }
 
 impl Engine {
-    /// How long each descriptor is still banned (`None`: not banned, or its limit has
-    /// no bans), from the cache, else one probe per banning descriptor. A store that
+    /// How long each descriptor is still banned (`None`: not banned, its limit has no
+    /// bans, or the caller is `allowed` by a list), from the cache, else one probe per banning descriptor. A store that
     /// cannot answer follows the descriptor's failure policy: failing open, the local
     /// fallback's bans (those started while the store is out) are read; else the
     /// error (the call is `UNAVAILABLE`).
@@ -40,8 +40,12 @@ impl Engine {
         limits: &Descriptors,
         applied: &[Applied<'_>],
         keys: &[String],
+        allowed: bool,
     ) -> Result<Vec<Option<Duration>>, StoreError> {
         let mut banned = vec![None; applied.len()];
+        if allowed {
+            return Ok(banned);
+        }
         for (i, limit) in applied.iter().enumerate() {
             let Some((name, on)) = banning(limit.as_deref()) else {
                 continue;

@@ -230,6 +230,10 @@ pub(crate) struct Descriptors {
     /// A domain may be configured over several files (envoyproxy/ratelimit's
     /// `MERGE_DOMAIN_CONFIG`): a second file of a domain adds to it.
     pub merge_domains: bool,
+    /// The key of the entries carrying the client's address (`caller.address`).
+    pub caller_address: String,
+    /// The key of the entries carrying the caller's API key (`caller.api_key`), if any.
+    pub caller_api_key: Option<String>,
     /// The named limits with bans (`x-weir: { on_limited }`), by name.
     bans: Vec<(String, OnLimited)>,
 }

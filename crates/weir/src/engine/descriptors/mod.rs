@@ -9,6 +9,7 @@ mod ask;
 mod bans;
 mod groups;
 mod limits;
+mod lists;
 mod overrides;
 mod should_rate_limit;
 

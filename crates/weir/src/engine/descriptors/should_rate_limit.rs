@@ -18,6 +18,7 @@ use weir_store::{Check, Key, Store, StoreError};
 
 use super::bans;
 use super::groups::{self, Charge, Group};
+use super::lists::{Listed, denied_status};
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
     also,
@@ -37,6 +38,18 @@ impl Engine {
         limits: &Descriptors,
         ask: &EnvoyAsk<'_>,
     ) -> Result<EnvoyAnswer, StoreError> {
+        let listed = self.envoy_listed(limits, ask);
+        if listed == Listed::Denied {
+            for _ in &ask.descriptors {
+                self.metrics.envoy_descriptor(EnvoyOutcome::OverLimit);
+            }
+            return Ok(EnvoyAnswer {
+                over_limit: !limits.shadow_mode,
+                statuses: ask.descriptors.iter().map(|_| denied_status()).collect(),
+            });
+        }
+        // An allowed caller: counted, reported, never over (nor banned).
+        let allowed = listed == Listed::Allowed;
         let (applied, shared) = applied(limits, ask);
         // A key only for the descriptors that can be over their limit.
         let keys: Vec<String> = ask
@@ -56,7 +69,7 @@ impl Engine {
         // A named limit's override for the descriptor's key (`weir override set`).
         let applied = self.descriptor_overrides(applied, &keys);
         // The descriptors banned (`x-weir: { on_limited }`): over, charging nothing.
-        let banned = match self.descriptor_bans(limits, &applied, &keys).await {
+        let banned = match self.descriptor_bans(limits, &applied, &keys, allowed).await {
             Ok(banned) => banned,
             Err(error) => {
                 for _ in applied.iter().flatten() {
@@ -169,7 +182,7 @@ impl Engine {
                 decisions[i].push(decision);
             }
         }
-        let statuses: Vec<DescriptorAnswer> = applied
+        let mut statuses: Vec<DescriptorAnswer> = applied
             .iter()
             .zip(&decisions)
             .zip(&ask.descriptors)
@@ -182,8 +195,9 @@ impl Engine {
             )
             .collect();
         // Denied by its own limits (not banned already): a denial toward a ban.
-        let denied =
-            |i: usize| banned[i].is_none() && ask.descriptors[i].hits > 0 && over(i, &decisions[i]);
+        let denied = |i: usize| {
+            !allowed && banned[i].is_none() && ask.descriptors[i].hits > 0 && over(i, &decisions[i])
+        };
         let store: &dyn Store = match self.fallback_store() {
             Some(fallback) if fell_back => fallback,
             _ => self.store.as_ref(),
@@ -194,7 +208,8 @@ impl Engine {
             let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
                 None => EnvoyOutcome::NoLimit,
                 Some((Quota::Unlimited, _)) => EnvoyOutcome::Unlimited,
-                _ if status.over_limit => EnvoyOutcome::OverLimit,
+                _ if status.over_limit && !allowed => EnvoyOutcome::OverLimit,
+                _ if allowed && decided.iter().any(|d| !d.allowed) => EnvoyOutcome::ShadowOverLimit,
                 Some((_, true)) if decided.iter().any(|d| !d.allowed) => {
                     EnvoyOutcome::ShadowOverLimit
                 }
@@ -210,7 +225,12 @@ impl Engine {
             }
         }
         let answered = applied.iter().map(Option::as_deref).zip(&statuses);
-        let over_limit = !limits.shadow_mode && groups::over_limit(limits, answered);
+        let over_limit = !limits.shadow_mode && !allowed && groups::over_limit(limits, answered);
+        if allowed {
+            for status in &mut statuses {
+                status.over_limit = false;
+            }
+        }
         Ok(EnvoyAnswer {
             over_limit,
             statuses,
