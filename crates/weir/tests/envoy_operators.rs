@@ -266,6 +266,14 @@ fn check_config_refuses_a_ban_that_cannot_be_addressed_or_is_a_weapon() {
         error.contains("descriptors[0].x-weir.on_limited.after: `after` must be between 1 and"),
         "{error}"
     );
+    let leased = BANNING.replace("within: 10m }", "within: 10m }\n      lease: auto");
+    let error = refused(&leased, "");
+    assert!(
+        error.contains(
+            "descriptors[0].x-weir.lease: a descriptor with `on_limited` is never leased"
+        ),
+        "{error}"
+    );
     let twice = format!(
         "{BANNING}  - key: remote_address\n    value: 10.0.0.1\n    rate_limit: {{ name: per_client, requests_per_unit: 1, unit: second }}\n    x-weir:\n      on_limited: {{ ban: 1m, after: 1, within: 1m }}\n"
     );
@@ -479,7 +487,10 @@ async fn the_lists_apply_to_descriptor_calls_by_address_and_api_key() {
         assert_eq!(code(&denied), Code::OverLimit, "{address}");
         assert_eq!(denied.statuses[0].code, Code::OverLimit as i32);
     }
-    assert_eq!(weir.ask("edge", &[PATH]).await.statuses[0].limit_remaining, 99);
+    assert_eq!(
+        weir.ask("edge", &[PATH]).await.statuses[0].limit_remaining,
+        99
+    );
     // A listed second address never moves a caller onto the allow list...
     let outside: &[(&str, &str)] = &[("remote_address", "203.0.113.5")];
     for _ in 0..2 {
@@ -489,7 +500,10 @@ async fn the_lists_apply_to_descriptor_calls_by_address_and_api_key() {
     assert_eq!(code(&both), Code::OverLimit, "{both:?}");
     // ...nor off the deny list.
     let deny: &[(&str, &str)] = &[("remote_address", "198.51.100.7")];
-    assert_eq!(code(&weir.ask("edge", &[inside, deny]).await), Code::OverLimit);
+    assert_eq!(
+        code(&weir.ask("edge", &[inside, deny]).await),
+        Code::OverLimit
+    );
     // Allowed by API key.
     let keyed: &[(&str, &str)] = &[("api_key", "internal-key")];
     let answer = weir.ask("edge", &[outside, keyed]).await;

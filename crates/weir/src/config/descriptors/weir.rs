@@ -53,6 +53,13 @@ impl Reader<'_> {
             Some(on) => Some(self.on_limited(on, &limit, field, keys)?),
             None => None,
         };
+        if let (Some(lease), Some(_)) = (&weir.lease, &on_limited) {
+            return Err(self.fail(
+                lease.referenced,
+                format!("{field}.x-weir.lease"),
+                "a descriptor with `on_limited` is never leased: its bans must see every denial on the shared store at once, not from units an instance holds",
+            ));
+        }
         let field = format!("{field}.x-weir");
         let Quota::Counted(fixed) = limit.quota else {
             return Err(self.fail(
