@@ -518,3 +518,50 @@ async fn the_lists_apply_to_descriptor_calls_by_address_and_api_key() {
         "{text}"
     );
 }
+
+/// A weir serving `files` on `redis` (100 ms timeout), in process.
+async fn in_process_on_redis(redis: &RedisServer, files: &[(&str, String)]) -> Harness {
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n  fallback_instances: 1\n",
+        redis.url()
+    );
+    let dir = config_dir(files, "", &store);
+    let config = weir::Config::load(&dir.path().join("weir.yaml")).unwrap();
+    let service = weir::instance(&config).await.unwrap();
+    // The service reads Redis' clock (and the machine's for its fallback).
+    let clock = std::sync::Arc::new(weir_core::ManualClock::new(harness::T0));
+    Harness::serve(service, clock, dir).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_answer_follows_the_descriptors_failure_policy() {
+    // An hour's window: the fallback's is on this machine's clock, and a minute's end
+    // within the loop would give a second budget.
+    let open = BANNING.replace("unit: minute", "unit: hour").replace(
+        "on_limited: { ban: 15m, after: 3, within: 10m }",
+        "on_limited: { ban: 15m, after: 3, within: 10m }\n      failure: open",
+    );
+    let mut redis = RedisServer::start();
+    let closed = in_process_on_redis(&redis, &[("edge.yaml", BANNING.to_owned())]).await;
+    let opened = in_process_on_redis(&redis, &[("edge.yaml", open)]).await;
+    assert_eq!(code(&closed.ask("edge", &[CLIENT]).await), Code::Ok);
+    redis.kill();
+    // Failing `unavailable`: the ban cannot be read, the call is UNAVAILABLE.
+    let status = closed.send(request("edge", &[CLIENT])).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    // Failing open: decided on the local fallback, bans included (2 an hour, then
+    // three denials ban the client here until the store answers again).
+    let another: &[(&str, &str)] = &[("remote_address", "203.0.113.99")];
+    let mut codes = Vec::new();
+    for _ in 0..6 {
+        codes.push(code(&opened.ask("edge", &[another]).await));
+    }
+    assert_eq!(codes[..2], [Code::Ok, Code::Ok], "{codes:?}");
+    assert!(
+        codes[2..].iter().all(|c| *c == Code::OverLimit),
+        "{codes:?}"
+    );
+    let banned = opened.ask("edge", &[another]).await;
+    let left = reset_secs(&banned, 0);
+    assert!((14 * 60..=15 * 60).contains(&left), "{banned:?}");
+}

@@ -199,7 +199,7 @@ pub(crate) enum TreeError {
     #[error(
         "two descriptor limits with `on_limited` are named `{0}`: the name says whose bans are listed and lifted, so each needs a name of its own"
     )]
-    DuplicateBanName(String),
+    BanNameTaken(String),
 }
 
 /// Every domain's descriptors: what envoyproxy/ratelimit's configuration directory
@@ -294,7 +294,7 @@ impl Descriptors {
     /// name.
     pub(crate) fn add_ban(&mut self, name: &str, on: OnLimited) -> Result<(), TreeError> {
         if self.bans.iter().any(|(n, _)| n == name) {
-            return Err(TreeError::DuplicateBanName(name.to_owned()));
+            return Err(TreeError::BanNameTaken(name.to_owned()));
         }
         self.bans.push((name.to_owned(), on));
         Ok(())
