@@ -565,3 +565,35 @@ async fn a_store_that_cannot_answer_follows_the_descriptors_failure_policy() {
     let left = reset_secs(&banned, 0);
     assert!((14 * 60..=15 * 60).contains(&left), "{banned:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_spelling_of_an_address_nor_a_neighbour_in_its_network_dodges_a_ban() {
+    let dir = config_dir(&[("edge.yaml", BANNING.to_owned())], "", "");
+    let weir = Harness::memory(dir).await;
+    let from = |address: &'static str| [("remote_address", address)];
+    // Each address has its own budget (as upstream counts), but denials add up per
+    // /64: the third bans the network.
+    for (address, expected) in [
+        ("2001:db8:1:2::1", Code::Ok),
+        ("2001:db8:1:2::1", Code::Ok),
+        ("2001:db8:1:2::1", Code::OverLimit),
+        ("2001:db8:1:2::1", Code::OverLimit),
+        ("2001:db8:1:2::5", Code::Ok),
+        ("2001:db8:1:2::5", Code::Ok),
+        ("2001:db8:1:2::5", Code::OverLimit),
+    ] {
+        assert_eq!(code(&weir.ask("edge", &[&from(address)]).await), expected);
+    }
+    let neighbour = weir.ask("edge", &[&from("2001:db8:1:2:ffff::9")]).await;
+    assert_eq!(code(&neighbour), Code::OverLimit);
+    assert_eq!(reset_secs(&neighbour, 0), 15 * 60, "{neighbour:?}");
+    let elsewhere = weir.ask("edge", &[&from("2001:db8:1:3::1")]).await;
+    assert_eq!(code(&elsewhere), Code::Ok);
+    // An IPv4 client banned is banned IPv4-mapped too.
+    for _ in 0..5 {
+        weir.ask("edge", &[&from("198.51.100.4")]).await;
+    }
+    let mapped = weir.ask("edge", &[&from("::ffff:198.51.100.4")]).await;
+    assert_eq!(code(&mapped), Code::OverLimit);
+    assert_eq!(reset_secs(&mapped, 0), 15 * 60, "{mapped:?}");
+}

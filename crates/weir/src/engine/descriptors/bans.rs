@@ -5,19 +5,25 @@
 //! `/admin/api/bans` lists and lifts them by the limit's name.
 //!
 //! The key banned is the descriptor's counter key (the domain and every entry, the
-//! client's address among them: the configuration requires it), so a ban stops one
-//! client's calls of that descriptor, whatever the other descriptors of its requests.
+//! client's address among them: the configuration requires it) with the address as
+//! the engine keys clients (an IPv4-mapped address as the IPv4 one, an IPv6 one as its
+//! network of `client_ip.ipv6_prefix`, /64 by default), so a ban stops one client's
+//! calls of that descriptor, whatever the other descriptors of its requests, and
+//! neither another spelling of its address nor a neighbour in its network dodges it.
 //! A banned descriptor is `OVER_LIMIT` until the ban's end (its `duration_until_reset`)
 //! and charges nothing; with `all_or_nothing` it denies the request outright, the
 //! others only looked at, as a zero limit does.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use weir_store::{Store, StoreError};
 
-use super::{CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors};
-use crate::engine::{Engine, OnLimited};
+use super::should_rate_limit::identity;
+use super::{CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAsk};
+use crate::engine::{Engine, OnLimited, key};
+use crate::request::ip_key;
 
 /// A descriptor's limit, if one applies.
 type Applied<'l> = Option<Cow<'l, DescriptorLimit>>;
@@ -30,6 +36,45 @@ fn banning(limit: Option<&DescriptorLimit>) -> Option<(&str, &OnLimited)> {
 }
 
 impl Engine {
+    /// The key each descriptor's bans are kept under (empty for one whose limit has
+    /// none): its counter's identity, the client's address keyed as the engine keys
+    /// clients.
+    pub(super) fn ban_keys(
+        &self,
+        limits: &Descriptors,
+        ask: &EnvoyAsk<'_>,
+        applied: &[Applied<'_>],
+        shared: &[Vec<(usize, &str)>],
+    ) -> Vec<String> {
+        let prefix = self.routing.ipv6_prefix;
+        ask.descriptors
+            .iter()
+            .zip(applied)
+            .zip(shared)
+            .map(|((asked, limit), shared)| {
+                if banning(limit.as_deref()).is_none() {
+                    return String::new();
+                }
+                let addresses: Vec<Option<String>> = asked
+                    .entries
+                    .iter()
+                    .map(|(k, v)| {
+                        let ip = v.parse::<IpAddr>().ok();
+                        ip.filter(|_| *k == limits.caller_address)
+                            .map(|ip| ip_key(ip, prefix))
+                    })
+                    .collect();
+                let entries: Vec<(&str, &str)> = asked
+                    .entries
+                    .iter()
+                    .zip(&addresses)
+                    .map(|(&(k, v), keyed)| (k, keyed.as_deref().unwrap_or(v)))
+                    .collect();
+                key::stored_form(&identity(ask.domain, &entries, shared)).into_owned()
+            })
+            .collect()
+    }
+
     /// How long each descriptor is still banned (`None`: not banned, its limit has no
     /// bans, or the caller is `allowed` by a list), from the cache, else one probe per banning descriptor. A store that
     /// cannot answer follows the descriptor's failure policy: failing open, the local

@@ -69,7 +69,11 @@ impl Engine {
         // A named limit's override for the descriptor's key (`weir override set`).
         let applied = self.descriptor_overrides(applied, &keys);
         // The descriptors banned (`x-weir: { on_limited }`): over, charging nothing.
-        let banned = match self.descriptor_bans(limits, &applied, &keys, allowed).await {
+        let ban_keys = self.ban_keys(limits, ask, &applied, &shared);
+        let banned = match self
+            .descriptor_bans(limits, &applied, &ban_keys, allowed)
+            .await
+        {
             Ok(banned) => banned,
             Err(error) => {
                 for _ in applied.iter().flatten() {
@@ -202,7 +206,7 @@ impl Engine {
             Some(fallback) if fell_back => fallback,
             _ => self.store.as_ref(),
         };
-        self.count_descriptor_denials(store, &applied, denied, &keys)
+        self.count_descriptor_denials(store, &applied, denied, &ban_keys)
             .await;
         for ((status, limit), decided) in statuses.iter().zip(&applied).zip(&decisions) {
             let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
