@@ -25,7 +25,8 @@ const PREFIX: &str = "/admin/api/bans/";
 /// One ban in force.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct BanJson {
-    /// The rule whose `on_limited` banned the key.
+    /// The rule (or the Envoy descriptor limit, by its `rate_limit.name`) whose
+    /// `on_limited` banned the key.
     #[schema(example = "login")]
     rule: String,
     /// The key, as stored (lift it with this key).
@@ -72,6 +73,7 @@ pub(super) async fn list(State(admin): State<Admin>, headers: HeaderMap, uri: Ur
     let engine = admin.engine.current();
     if let Some(rule) = rule
         && engine.rule(rule).is_none()
+        && engine.banning(rule).is_none()
     {
         return Problem::unknown_rule(rule).into_response();
     }
@@ -117,7 +119,7 @@ pub(crate) struct LiftAnswer {
 /// enforcing it within half a second. Lifting a key that is not banned changes nothing.
 #[utoipa::path(delete, path = "/admin/api/bans/{rule}/{key}", operation_id = "lift_ban", tag = "admin", security(("admin_token" = [])),
     params(
-        ("rule" = String, Path, description = "The rule's name (a rule with `on_limited`).", example = "login"),
+        ("rule" = String, Path, description = "The rule's name (a rule with `on_limited`), or an Envoy descriptor limit's (`rate_limit.name`, with `x-weir: { on_limited }`).", example = "login"),
         ("key" = String, Path, description = "The key, as listed by `GET /admin/api/bans` (percent-encoded).", example = "client_ip=203.0.113.7"),
     ),
     responses(

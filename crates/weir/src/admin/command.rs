@@ -29,6 +29,8 @@ pub(super) const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
 /// `overrides.file`). The KEY is the rule's key as weir writes it, e.g.
 /// `client_ip=203.0.113.7` or `api_key=k1&client_ip=203.0.113.7` (`weir explain`
 /// shows it), or for a rule of the decision API alone the key sent to /v1/check.
+/// For an Envoy descriptor limit, the RULE is its `rate_limit.name` and the KEY the
+/// domain and the descriptor's entries, `domain|key=value|key=value`.
 ///
 /// The admin listener's address comes from --admin (or WEIR_ADMIN_URL), the admin
 /// token from WEIR_ADMIN_TOKEN or --token-file (never from a flag, which other users
@@ -76,7 +78,7 @@ impl AdminAccess {
 enum OverrideCommand {
     /// Set (or replace) the override of KEY under RULE.
     Set {
-        /// The rule's name.
+        /// The rule's name (or an Envoy descriptor limit's `rate_limit.name`).
         rule: String,
         /// The key, as weir writes it (e.g. `client_ip=203.0.113.7`).
         key: String,
@@ -99,7 +101,7 @@ enum OverrideCommand {
     },
     /// Delete the override of KEY under RULE.
     Delete {
-        /// The rule's name.
+        /// The rule's name (or an Envoy descriptor limit's `rate_limit.name`).
         rule: String,
         /// The key, as weir writes it.
         key: String,

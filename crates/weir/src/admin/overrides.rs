@@ -225,7 +225,7 @@ pub(super) async fn list(State(admin): State<Admin>, headers: HeaderMap, uri: Ur
         let rule = query.get("rule").map(String::as_str);
         let engine = admin.engine.current();
         if let Some(rule) = rule
-            && engine.rule(rule).is_none()
+            && !engine.overridable(rule)
         {
             return Err(Problem::unknown_rule(rule));
         }

@@ -22,12 +22,8 @@ pub(super) struct RawOnLimited {
     ban: Period,
     after: u64,
     within: Period,
-    #[serde(default = "default_status")]
-    status: u16,
-}
-
-fn default_status() -> u16 {
-    429
+    /// 429 unless written (an HTTP status: not for an Envoy descriptor).
+    status: Option<u16>,
 }
 
 /// The shortest ban: shorter would be a retry delay, which the limit already is.
@@ -44,39 +40,22 @@ pub(super) fn on_limited(
     errors: &Errors<'_>,
 ) -> Result<OnLimited, ConfigError> {
     let at: Location = raw.referenced;
-    let field = |name: &str| format!("rules[{i}].on_limited.{name}");
-    let r = &raw.value;
-    let span = |name: &str, value: Duration| {
-        if (MIN_BAN..=weir_core::MAX_PERIOD).contains(&value) {
-            Ok(())
-        } else {
-            Err(errors.at(
-                at,
-                field(name),
-                format!("`{name}` must be between 1s and 366d"),
-            ))
-        }
+    let field = |name: &str| match name {
+        "" => format!("rules[{i}].on_limited"),
+        name => format!("rules[{i}].on_limited.{name}"),
     };
-    span("ban", r.ban.0)?;
-    span("within", r.within.0)?;
-    if !(1..=MAX_BAN_AFTER).contains(&r.after) {
-        return Err(errors.at(
-            at,
-            field("after"),
-            format!("`after` must be between 1 and {MAX_BAN_AFTER} denials"),
-        ));
-    }
-    if r.status != 429 && r.status != 403 {
+    let status = raw.value.status.unwrap_or(429);
+    if status != 429 && status != 403 {
         return Err(errors.at(
             at,
             field("status"),
-            format!("`status` must be 429 or 403, got {}", r.status),
+            format!("`status` must be 429 or 403, got {status}"),
         ));
     }
     if !key.iter().any(|k| k == CLIENT_IP) {
         return Err(errors.at(
             at,
-            format!("rules[{i}].on_limited"),
+            field(""),
             format!(
                 "a ban keyed on `{}` alone would let anyone ban a real user by failing in their name: add `{CLIENT_IP}` to the rule's `key` (e.g. `key: [{}, {CLIENT_IP}]`), so a ban stops one client, not an account",
                 key.join(", "),
@@ -84,6 +63,38 @@ pub(super) fn on_limited(
             ),
         ));
     }
-    OnLimited::new(rule, r.ban.0, r.after, r.within.0, r.status)
-        .map_err(|e| errors.at(at, format!("rules[{i}].on_limited"), e.to_string()))
+    checked(rule, &raw.value, status).map_err(|(name, message)| errors.at(at, field(name), message))
+}
+
+/// `on_limited`'s spans and count checked (`ban` and `within` from 1s to 366d, `after`
+/// from 1 to [`MAX_BAN_AFTER`]), its state kept under `rule`; else the field at fault
+/// (`""`: `on_limited` itself) and why. Shared by rules and Envoy descriptors.
+pub(super) fn checked(
+    rule: &str,
+    r: &RawOnLimited,
+    status: u16,
+) -> Result<OnLimited, (&'static str, String)> {
+    let span = |name: &'static str, value: Duration| {
+        if (MIN_BAN..=weir_core::MAX_PERIOD).contains(&value) {
+            Ok(())
+        } else {
+            Err((name, format!("`{name}` must be between 1s and 366d")))
+        }
+    };
+    span("ban", r.ban.0)?;
+    span("within", r.within.0)?;
+    if !(1..=MAX_BAN_AFTER).contains(&r.after) {
+        return Err((
+            "after",
+            format!("`after` must be between 1 and {MAX_BAN_AFTER} denials"),
+        ));
+    }
+    OnLimited::new(rule, r.ban.0, r.after, r.within.0, status).map_err(|e| ("", e.to_string()))
+}
+
+impl RawOnLimited {
+    /// Whether `status` was written (an HTTP door's answer).
+    pub(super) fn has_status(&self) -> bool {
+        self.status.is_some()
+    }
 }

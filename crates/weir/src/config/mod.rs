@@ -294,6 +294,13 @@ impl Config {
             .flat_map(|e| e.descriptors.leases())
             .map(|(rule, plan)| (rule.to_owned(), plan))
             .collect();
+        if let Some((name, _)) = envoy
+            .iter()
+            .flat_map(|e| e.descriptors.bans())
+            .find(|(name, _)| rules.iter().any(|r| &r.name == name))
+        {
+            return Err(ConfigError::new(source, format!("an Envoy descriptor limit with `on_limited` is named `{name}`, as a rule is: their bans would be listed and lifted under one name (rename one)")).field("envoy.config_dir"));
+        }
         let list_files = lists::files(&raw, &errors);
         let mut config = Config {
             engine: EngineSpec {
@@ -302,6 +309,9 @@ impl Config {
                 store: store.kind(),
                 region,
                 envoy_leases,
+                envoy: envoy
+                    .as_ref()
+                    .map(|e| std::sync::Arc::new(e.descriptors.clone())),
                 max_owed,
                 slot_lease: match &store {
                     StoreConfig::Redis(_, fallback) => fallback.slot_lease,

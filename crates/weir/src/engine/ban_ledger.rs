@@ -78,14 +78,19 @@ impl Engine {
         let now_ms = now / NS_PER_MS;
         let mut bans = Vec::new();
         let mut total = 0;
+        // The rules with bans, and the Envoy descriptor limits with bans.
         let rules = self.routing.rules.iter().filter(|r| r.on_limited.is_some());
-        for named in rules.filter(|r| rule.is_none_or(|name| name == r.name)) {
+        let descriptors = self.envoy.iter().flat_map(|envoy| envoy.bans());
+        let names = rules
+            .map(|r| r.name.as_str())
+            .chain(descriptors.map(|(name, _)| name.as_str()));
+        for name in names.filter(|n| rule.is_none_or(|wanted| wanted == *n)) {
             let page = shared
-                .ledger_read(&ledger(&named.name), now_ms, MAX_LISTED_BANS)
+                .ledger_read(&ledger(name), now_ms, MAX_LISTED_BANS)
                 .await?;
             total += page.total;
             bans.extend(page.members.into_iter().map(|(key, ends_ms)| BanView {
-                rule: named.name.clone(),
+                rule: name.to_owned(),
                 key,
                 left: Duration::from_millis(ends_ms.saturating_sub(now_ms)),
             }));

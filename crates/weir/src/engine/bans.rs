@@ -25,7 +25,7 @@ use weir_core::{Algorithm, Decision, Policy, PolicyError};
 use weir_store::{Check, Key, Store, StoreError};
 
 use super::applied::Applied;
-use super::{Engine, Rule, RuleDecision};
+use super::{Engine, Rule, RuleDecision, key};
 use crate::metrics::StoreOp;
 
 /// How long an instance trusts a ban it cached before it reads the store again: a ban
@@ -222,16 +222,16 @@ impl Engine {
         (!banned.is_empty()).then_some(banned)
     }
 
-    /// Remembers what the store said of `identity`'s ban under `rule`: in force for
-    /// `left`, or none.
-    pub(super) fn saw_ban(&self, rule: &Rule, identity: &str, left: Option<Duration>) {
+    /// Remembers what the store said of `identity`'s ban under the rule (or descriptor
+    /// limit) named `name`: in force for `left`, or none.
+    pub(super) fn saw_ban(&self, name: &str, identity: &str, left: Option<Duration>) {
         let now = self.clock.now();
         match left {
             Some(left) => {
                 let until = now.saturating_add(nanos(left));
-                self.bans.put(&rule.name, identity, until, now);
+                self.bans.put(name, identity, until, now);
             }
-            None => self.bans.forget(&rule.name, identity),
+            None => self.bans.forget(name, identity),
         }
     }
 
@@ -239,58 +239,71 @@ impl Engine {
     /// the caller's key), and bans the keys that reach their rule's `after`.
     pub(super) async fn denied_by(&self, store: &dyn Store, denied: &[(&Rule, &str)]) {
         for &(rule, identity) in denied {
-            let Some(on) = &rule.on_limited else {
-                continue;
-            };
-            let count = Check {
-                key: Key {
-                    rule: &on.denials_rule,
-                    identity,
-                },
-                policy: &on.counter,
-                cost: 1,
-            };
-            // The `after`-th denial takes the log's last unit; any later one (the ban
-            // lifted, the log still full) is refused by it: either starts a ban.
-            let reached = match store.check_all(std::slice::from_ref(&count)).await {
-                Ok(d) => !d[0].allowed || d[0].remaining == 0,
-                Err(error) => {
-                    tracing::warn!(%error, "a denial could not be counted toward a ban");
-                    continue;
-                }
-            };
-            if !reached {
-                continue;
+            if let Some(on) = &rule.on_limited {
+                self.count_denial(store, &rule.name, on, identity).await;
             }
-            let mark = Check {
-                key: Key {
-                    rule: &on.ban_rule,
-                    identity,
-                },
-                policy: &on.marker,
-                cost: 1,
-            };
-            match store.check_all(std::slice::from_ref(&mark)).await {
-                // Taken by this request: the ban starts now. Refused: it is in force
-                // already (another instance started it), and ends when it said.
-                Ok(d) => {
-                    let left = if d[0].allowed {
-                        self.metrics.ban_started(&rule.name);
-                        tracing::info!(
-                            rule = %rule.name,
-                            identity = %identity.escape_debug(),
-                            ban = ?on.ban,
-                            "key banned"
-                        );
-                        self.ledger_ban(&rule.name, identity, on.ban).await;
-                        on.ban
-                    } else {
-                        d[0].retry_after.unwrap_or(on.ban)
-                    };
-                    self.saw_ban(rule, identity, Some(left));
-                }
-                Err(error) => tracing::warn!(%error, "a ban could not be started"),
+        }
+    }
+
+    /// Counts one denial of `identity` by the rule (or descriptor limit) named `name`
+    /// with bans `on`, and bans the key when it reaches `after`: one store step for
+    /// the count, one more for the ban. A store that fails is logged: the denial
+    /// stands, uncounted toward a ban.
+    pub(super) async fn count_denial(
+        &self,
+        store: &dyn Store,
+        name: &str,
+        on: &OnLimited,
+        identity: &str,
+    ) {
+        let count = Check {
+            key: Key {
+                rule: &on.denials_rule,
+                identity,
+            },
+            policy: &on.counter,
+            cost: 1,
+        };
+        // The `after`-th denial takes the log's last unit; any later one (the ban
+        // lifted, the log still full) is refused by it: either starts a ban.
+        let reached = match store.check_all(std::slice::from_ref(&count)).await {
+            Ok(d) => !d[0].allowed || d[0].remaining == 0,
+            Err(error) => {
+                tracing::warn!(%error, "a denial could not be counted toward a ban");
+                return;
             }
+        };
+        if !reached {
+            return;
+        }
+        let mark = Check {
+            key: Key {
+                rule: &on.ban_rule,
+                identity,
+            },
+            policy: &on.marker,
+            cost: 1,
+        };
+        match store.check_all(std::slice::from_ref(&mark)).await {
+            // Taken by this request: the ban starts now. Refused: it is in force
+            // already (another instance started it), and ends when it said.
+            Ok(d) => {
+                let left = if d[0].allowed {
+                    self.metrics.ban_started(name);
+                    tracing::info!(
+                        rule = %name.escape_debug(),
+                        identity = %identity.escape_debug(),
+                        ban = ?on.ban,
+                        "key banned"
+                    );
+                    self.ledger_ban(name, identity, on.ban).await;
+                    on.ban
+                } else {
+                    d[0].retry_after.unwrap_or(on.ban)
+                };
+                self.saw_ban(name, identity, Some(left));
+            }
+            Err(error) => tracing::warn!(%error, "a ban could not be started"),
         }
     }
 
@@ -304,28 +317,57 @@ impl Engine {
         let Some(on) = &rule.on_limited else {
             return Ok(None);
         };
+        self.probe_ban(self.store.as_ref(), &rule.name, on, identity)
+            .await
+    }
+
+    /// The ban in force for `identity` under the rule (or descriptor limit) named
+    /// `name` with bans `on`: from the cache, else one probe of `store` (no budget
+    /// spent), remembered.
+    pub(super) async fn probe_ban(
+        &self,
+        store: &dyn Store,
+        name: &str,
+        on: &OnLimited,
+        identity: &str,
+    ) -> Result<Option<Duration>, StoreError> {
         let now = self.clock.now();
-        if let Some(until) = self.bans.get(&rule.name, identity, now) {
+        if let Some(until) = self.bans.get(name, identity, now) {
             return Ok(Some(Duration::from_nanos(until - now)));
         }
-        let probe = self.store.check_all(&[on.probe(identity)]).await?;
+        let probe = store.check_all(&[on.probe(identity)]).await?;
         let left = probe.first().and_then(OnLimited::remaining);
-        self.saw_ban(rule, identity, left);
+        self.saw_ban(name, identity, left);
         Ok(left)
     }
 
-    /// Lifts the ban of `key` (as an operator writes it: read as the rule keys its
-    /// callers) under the rule named `rule` in the store (every instance stops
-    /// enforcing it within [`BAN_FRESH_FOR`]), its denials forgotten too.
+    /// The bans of the rule, or the Envoy descriptor limit, named `name`, if it has
+    /// `on_limited` (the configuration refuses a limit named as a rule is).
+    pub(crate) fn banning(&self, name: &str) -> Option<&OnLimited> {
+        let rule = self.routing.rules.iter().find(|r| r.name == name);
+        match rule.and_then(|r| r.on_limited.as_ref()) {
+            Some(on) => Some(on),
+            None => self
+                .envoy
+                .as_ref()?
+                .bans()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, on)| on),
+        }
+    }
+
+    /// Lifts the ban of `key` under the rule or Envoy descriptor limit named `rule` in
+    /// the store (every instance stops enforcing it within [`BAN_FRESH_FOR`]), its
+    /// denials forgotten too. A rule's key is read as an operator writes it (as the
+    /// rule keys its callers); a descriptor limit's as listed.
     pub(crate) async fn lift_ban(&self, rule: &str, key: &str) -> Result<Lifted, LiftError> {
-        let on = self
-            .routing
-            .rules
-            .iter()
-            .find(|r| r.name == rule)
-            .and_then(|r| r.on_limited.as_ref())
-            .ok_or(LiftError::UnknownRule)?;
-        let key = self.rule_key(rule, key).map_err(LiftError::Key)?;
+        let on = self.banning(rule).ok_or(LiftError::UnknownRule)?;
+        let key = if self.rule(rule).is_some() {
+            self.rule_key(rule, key).map_err(LiftError::Key)?
+        } else {
+            key::stored(key.to_owned())
+        };
         let timer = self.metrics.store_timer(StoreOp::Admin, false);
         let lifted = async {
             let probe = self.store.check_all(&[on.probe(&key)]).await?;

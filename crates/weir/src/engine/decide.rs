@@ -109,7 +109,7 @@ impl Engine {
         if used == StoreUsed::Shared {
             for &(i, left) in &bans {
                 let a = &enforced[i];
-                self.saw_ban(a.rule, &a.identity, left);
+                self.saw_ban(&a.rule.name, &a.identity, left);
             }
         }
         self.count(used, &enforced, &decisions, plan, facts);

@@ -171,6 +171,9 @@ pub struct Engine {
     store_kind: StoreKind,
     /// The bans this instance met (see `bans`).
     bans: bans::BanCache,
+    /// The Envoy descriptors, when configured (for the admin API: their named
+    /// limits' bans and overrides).
+    envoy: Option<Arc<Descriptors>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -283,6 +286,7 @@ impl Engine {
             overrides,
             store_kind: spec.store,
             bans: bans::BanCache::default(),
+            envoy: spec.envoy.clone(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use weir_core::Policy;
 use weir_store::{LeasePlan, RedisStoreConfig};
 
-use super::Routing;
+use super::{Descriptors, Routing};
 
 /// Everything an [`Engine`](super::Engine) needs besides its store and clock.
 #[derive(Debug, Clone)]
@@ -23,6 +23,9 @@ pub struct EngineSpec {
     /// The rules of the Envoy descriptors leased (`x-weir: { lease }`), and their
     /// plans: leased on a shared store as the rules with `lease` are.
     pub(crate) envoy_leases: Vec<(String, LeasePlan)>,
+    /// The Envoy descriptors, when configured: their named limits' bans are listed
+    /// and lifted, and their overrides set, through the admin API as a rule's are.
+    pub(crate) envoy: Option<std::sync::Arc<Descriptors>>,
     /// The most settlements kept owed to a shared store while it is out
     /// (`settlements.max_owed`).
     pub(crate) max_owed: usize,

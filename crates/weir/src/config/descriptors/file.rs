@@ -18,6 +18,7 @@ use crate::engine::{DescriptorLimit, Descriptors, NodeId, Unit};
 /// Reads `text` (the file at `path`) into `descriptors`: one more domain.
 pub(super) fn read(
     on_redis: bool,
+    address: &str,
     text: &str,
     path: &Path,
     descriptors: &mut Descriptors,
@@ -51,11 +52,13 @@ pub(super) fn read(
         path,
         descriptors,
         on_redis,
+        address,
     };
     let prefix = format!("{}.", domain.value);
     reader.level(
         root,
         &prefix,
+        &[],
         "descriptors",
         raw.descriptors.as_deref().unwrap_or(&[]),
     )
@@ -77,7 +80,8 @@ fn in_words(mut error: ConfigError) -> ConfigError {
             .replace("].value.", "].")
             .replace("rate_limit.value.", "rate_limit.")
             .replace("x-weir.value.", "x-weir.")
-            .replace("lease.value.", "lease.");
+            .replace("lease.value.", "lease.")
+            .replace("on_limited.value.", "on_limited.");
         error.field = Some(field);
     }
     let unknown = error
@@ -100,6 +104,8 @@ pub(super) struct Reader<'a> {
     descriptors: &'a mut Descriptors,
     /// Whether the store is Redis (whose scripts bound some policies).
     pub(super) on_redis: bool,
+    /// The entry key that carries the client's address (`envoy.caller.address`).
+    pub(super) address: &'a str,
 }
 
 impl Reader<'_> {
@@ -115,11 +121,13 @@ impl Reader<'_> {
     }
 
     /// The descriptors of one level, under `parent` (`path`: its composite key, as
-    /// envoyproxy/ratelimit names it in errors; `field`: where they are in the file).
+    /// envoyproxy/ratelimit names it in errors; `keys`: the keys of the entries that
+    /// lead to it; `field`: where they are in the file).
     fn level(
         &mut self,
         parent: NodeId,
         path: &str,
+        keys: &[&str],
         field: &str,
         list: &[Spanned<RawDescriptor>],
     ) -> Result<(), ConfigError> {
@@ -149,9 +157,12 @@ impl Reader<'_> {
                 Some(limit) => Some(self.limit(limit, &format!("{field}.rate_limit"))?),
                 None => None,
             };
+            let mut keys = keys.to_vec();
+            keys.push(key);
             let limit = match (&raw.x_weir, limit) {
                 (Some(weir), Some(limit)) => {
-                    Some(self.weir(weir, limit, &field, &format!("{path}{composite}"))?)
+                    let descriptor = format!("{path}{composite}");
+                    Some(self.weir(weir, limit, &field, &descriptor, &keys)?)
                 }
                 (Some(weir), None) => {
                     return Err(self.fail(
@@ -167,6 +178,13 @@ impl Reader<'_> {
                 quota_mode: raw.quota_mode.unwrap_or(false),
                 ..limit
             });
+            if let Some(limit) = &limit
+                && let (Some(name), Some(on)) = (&limit.name, &limit.on_limited)
+            {
+                self.descriptors.add_ban(name, on.clone()).map_err(|e| {
+                    self.fail(at, format!("{field}.rate_limit.name"), e.to_string())
+                })?;
+            }
             let node = self
                 .descriptors
                 .add(parent, path, key, value, limit)
@@ -178,6 +196,7 @@ impl Reader<'_> {
             self.level(
                 node,
                 &format!("{path}{composite}."),
+                &keys,
                 &format!("{field}.descriptors"),
                 children,
             )?;

@@ -10,6 +10,9 @@
 //!   failure: unavailable           # open: decide on this instance's local fallback
 //!   quota_mode: false              # true: every descriptor in quota mode (QUOTA_MODE)
 //!   merge_domains: false           # true: a domain may span files (MERGE_DOMAIN_CONFIG)
+//!   caller:
+//!     address: remote_address      # the entry carrying the client's address
+//!     api_key: api_key             # the entry carrying the API key (none by default)
 //! ```
 //!
 //! Every file of the directory is one domain (or part of one, with `merge_domains`) (files named with a leading `.` are left
@@ -46,6 +49,35 @@ pub(super) struct RawEnvoy {
     quota_mode: bool,
     #[serde(default)]
     merge_domains: bool,
+    #[serde(default)]
+    caller: RawCaller,
+}
+
+/// `caller`: which descriptor entries say who is calling.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCaller {
+    /// The key of the entry carrying the client's address: what Envoy's
+    /// `remote_address` action sends (`remote_address`) unless a configuration sends
+    /// it under another key.
+    #[serde(default = "default_address")]
+    address: String,
+    /// The key of the entry carrying the caller's API key (matched against the
+    /// lists' API keys), if any.
+    api_key: Option<String>,
+}
+
+impl Default for RawCaller {
+    fn default() -> Self {
+        Self {
+            address: default_address(),
+            api_key: None,
+        }
+    }
+}
+
+fn default_address() -> String {
+    "remote_address".to_owned()
 }
 
 /// What a store that cannot decide means.
@@ -94,12 +126,20 @@ pub(super) fn envoy(
     descriptors.fallback_instances = fallback_instances;
     descriptors.quota_mode = section.quota_mode;
     descriptors.merge_domains = section.merge_domains;
+    descriptors.caller_address = section.caller.address.clone();
+    descriptors.caller_api_key = section.caller.api_key.clone();
     let mut digest = Sha256::new();
     for path in &files {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(path, format!("cannot read the file: {e}")))?;
         add_file(&mut digest, path, text.as_bytes());
-        file::read(on_redis, &text, path, &mut descriptors)?;
+        file::read(
+            on_redis,
+            &section.caller.address,
+            &text,
+            path,
+            &mut descriptors,
+        )?;
     }
     Ok(Some(EnvoyConfig {
         dir,

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
+use crate::config::bans::RawOnLimited;
 use crate::config::file::AlgorithmName;
 use crate::config::lease::RawLease;
 use crate::config::period::Period;
@@ -66,6 +67,9 @@ pub(super) struct RawWeir {
     pub(super) also: Option<Vec<Spanned<RawAlso>>>,
     /// How the descriptor's keys are leased on a shared store, as a rule's `lease`.
     pub(super) lease: Option<Spanned<RawLease>>,
+    /// Ban a descriptor's values denied `after` times within `within`, as a rule's
+    /// `on_limited` (no `status`: the answer is `OVER_LIMIT`).
+    pub(super) on_limited: Option<Spanned<RawOnLimited>>,
 }
 
 /// One of `x-weir: { also }`: a `rate_limit`'s fields and `x-weir`'s in one mapping.

@@ -10,11 +10,12 @@ use weir_core::{Algorithm, Policy, PolicyError};
 
 use super::file::Reader;
 use super::raw::{RawAlso, RawWeir};
+use crate::config::bans::{self, RawOnLimited};
 use crate::config::error::ConfigError;
 use crate::config::file::AlgorithmName;
 use crate::config::lease;
 use crate::config::period::Period;
-use crate::engine::{AlsoLimit, DescriptorLimit, ENVOY_RULE, Quota, Unit};
+use crate::engine::{AlsoLimit, DescriptorLimit, ENVOY_RULE, OnLimited, Quota, Unit};
 
 /// How a limit of `x-weir` is decided: its algorithm, period and burst as written.
 struct Shape<'a> {
@@ -36,16 +37,29 @@ fn leased_rule(descriptor: &str) -> String {
 impl Reader<'_> {
     /// The `rate_limit` decided as its `x-weir` says: the algorithm (`fixed_window` by
     /// default), the period (the unit's by default) and the burst; the limits `also`
-    /// counted; the `lease`. `descriptor` is the descriptor's composite key
-    /// (`domain.key_value.`), which names a leased descriptor's counters.
+    /// counted; the `lease`; the bans (`on_limited`). `descriptor` is the descriptor's
+    /// composite key (`domain.key_value.`), which names a leased descriptor's
+    /// counters; `keys` are the keys of its entries.
     pub(super) fn weir(
         &self,
         raw: &Spanned<RawWeir>,
         limit: DescriptorLimit,
         field: &str,
         descriptor: &str,
+        keys: &[&str],
     ) -> Result<DescriptorLimit, ConfigError> {
         let weir = &raw.value;
+        let on_limited = match &weir.on_limited {
+            Some(on) => Some(self.on_limited(on, &limit, field, keys)?),
+            None => None,
+        };
+        if let (Some(lease), Some(_)) = (&weir.lease, &on_limited) {
+            return Err(self.fail(
+                lease.referenced,
+                format!("{field}.x-weir.lease"),
+                "a descriptor with `on_limited` is never leased: its bans must see every denial on the shared store at once, not from units an instance holds",
+            ));
+        }
         let field = format!("{field}.x-weir");
         let Quota::Counted(fixed) = limit.quota else {
             return Err(self.fail(
@@ -104,8 +118,58 @@ impl Reader<'_> {
             also,
             rule,
             lease,
+            on_limited,
             ..limit
         })
+    }
+
+    /// `x-weir: { on_limited }` checked: the limit named (the name is how operators
+    /// list and lift its bans), and its entries holding the client's address. Not a
+    /// weapon: a ban on values a caller merely writes (an account, an API key) would
+    /// let anyone ban a real user by failing in their name.
+    fn on_limited(
+        &self,
+        raw: &Spanned<RawOnLimited>,
+        limit: &DescriptorLimit,
+        field: &str,
+        keys: &[&str],
+    ) -> Result<OnLimited, ConfigError> {
+        let at = raw.referenced;
+        let here = format!("{field}.x-weir.on_limited");
+        if raw.value.has_status() {
+            return Err(self.fail(
+                at,
+                format!("{here}.status"),
+                "an Envoy descriptor's ban is answered OVER_LIMIT: `status` is for the HTTP doors' rules",
+            ));
+        }
+        let Some(name) = &limit.name else {
+            return Err(self.fail(
+                at,
+                format!("{field}.rate_limit.name"),
+                "a descriptor limit with `on_limited` needs a `name` in its `rate_limit`: its bans are listed and lifted by it (`/admin/api/bans/{name}/{key}`)",
+            ));
+        };
+        if !keys.contains(&self.address) {
+            return Err(self.fail(
+                at,
+                here,
+                format!(
+                    "a ban on the entries `{}` alone would let anyone ban a real user by failing in their name: put the descriptor under (or over) an entry `{}` (Envoy's `remote_address` action; the key is `envoy.caller.address`), so a ban stops one client",
+                    keys.join(", "),
+                    self.address
+                ),
+            ));
+        }
+        bans::checked(&format!("{ENVOY_RULE}/{name}"), &raw.value, 429).map_err(
+            |(name, message)| {
+                let field = match name {
+                    "" => here.clone(),
+                    name => format!("{here}.{name}"),
+                };
+                self.fail(at, field, message)
+            },
+        )
     }
 
     /// One of `x-weir: { also }`: `requests_per_unit` (1 or more) per `unit`, decided

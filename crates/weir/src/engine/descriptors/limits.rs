@@ -19,6 +19,7 @@ use weir_store::LeasePlan;
 
 use super::also::AlsoLimit;
 use super::should_rate_limit::RULE;
+use crate::engine::OnLimited;
 
 /// A unit of envoyproxy/ratelimit's `rate_limit`: the length of its fixed windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +113,9 @@ pub(crate) struct DescriptorLimit {
     /// `quota_mode`: over its limit, the descriptor fails the request only when every
     /// quota descriptor of the request is over (its status says over all the same).
     pub quota_mode: bool,
+    /// `x-weir: { on_limited }`: bans for the values it denies again and again (the
+    /// limit is named: its bans are listed and lifted by the name).
+    pub on_limited: Option<OnLimited>,
 }
 
 impl DescriptorLimit {
@@ -139,6 +143,7 @@ impl DescriptorLimit {
             rule: Cow::Borrowed(RULE),
             lease: None,
             quota_mode: false,
+            on_limited: None,
         }
     }
 
@@ -190,6 +195,11 @@ pub(crate) enum TreeError {
     /// Two descriptors with the same key and value at one level.
     #[error("duplicate descriptor composite key `{0}`")]
     DuplicateKey(String),
+    /// Two limits with bans of one name: the name addresses one limit's bans.
+    #[error(
+        "two descriptor limits with `on_limited` are named `{0}`: the name says whose bans are listed and lifted, so each needs a name of its own"
+    )]
+    BanNameTaken(String),
 }
 
 /// Every domain's descriptors: what envoyproxy/ratelimit's configuration directory
@@ -220,6 +230,12 @@ pub(crate) struct Descriptors {
     /// A domain may be configured over several files (envoyproxy/ratelimit's
     /// `MERGE_DOMAIN_CONFIG`): a second file of a domain adds to it.
     pub merge_domains: bool,
+    /// The key of the entries carrying the client's address (`caller.address`).
+    pub caller_address: String,
+    /// The key of the entries carrying the caller's API key (`caller.api_key`), if any.
+    pub caller_api_key: Option<String>,
+    /// The named limits with bans (`x-weir: { on_limited }`), by name.
+    bans: Vec<(String, OnLimited)>,
 }
 
 impl Descriptors {
@@ -272,6 +288,26 @@ impl Descriptors {
         }
         node.children.insert(composite, id.0);
         Ok(id)
+    }
+
+    /// Records that the limit named `name` has bans `on`: refused if another has the
+    /// name.
+    pub(crate) fn add_ban(&mut self, name: &str, on: OnLimited) -> Result<(), TreeError> {
+        if self.bans.iter().any(|(n, _)| n == name) {
+            return Err(TreeError::BanNameTaken(name.to_owned()));
+        }
+        self.bans.push((name.to_owned(), on));
+        Ok(())
+    }
+
+    /// The named limits with bans, and their bans (for the admin API).
+    pub(crate) fn bans(&self) -> &[(String, OnLimited)] {
+        &self.bans
+    }
+
+    /// Every descriptor's limit.
+    pub(crate) fn limits(&self) -> impl Iterator<Item = &DescriptorLimit> {
+        self.nodes.iter().filter_map(|node| node.limit.as_ref())
     }
 
     /// The leased rules of the descriptors, and their plans (for the leasing store).

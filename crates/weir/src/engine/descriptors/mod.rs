@@ -6,11 +6,15 @@
 
 mod also;
 mod ask;
+mod bans;
 mod groups;
 mod limits;
+mod lists;
+mod overrides;
 mod should_rate_limit;
 
 pub(crate) use self::also::AlsoLimit;
 pub(crate) use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyAnswer, EnvoyAsk};
 pub(crate) use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, Unit};
+pub(crate) use self::overrides::{descriptor_key, named as named_limit};
 pub(crate) use self::should_rate_limit::RULE as ENVOY_RULE;

@@ -16,7 +16,9 @@ use std::time::Duration;
 use weir_core::Decision;
 use weir_store::{Check, Key, Store, StoreError};
 
+use super::bans;
 use super::groups::{self, Charge, Group};
+use super::lists::{Listed, denied_status};
 use super::{
     CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
     also,
@@ -36,6 +38,18 @@ impl Engine {
         limits: &Descriptors,
         ask: &EnvoyAsk<'_>,
     ) -> Result<EnvoyAnswer, StoreError> {
+        let listed = self.envoy_listed(limits, ask);
+        if listed == Listed::Denied {
+            for _ in &ask.descriptors {
+                self.metrics.envoy_descriptor(EnvoyOutcome::OverLimit);
+            }
+            return Ok(EnvoyAnswer {
+                over_limit: !limits.shadow_mode,
+                statuses: ask.descriptors.iter().map(|_| denied_status()).collect(),
+            });
+        }
+        // An allowed caller: counted, reported, never over (nor banned).
+        let allowed = listed == Listed::Allowed;
         let (applied, shared) = applied(limits, ask);
         // A key only for the descriptors that can be over their limit.
         let keys: Vec<String> = ask
@@ -52,12 +66,30 @@ impl Engine {
                 },
             )
             .collect();
+        // A named limit's override for the descriptor's key (`weir override set`).
+        let applied = self.descriptor_overrides(applied, &keys);
+        // The descriptors banned (`x-weir: { on_limited }`): over, charging nothing.
+        let ban_keys = self.ban_keys(limits, ask, &applied, &shared);
+        let banned = match self
+            .descriptor_bans(limits, &applied, &ban_keys, allowed)
+            .await
+        {
+            Ok(banned) => banned,
+            Err(error) => {
+                for _ in applied.iter().flatten() {
+                    self.metrics.envoy_descriptor(EnvoyOutcome::Unavailable);
+                }
+                self.log_unavailable(&error, ask.domain);
+                return Err(error);
+            }
+        };
         // Every counted limit, as (descriptor, policy, rule): a descriptor's own, then
         // its `also`, so that each descriptor's decisions come in its limits' order.
         let counted = |group: Group| {
             applied
                 .iter()
                 .enumerate()
+                .filter(|&(i, _)| banned[i].is_none())
                 .filter_map(|(i, limit)| Some((i, limit.as_deref()?)))
                 .filter(move |(_, limit)| Group::of(limits, limit) == group)
                 .flat_map(|(i, limit)| {
@@ -70,21 +102,24 @@ impl Engine {
         let over = |i: usize, decided: &[Decision]| {
             applied[i].as_deref().is_some_and(|l| {
                 !l.shadow_mode
-                    && match l.quota {
-                        Quota::Zero => ask.descriptors[i].hits > 0,
-                        Quota::Counted(_) => decided.iter().any(|d| !d.allowed),
-                        Quota::Unlimited => false,
-                    }
+                    && (banned[i].is_some()
+                        || match l.quota {
+                            Quota::Zero => ask.descriptors[i].hits > 0,
+                            Quota::Counted(_) => decided.iter().any(|d| !d.allowed),
+                            Quota::Unlimited => false,
+                        })
             })
         };
-        // With all-or-nothing, a descriptor whose limit is zero denies the request
-        // outright (unless it is a quota descriptor): the others are looked at, not
-        // charged.
+        // With all-or-nothing, a descriptor whose limit is zero, or that is banned,
+        // denies the request outright (unless it is a quota descriptor): the others
+        // are looked at, not charged.
         let zero_denies = limits.all_or_nothing
             && applied.iter().enumerate().any(|(i, limit)| {
                 let limit = limit.as_deref();
-                limit.is_some_and(|l| l.quota == Quota::Zero && !groups::is_quota(limits, Some(l)))
-                    && over(i, &[])
+                limit.is_some_and(|l| {
+                    (l.quota == Quota::Zero || banned[i].is_some())
+                        && !groups::is_quota(limits, Some(l))
+                }) && over(i, &[])
             });
         // Each descriptor's decisions, one per counted limit (none: not decided).
         let mut decisions: Vec<Vec<Decision>> = vec![Vec::new(); applied.len()];
@@ -151,17 +186,34 @@ impl Engine {
                 decisions[i].push(decision);
             }
         }
-        let statuses: Vec<DescriptorAnswer> = applied
+        let mut statuses: Vec<DescriptorAnswer> = applied
             .iter()
             .zip(&decisions)
             .zip(&ask.descriptors)
-            .map(|((limit, decided), asked)| self.status(limit.as_deref(), decided, asked.hits))
+            .zip(&banned)
+            .map(
+                |(((limit, decided), asked), banned)| match (limit.as_deref(), banned) {
+                    (Some(limit), Some(left)) => bans::banned_status(limit, *left),
+                    (limit, _) => self.status(limit, decided, asked.hits),
+                },
+            )
             .collect();
+        // Denied by its own limits (not banned already): a denial toward a ban.
+        let denied = |i: usize| {
+            !allowed && banned[i].is_none() && ask.descriptors[i].hits > 0 && over(i, &decisions[i])
+        };
+        let store: &dyn Store = match self.fallback_store() {
+            Some(fallback) if fell_back => fallback,
+            _ => self.store.as_ref(),
+        };
+        self.count_descriptor_denials(store, &applied, denied, &ban_keys)
+            .await;
         for ((status, limit), decided) in statuses.iter().zip(&applied).zip(&decisions) {
             let outcome = match limit.as_deref().map(|l| (l.quota, l.shadow_mode)) {
                 None => EnvoyOutcome::NoLimit,
                 Some((Quota::Unlimited, _)) => EnvoyOutcome::Unlimited,
-                _ if status.over_limit => EnvoyOutcome::OverLimit,
+                _ if status.over_limit && !allowed => EnvoyOutcome::OverLimit,
+                _ if allowed && decided.iter().any(|d| !d.allowed) => EnvoyOutcome::ShadowOverLimit,
                 Some((_, true)) if decided.iter().any(|d| !d.allowed) => {
                     EnvoyOutcome::ShadowOverLimit
                 }
@@ -177,7 +229,12 @@ impl Engine {
             }
         }
         let answered = applied.iter().map(Option::as_deref).zip(&statuses);
-        let over_limit = !limits.shadow_mode && groups::over_limit(limits, answered);
+        let over_limit = !limits.shadow_mode && !allowed && groups::over_limit(limits, answered);
+        if allowed {
+            for status in &mut statuses {
+                status.over_limit = false;
+            }
+        }
         Ok(EnvoyAnswer {
             over_limit,
             statuses,
@@ -397,7 +454,7 @@ type Shared<'l> = Vec<(usize, &'l str)>;
 /// wildcard matched is written as the wildcard (`key==files/*`: the second `=`,
 /// unescaped, is never an escaped value's), so every value it matches shares one
 /// counter, apart from any value written so.
-fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str)]) -> String {
+pub(super) fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize, &str)]) -> String {
     let mut out = String::with_capacity(domain.len() + entries.len() * 16);
     escape(&mut out, domain);
     for (i, (key, value)) in entries.iter().enumerate() {

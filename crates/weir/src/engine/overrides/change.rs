@@ -8,7 +8,20 @@ use weir_core::{Policy, PolicyError};
 use super::backing::KeepError;
 use super::canonical::canonical_key;
 use super::{MAX_OVERRIDES, Override};
-use crate::engine::{Engine, StoreKind};
+use crate::engine::descriptors::{descriptor_key, named_limit};
+use crate::engine::{Engine, Quota, StoreKind};
+
+/// What an override is set on: a rule, or a named Envoy descriptor limit.
+struct Target {
+    /// Its own policy.
+    policy: Policy,
+    /// Whether it is `scope: global`.
+    global: bool,
+    /// Whether it is `algorithm: concurrency`.
+    in_flight: bool,
+    /// The key, canonical.
+    key: String,
+}
 
 /// The longest `reason` kept.
 pub(crate) const MAX_REASON_CHARS: usize = 256;
@@ -87,9 +100,7 @@ impl Engine {
         key: &str,
         request: OverrideRequest,
     ) -> Result<Replaced, OverrideError> {
-        let named = self
-            .rule(rule)
-            .ok_or_else(|| OverrideError::UnknownRule(rule.to_owned()))?;
+        let named = self.override_target(rule, key)?;
         if named.global {
             return Err(invalid(
                 "rule",
@@ -118,7 +129,7 @@ impl Engine {
                 ));
             }
         }
-        let key = self.override_key(rule, key)?;
+        let key = named.key;
         let now = self.overrides.now_secs();
         if request.expires_at.is_some_and(|end| end <= now) {
             return Err(invalid("expires_at", "must be in the future"));
@@ -182,10 +193,8 @@ impl Engine {
         rule: &str,
         key: &str,
     ) -> Result<Replaced, OverrideError> {
-        let named = self
-            .rule(rule)
-            .ok_or_else(|| OverrideError::UnknownRule(rule.to_owned()))?;
-        let key = self.override_key(rule, key)?;
+        let named = self.override_target(rule, key)?;
+        let key = named.key;
         if self.overrides.get(rule, &key).is_none() {
             return Err(OverrideError::NotSet);
         }
@@ -196,6 +205,64 @@ impl Engine {
             after: None,
             rule_policy: named.policy,
         })
+    }
+
+    /// What the override of `key` under `name` is set on: the rule of that name, else
+    /// the Envoy descriptor limit (`rate_limit.name`), with `key` canonical.
+    fn override_target(&self, name: &str, key: &str) -> Result<Target, OverrideError> {
+        let unknown = || OverrideError::UnknownRule(name.to_owned());
+        if let Some(named) = self.rule(name) {
+            return Ok(Target {
+                policy: named.policy,
+                global: named.global,
+                in_flight: named.in_flight,
+                key: self.override_key(name, key)?,
+            });
+        }
+        let limits = self.envoy.as_deref().ok_or_else(unknown)?;
+        let limit = match named_limit(limits, name) {
+            Ok(Some(limit)) => limit,
+            Ok(None) => return Err(unknown()),
+            Err(n) => {
+                return Err(invalid(
+                    "rule",
+                    format!(
+                        "{n} Envoy descriptor limits are named `{name}`: an override names one (give it a name of its own)"
+                    ),
+                ));
+            }
+        };
+        if limit.lease.is_some() {
+            return Err(invalid(
+                "rule",
+                "the descriptor limit is leased (`x-weir: { lease }`): its leases are planned for its own limit, which an override would change",
+            ));
+        }
+        if name.contains(':') {
+            return Err(invalid(
+                "rule",
+                "a descriptor limit whose name holds `:` cannot be overridden (overrides are kept under `name:key`): rename it",
+            ));
+        }
+        let Quota::Counted(policy) = limit.quota else {
+            return Err(unknown());
+        };
+        let key = descriptor_key(limits, name, limit, key).map_err(|m| invalid("key", m))?;
+        Ok(Target {
+            policy,
+            global: false,
+            in_flight: false,
+            key,
+        })
+    }
+
+    /// Whether overrides can name `name`: a rule, or a named Envoy descriptor limit.
+    pub(crate) fn overridable(&self, name: &str) -> bool {
+        self.rule(name).is_some()
+            || self
+                .envoy
+                .as_deref()
+                .is_some_and(|limits| matches!(named_limit(limits, name), Ok(Some(_)) | Err(_)))
     }
 
     /// `key` as the rule named `rule` keys its callers.

@@ -156,7 +156,7 @@ impl Entries {
     }
 
     /// Whether `list` names the client at `ip` (or with the API key `key`) at `now`.
-    pub(super) fn matches(&self, list: ListName, ip: IpAddr, key: Option<&str>, now: u64) -> bool {
+    pub(crate) fn matches(&self, list: ListName, ip: IpAddr, key: Option<&str>, now: u64) -> bool {
         let side = self.side(list);
         let live = |end: &Option<u64>| end.is_none_or(|end| now < end);
         let ip = canonical_ip(ip);
@@ -164,6 +164,12 @@ impl Entries {
             .iter()
             .any(|(net, end)| live(end) && net.contains(&ip))
             || key.is_some_and(|key| side.keys.get(key).is_some_and(live))
+    }
+
+    /// Whether `list` names the API key `key` (at `now`), whatever the address.
+    pub(crate) fn matches_key(&self, list: ListName, key: &str, now: u64) -> bool {
+        let live = |end: &Option<u64>| end.is_none_or(|end| now < end);
+        self.side(list).keys.get(key).is_some_and(live)
     }
 
     /// Whether `list` holds any entry (expired ones included).
