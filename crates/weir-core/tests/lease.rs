@@ -550,3 +550,57 @@ fn with_no_room_for_a_record_a_take_grants_only_its_min() {
         );
     }
 }
+
+/// Every grant reports the units leased on the key, by every holder, in the busier of
+/// its second and the one before (issue 41: batches sized from it); direct checks and
+/// denials count nothing.
+#[test]
+fn grants_report_the_keys_take_rate_over_two_seconds() {
+    const SECOND: u64 = 1_000_000_000;
+    let p = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(1), None).unwrap();
+    let (mut state, mut leases) = (None, Leases::default());
+    let mut at = |now: u64, take: Take| take_at(&p, &mut state, &mut leases, now, &take);
+    assert_eq!(at(START, lease(1, 30, 1)), (30, 30), "one holder's 30");
+    assert_eq!(
+        at(START + 1, lease(1, 20, 1)),
+        (20, 50),
+        "another's 20, same second"
+    );
+    assert_eq!(
+        at(START + 2, Take::check(5)),
+        (5, 50),
+        "a direct check counts nothing"
+    );
+    assert_eq!(
+        at(START + SECOND, lease(1, 10, 1)),
+        (10, 50),
+        "the second before"
+    );
+    assert_eq!(
+        at(START + 2 * SECOND, lease(1, 60, 1)),
+        (60, 60),
+        "a busier second"
+    );
+    assert_eq!(
+        at(START + 2 * SECOND, lease(500, 500, 1)),
+        (0, 60),
+        "a denial"
+    );
+    assert_eq!(
+        at(START + 4 * SECOND, lease(1, 1, 1)),
+        (1, 1),
+        "a quiet second forgets"
+    );
+}
+
+/// Units granted and the take rate reported.
+fn take_at(
+    p: &Policy,
+    state: &mut Option<State>,
+    leases: &mut Leases,
+    now: u64,
+    t: &Take,
+) -> (u64, u64) {
+    let grant = take(p, state, leases, now, t).unwrap();
+    (grant.units, grant.taken_rate)
+}

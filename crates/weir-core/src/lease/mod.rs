@@ -98,6 +98,11 @@ pub struct Grant {
     /// Whether the take's [`Take::closing`] lease was found (and given back); false
     /// when it had expired (its units count as spent) or none was given.
     pub closed: bool,
+    /// Units leased on the key by every instance together in the busiest of the
+    /// current second and the one before, this grant's included
+    /// ([`Leases::taken_rate`]): the key's demand as the store sees it, from which an
+    /// instance sizes its share of a batch.
+    pub taken_rate: u64,
 }
 
 /// Why a policy cannot be leased.
@@ -137,7 +142,8 @@ pub fn leasable(policy: &Policy) -> Result<(), LeaseError> {
 /// gives back `take.closing` if it is still held (see [`give_back`]); then, if the bucket has at least `take.min` units
 /// available under the cap (`capacity - outstanding`), grants `k = min(max, available)`
 /// units, consumed exactly as a check of cost `k` consumes them, and records a lease of
-/// `k` until `now + hold` when `hold > 0` and `k > 0`. With fewer available, grants
+/// `k` until `now + hold` when `hold > 0` and `k > 0` (counted in the key's
+/// [`Leases::taken_rate`], which every grant reports). With fewer available, grants
 /// nothing and changes nothing else.
 pub fn take(
     policy: &Policy,
@@ -161,6 +167,7 @@ pub fn take(
         if take.min <= policy.capacity() {
             decision.retry_after = Some(retry(policy, &s, &l, now, take.min));
         }
+        let taken_rate = l.taken_rate(now);
         if closed {
             (*state, *leases) = (s, l);
         }
@@ -169,6 +176,7 @@ pub fn take(
             units: 0,
             decision,
             closed,
+            taken_rate,
         });
     }
     // With no room for a record, only `min` is granted (spent at once): units beyond it
@@ -181,7 +189,11 @@ pub fn take(
     if units > 0 && !take.hold.is_zero() {
         let hold = u64::try_from(take.hold.min(MAX_PERIOD).as_nanos()).unwrap_or(u64::MAX);
         lease = l.add(now, units, now.saturating_add(hold));
+        if lease.is_some() {
+            l.note_taken(now, units);
+        }
     }
+    let taken_rate = l.taken_rate(now);
     if units > 0 || closed {
         (*state, *leases) = (s, l);
     }
@@ -190,6 +202,7 @@ pub fn take(
         units,
         decision,
         closed,
+        taken_rate,
     })
 }
 

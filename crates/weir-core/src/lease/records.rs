@@ -23,8 +23,9 @@ struct Record {
     expires: u64,
 }
 
-/// The lease records of one key, the last id given, and the time the key's state was
-/// last brought forward under them (see `super::advance`).
+/// The lease records of one key, the last id given, the time the key's state was
+/// last brought forward under them (see `super::advance`), and the units leased in
+/// its last two seconds (every instance's takes: see [`Leases::taken_rate`]).
 ///
 /// Ids are `max(last + 1, now)`: they grow while the records are kept, and once the
 /// records are gone (a store drops them after the last expiry) the time has moved past
@@ -37,9 +38,59 @@ pub struct Leases {
     /// their cap: from here on, only their expiries change the cap.
     since: u64,
     records: Vec<Record>,
+    /// Units leased in the second `second` (of the store's time) and in the one before.
+    taken: Taken,
+}
+
+/// Units leased on a key in one second of the store's time and in the one before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Taken {
+    second: u64,
+    this: u64,
+    last: u64,
+}
+
+/// Nanoseconds in a second.
+const SECOND: u64 = 1_000_000_000;
+
+impl Taken {
+    /// The counts as of `now`: moved on to its second when it is later (the second
+    /// before counts only if it is the one just past). A clock stepped back counts in
+    /// the second last seen.
+    fn at(self, now: u64) -> Self {
+        let second = now / SECOND;
+        if second <= self.second {
+            return self;
+        }
+        let last = if second == self.second + 1 {
+            self.this
+        } else {
+            0
+        };
+        Self {
+            second,
+            this: 0,
+            last,
+        }
+    }
 }
 
 impl Leases {
+    /// Units leased on the key (by every instance together) in the busiest of the
+    /// current second and the one before it, as of `now`: the key's demand where it is
+    /// known, from which an instance sizes its share of a batch (each take reports it).
+    pub fn taken_rate(&self, now: u64) -> u64 {
+        let taken = self.taken.at(now);
+        taken.this.max(taken.last)
+    }
+
+    /// Counts `units` leased at `now` in [`Leases::taken_rate`].
+    pub(super) fn note_taken(&mut self, now: u64, units: u64) {
+        let mut taken = self.taken.at(now);
+        taken.this = taken.this.saturating_add(units);
+        self.taken = taken;
+    }
+
     /// Units held by leases unexpired at `now`.
     pub fn outstanding(&self, now: u64) -> u64 {
         self.records
