@@ -144,7 +144,10 @@ pub fn leasable(policy: &Policy) -> Result<(), LeaseError> {
 /// units, consumed exactly as a check of cost `k` consumes them, and records a lease of
 /// `k` until `now + hold` when `hold > 0` and `k > 0` (counted in the key's
 /// [`Leases::taken_rate`], which every grant reports). With fewer available, grants
-/// nothing and changes nothing else.
+/// nothing and changes nothing else but, for a take with a hold, the key's last turn:
+/// its `retry_after` is then its turn behind the leasing takes denied before it (see
+/// `Leases::next_turn`), so that instances waiting on a scarce key come back one after
+/// the other.
 pub fn take(
     policy: &Policy,
     state: &mut Option<State>,
@@ -164,12 +167,25 @@ pub fn take(
     let available = check(policy, &mut s, now, 0).remaining;
     if take.min > available || take.min > policy.capacity() {
         let mut decision = check(policy, &mut s.clone(), now, take.min);
+        let mut turn = None;
         if take.min <= policy.capacity() {
-            decision.retry_after = Some(retry(policy, &s, &l, now, take.min));
+            let mut wait = retry(policy, &s, &l, now, take.min);
+            if !take.hold.is_zero() {
+                // A leasing take waits its turn behind the others denied before it.
+                let at = now.saturating_add(whole_micros(wait));
+                let span = refill_micros(policy, take.max.clamp(take.min, policy.capacity()));
+                let latest = now.saturating_add(refill_micros(policy, policy.capacity()));
+                let next = l.next_turn(now, at, span, latest);
+                wait = Duration::from_nanos(next - now);
+                turn = Some(next);
+            }
+            decision.retry_after = Some(wait);
         }
         let taken_rate = l.taken_rate(now);
         if closed {
             (*state, *leases) = (s, l);
+        } else if let Some(turn) = turn {
+            leases.keep_turn(turn);
         }
         return Ok(Grant {
             lease: None,
@@ -252,6 +268,20 @@ fn retry(policy: &Policy, state: &Option<State>, leases: &Leases, now: u64, min:
         .retry_after
         .unwrap_or_default();
     Duration::from_nanos(at - now) + refill
+}
+
+/// `wait` rounded up to whole microseconds, in nanoseconds: turns are counted in the
+/// microseconds a Redis store keeps them in, so that both decide alike.
+fn whole_micros(wait: Duration) -> u64 {
+    u64::try_from(wait.as_nanos().div_ceil(1_000) * 1_000).unwrap_or(u64::MAX)
+}
+
+/// The time `units` take to refill under `policy`, rounded up to whole microseconds,
+/// in nanoseconds.
+fn refill_micros(policy: &Policy, units: u64) -> u64 {
+    let per_micro = u128::from(policy.limit()) * 1_000;
+    let micros = (u128::from(units) * u128::from(policy.period_ns())).div_ceil(per_micro);
+    u64::try_from(micros * 1_000).unwrap_or(u64::MAX)
 }
 
 /// Removes an unexpired record and refunds its `unspent` units under the cap of the

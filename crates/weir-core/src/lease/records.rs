@@ -40,6 +40,9 @@ pub struct Leases {
     records: Vec<Record>,
     /// Units leased in the second `second` (of the store's time) and in the one before.
     taken: Taken,
+    /// The latest time a leasing take denied before was told to come back: the refill
+    /// until then is promised to the takes waiting (see [`Leases::next_turn`]).
+    turn: u64,
 }
 
 /// Units leased on a key in one second of the store's time and in the one before it.
@@ -89,6 +92,29 @@ impl Leases {
         let mut taken = self.taken.at(now);
         taken.this = taken.this.saturating_add(units);
         self.taken = taken;
+    }
+
+    /// The time a leasing take denied at `now` is told to come back: `at`, when the
+    /// bucket will have its units, or, while takes denied before are still to come back
+    /// (the last turn is after `now`), `span` (the time the units it asks for take to
+    /// refill)
+    /// after that turn, but no later than `latest` (when the bucket is full again)
+    /// unless `at` is. So the instances waiting on a scarce key come back one after the
+    /// other, each to a batch, rather than all at once and all but one to be denied
+    /// again. Only a denial's wait: nothing is reserved, and whoever comes first is
+    /// granted what the bucket has.
+    pub(super) fn next_turn(&mut self, now: u64, at: u64, span: u64, latest: u64) -> u64 {
+        let turn = match self.turn > now {
+            true => at.max(self.turn.saturating_add(span).min(latest)),
+            false => at,
+        };
+        self.turn = turn;
+        turn
+    }
+
+    /// Keeps `turn` as the latest turn given (see [`Leases::next_turn`]).
+    pub(super) fn keep_turn(&mut self, turn: u64) {
+        self.turn = turn;
     }
 
     /// Units held by leases unexpired at `now`.

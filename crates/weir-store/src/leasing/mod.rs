@@ -123,7 +123,7 @@ impl LeasePlan {
         };
         let max = batch.max(cost);
         let min = match starving {
-            true => batch.min(refill(policy, self.hold / 4)).max(cost),
+            true => (batch.min(refill(policy, self.hold / 4)) / 2).max(cost),
             false => cost,
         };
         (min, max, self.hold)
@@ -436,7 +436,7 @@ mod tests {
         let sizes = |share, starving| plan.take_sizes(&policy, 166, share, starving, false, 1);
         assert_eq!(sizes((0, 0), false), (1, 12, AUTO_HOLD), "a first take");
         assert_eq!(sizes((83, 333), false), (1, 49, AUTO_HOLD), "one of four");
-        assert_eq!(sizes((83, 333), true), (49, 49, AUTO_HOLD), "starving");
+        assert_eq!(sizes((83, 333), true), (24, 49, AUTO_HOLD), "starving");
         assert_eq!(
             sizes((333, 333), false),
             (1, 166, AUTO_HOLD),

@@ -45,7 +45,7 @@ end
 local function lease_read(key)
   local flat = redis.call('HGETALL', key)
   local l = { records = {}, last = 0, since = 0, gone = {}, added = {},
-    second = 0, this = 0, before = 0 }
+    second = 0, this = 0, before = 0, turn = 0 }
   for i = 1, #flat, 2 do
     local field, value = flat[i], flat[i + 1]
     if field == 'n' then
@@ -58,6 +58,8 @@ local function lease_read(key)
       l.this = tonumber(value)
     elseif field == 'b' then
       l.before = tonumber(value)
+    elseif field == 't' then
+      l.turn = tonumber(value)
     else
       local colon = string.find(value, ':', 1, true)
       l.records[#l.records + 1] = { id = tonumber(field),
@@ -76,6 +78,16 @@ local function taken_at(l, now)
     if second == l.second + 1 then l.before = l.this else l.before = 0 end
     l.second, l.this = second, 0
   end
+end
+
+-- The time a leasing take denied at `now` is told to come back (Leases::next_turn):
+-- `at`, or while takes denied before are still to come back, `span` after the last
+-- turn, but no later than `latest` unless `at` is.
+local function next_turn(l, now, at, span, latest)
+  local turn = at
+  if l.turn > now then turn = math.max(at, math.min(l.turn + span, latest)) end
+  l.turn = turn
+  return turn
 end
 
 -- The key's take rate at `now` (Leases::taken_rate).
@@ -185,13 +197,14 @@ local function lease_write(keys, p, stored, state, l, now, given)
     redis.call('HDEL', keys[2], unpack(l.gone))
   end
   local fields = { 'n', int(l.last), 's', int(l.since),
-    'w', int(l.second), 'a', int(l.this), 'b', int(l.before) }
+    'w', int(l.second), 'a', int(l.this), 'b', int(l.before), 't', int(l.turn) }
   for _, r in ipairs(l.added) do
     fields[#fields + 1] = int(r.id)
     fields[#fields + 1] = int(r.units) .. ':' .. int(r.expires)
   end
   redis.call('HSET', keys[2], unpack(fields))
-  redis.call('PEXPIRE', keys[2], expiry_ms(math.max(last_end, l.last + 1) - now, given) + 60000)
+  redis.call('PEXPIRE', keys[2],
+    expiry_ms(math.max(last_end, l.last + 1, l.turn) - now, given) + 60000)
 end
 
 function lease_take(keys, argv, now)
@@ -216,8 +229,24 @@ function lease_take(keys, argv, now)
   if not peeked then state = false end
   if min > available or min > p.capacity then
     local _, remaining, reset, retry, delay = lease_decide(p, state, now, min)
-    if min <= p.capacity then retry = lease_retry(p, state, l, now, min) end
-    if closed then lease_write(keys, p, stored, state, l, now, argv[1]) end
+    local turned = false
+    if min <= p.capacity then
+      retry = lease_retry(p, state, l, now, min)
+      if hold > 0 then
+        -- A leasing take waits its turn behind the others denied before it.
+        local span = div_ceil(math.min(math.max(max, min), p.capacity) * p.P, p.L)
+        local latest = now + div_ceil(p.capacity * p.P, p.L)
+        retry = next_turn(l, now, now + retry, span, latest) - now
+        turned = true
+      end
+    end
+    if closed then
+      lease_write(keys, p, stored, state, l, now, argv[1])
+    elseif turned then
+      redis.call('HSET', keys[2], 't', int(l.turn))
+      local keep = expiry_ms(l.turn - now, argv[1]) + 60000
+      if redis.call('PTTL', keys[2]) < keep then redis.call('PEXPIRE', keys[2], keep) end
+    end
     return { 0, remaining, reset, retry, delay, 0, 0, closed and 1 or 0, taken_rate(l, now) }
   end
   -- With no room for a record (MAX_LEASES out), only `min` is granted, spent at once:
