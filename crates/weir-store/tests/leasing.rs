@@ -328,9 +328,8 @@ async fn denials_are_answered_here_until_the_retry_time() {
     clock.advance(Duration::from_millis(999));
     assert!(!check(1).await.allowed);
     assert_eq!(script_calls(&server), calls + 1);
-    // At the retry time the instance asks again, for what refills in a quarter of the
-    // hold (one unit here) up to a batch: the wait for a starving key is at most a
-    // quarter hold more than one unit's.
+    // At the retry time the instance asks again, for at least half of what refills in
+    // a quarter of the hold (one unit here) up to a batch.
     clock.advance(Duration::from_millis(1));
     assert!(check(1).await.allowed, "the unit refilled");
     assert_eq!(script_calls(&server), calls + 2);

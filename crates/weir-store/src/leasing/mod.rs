@@ -90,9 +90,9 @@ impl LeasePlan {
     /// units asked for here in a recent second; `share`, the units this instance was
     /// granted in a recent second and the key's take rate the store last reported
     /// (every instance's: see [`share_of`]); `starving`, whether the last take got
-    /// less than it asked for (then at least what refills in a quarter of the hold, up
-    /// to a batch: a call per batch, and a wait of at most a quarter hold more than one
-    /// unit's); `unsure`, whether the last take failed (then a plain check, until one
+    /// less than it asked for (then at least half of what refills in a quarter of the
+    /// hold, up to half a batch: about a call per batch, the store's turns spacing the
+    /// instances that wait, and a turn met a little late still granted); `unsure`, whether the last take failed (then a plain check, until one
     /// answers: a take that timed out may still have been granted, and its units are
     /// out until its hold ends, so a stalled store strands at most one batch). A zero
     /// hold takes `cost` spent at once.
