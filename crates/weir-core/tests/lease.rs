@@ -257,7 +257,8 @@ impl Run {
                             let micro = Duration::from_micros(1);
                             let full = policy
                                 .period()
-                                .mul_f64(policy.capacity() as f64 / policy.limit() as f64);
+                                .mul_f64(policy.capacity() as f64 / policy.limit() as f64)
+                                .min(Duration::from_nanos(hold) / 4);
                             prop_assert!(exact <= retry, "{:?} before {:?}", retry, exact);
                             prop_assert!(
                                 retry <= exact.max(full) + micro,

@@ -147,7 +147,8 @@ pub fn leasable(policy: &Policy) -> Result<(), LeaseError> {
 /// nothing and changes nothing else but, for a take with a hold, the key's last turn:
 /// its `retry_after` is then its turn behind the leasing takes denied before it (see
 /// `Leases::next_turn`), so that instances waiting on a scarce key come back one after
-/// the other.
+/// the other (never further than a quarter of the hold, or the bucket's refill from
+/// empty, unless its own units take longer).
 pub fn take(
     policy: &Policy,
     state: &mut Option<State>,
@@ -174,7 +175,9 @@ pub fn take(
                 // A leasing take waits its turn behind the others denied before it.
                 let at = now.saturating_add(whole_micros(wait));
                 let span = refill_micros(policy, take.max.clamp(take.min, policy.capacity()));
-                let latest = now.saturating_add(refill_micros(policy, policy.capacity()));
+                let quarter = hold_micros(take.hold) / 4 * 1_000;
+                let latest =
+                    now.saturating_add(refill_micros(policy, policy.capacity()).min(quarter));
                 let next = l.next_turn(now, at, span, latest);
                 wait = Duration::from_nanos(next - now);
                 turn = Some(next);
@@ -274,6 +277,12 @@ fn retry(policy: &Policy, state: &Option<State>, leases: &Leases, now: u64, min:
 /// microseconds a Redis store keeps them in, so that both decide alike.
 fn whole_micros(wait: Duration) -> u64 {
     u64::try_from(wait.as_nanos().div_ceil(1_000) * 1_000).unwrap_or(u64::MAX)
+}
+
+/// A take's hold as a Redis store counts it: whole microseconds, rounded up, at most
+/// [`MAX_PERIOD`].
+fn hold_micros(hold: Duration) -> u64 {
+    u64::try_from(hold.min(MAX_PERIOD).as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
 /// The time `units` take to refill under `policy`, rounded up to whole microseconds,

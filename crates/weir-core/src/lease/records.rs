@@ -98,8 +98,8 @@ impl Leases {
     /// bucket will have its units, or, while takes denied before are still to come back
     /// (the last turn is after `now`), `span` (the time the units it asks for take to
     /// refill)
-    /// after that turn, but no later than `latest` (when the bucket is full again)
-    /// unless `at` is. So the instances waiting on a scarce key come back one after the
+    /// after that turn, but no later than `latest` (a quarter of the hold, or the
+    /// bucket's refill from empty, after `now`) unless `at` is. So the instances waiting on a scarce key come back one after the
     /// other, each to a batch, rather than all at once and all but one to be denied
     /// again. Only a denial's wait: nothing is reserved, and whoever comes first is
     /// granted what the bucket has.

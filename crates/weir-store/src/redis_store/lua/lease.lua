@@ -235,7 +235,7 @@ function lease_take(keys, argv, now)
       if hold > 0 then
         -- A leasing take waits its turn behind the others denied before it.
         local span = div_ceil(math.min(math.max(max, min), p.capacity) * p.P, p.L)
-        local latest = now + div_ceil(p.capacity * p.P, p.L)
+        local latest = now + math.min(div_ceil(p.capacity * p.P, p.L), math.floor(hold / 4))
         retry = next_turn(l, now, now + retry, span, latest) - now
         turned = true
       end
