@@ -518,6 +518,26 @@ mod tests {
     }
 
     #[test]
+    fn the_share_counts_units_granted_here_against_the_keys_take_rate() {
+        let slot = Slot::default();
+        let s = 1_000_000_000;
+        let grant = |lease, units, at, taken_rate| {
+            slot.begin_take();
+            slot.finish_take(Some(Install {
+                at,
+                taken_rate,
+                ..install(lease, units, at + s)
+            }));
+        };
+        grant(1, 30, 10 * s, 120);
+        grant(2, 20, 10 * s + 1, 200);
+        assert_eq!(slot.share(10 * s + 2), (50, 200));
+        grant(3, 10, 11 * s, 240);
+        assert_eq!(slot.share(11 * s), (50, 240), "the second before counts");
+        assert_eq!(slot.share(13 * s), (0, 240), "quiet seconds forget");
+    }
+
+    #[test]
     fn the_busiest_second_sizes_the_batch() {
         let slot = Slot::default();
         let s = 1_000_000_000;
