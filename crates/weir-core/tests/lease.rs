@@ -233,7 +233,41 @@ impl Run {
                                 .allowed
                         };
                         prop_assert!(grants_at(at), "not granted after {:?}", retry);
-                        prop_assert!(retry.is_zero() || !grants_at(at - 1), "{:?} is late", retry);
+                        if hold == 0 {
+                            prop_assert!(
+                                retry.is_zero() || !grants_at(at - 1),
+                                "{:?} is late",
+                                retry
+                            );
+                        } else {
+                            // A leasing take's turn: no sooner than its units are there
+                            // (the exact time, as a check's, rounded up to whole µs),
+                            // no later than that or the bucket's refill from empty.
+                            let (mut s, mut l) = (self.state.clone(), self.leases.clone());
+                            let check = Take {
+                                closing: None,
+                                hold: Duration::ZERO,
+                                ..asked
+                            };
+                            let exact = take(&policy, &mut s, &mut l, now, &check)
+                                .unwrap()
+                                .decision
+                                .retry_after
+                                .unwrap();
+                            let micro = Duration::from_micros(1);
+                            let full = policy
+                                .period()
+                                .mul_f64(policy.capacity() as f64 / policy.limit() as f64)
+                                .min(Duration::from_nanos(hold) / 4);
+                            prop_assert!(exact <= retry, "{:?} before {:?}", retry, exact);
+                            prop_assert!(
+                                retry <= exact.max(full) + micro,
+                                "{:?} after {:?} and {:?}",
+                                retry,
+                                exact,
+                                full
+                            );
+                        }
                     }
                 }
                 prop_assert_eq!(grant.lease.is_some(), hold > 0 && grant.units > 0);
@@ -549,4 +583,130 @@ fn with_no_room_for_a_record_a_take_grants_only_its_min() {
             "{algorithm}: nothing else taken"
         );
     }
+}
+
+/// Every grant reports the units leased on the key, by every holder, in the busier of
+/// its second and the one before (issue 41: batches sized from it); direct checks and
+/// denials count nothing.
+#[test]
+fn grants_report_the_keys_take_rate_over_two_seconds() {
+    const SECOND: u64 = 1_000_000_000;
+    let p = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(1), None).unwrap();
+    let (mut state, mut leases) = (None, Leases::default());
+    let mut at = |now: u64, take: Take| take_at(&p, &mut state, &mut leases, now, &take);
+    assert_eq!(at(START, lease(1, 30, 1)), (30, 30), "one holder's 30");
+    assert_eq!(
+        at(START + 1, lease(1, 20, 1)),
+        (20, 50),
+        "another's 20, same second"
+    );
+    assert_eq!(
+        at(START + 2, Take::check(5)),
+        (5, 50),
+        "a direct check counts nothing"
+    );
+    assert_eq!(
+        at(START + SECOND, lease(1, 10, 1)),
+        (10, 50),
+        "the second before"
+    );
+    assert_eq!(
+        at(START + 2 * SECOND, lease(1, 60, 1)),
+        (60, 60),
+        "a busier second"
+    );
+    assert_eq!(
+        at(START + 2 * SECOND, lease(500, 500, 1)),
+        (0, 60),
+        "a denial"
+    );
+    assert_eq!(
+        at(START + 4 * SECOND, lease(1, 1, 1)),
+        (1, 1),
+        "a quiet second forgets"
+    );
+}
+
+/// Units granted and the take rate reported.
+fn take_at(
+    p: &Policy,
+    state: &mut Option<State>,
+    leases: &mut Leases,
+    now: u64,
+    t: &Take,
+) -> (u64, u64) {
+    let grant = take(p, state, leases, now, t).unwrap();
+    (grant.units, grant.taken_rate)
+}
+
+/// Leasing takes denied while others wait are told to come back one after the other,
+/// each a batch's refill after the last turn, never past the bucket's refill from
+/// empty; a direct check's retry is its own; a turn past is forgotten.
+#[test]
+fn denied_leasing_takes_come_back_in_turns() {
+    const MS: u64 = 1_000_000;
+    // 100 a second: a unit every 10 ms; a burst of 40.
+    let p = Policy::new(
+        Algorithm::TokenBucket,
+        100,
+        Duration::from_secs(1),
+        Some(40),
+    )
+    .unwrap();
+    let (mut state, mut leases) = (None, Leases::default());
+    let mut retry = |now: u64, take: Take| {
+        let grant = take_any(&p, &mut state, &mut leases, now, &take);
+        grant.decision.retry_after.map(|d| d.as_millis())
+    };
+    let batch = |min: u64| Take {
+        hold: Duration::from_secs(2),
+        ..lease(min, 10, 2)
+    };
+    assert_eq!(
+        retry(START, Take::check(40)),
+        None,
+        "the whole burst, spent"
+    );
+    assert_eq!(
+        retry(START, batch(10)),
+        Some(100),
+        "the first waits for its batch"
+    );
+    assert_eq!(
+        retry(START, batch(10)),
+        Some(200),
+        "the next, a batch later"
+    );
+    assert_eq!(
+        retry(START, Take::check(1)),
+        Some(10),
+        "a direct check: its own"
+    );
+    assert_eq!(retry(START, batch(10)), Some(300));
+    assert_eq!(
+        retry(START, batch(10)),
+        Some(400),
+        "the bucket full again from empty"
+    );
+    assert_eq!(retry(START, batch(10)), Some(400), "never later");
+    assert_eq!(
+        retry(START + 500 * MS, batch(45)),
+        None,
+        "more than the burst: no turn"
+    );
+    assert_eq!(
+        retry(START + 401 * MS, batch(40)),
+        None,
+        "granted, turns past"
+    );
+}
+
+fn take_any(
+    p: &Policy,
+    state: &mut Option<State>,
+    leases: &mut Leases,
+    now: u64,
+    t: &Take,
+) -> weir_core::Grant {
+    take(p, state, leases, now, t).unwrap()
 }

@@ -93,6 +93,13 @@
 //! - **The hold measured from the grant's arrival** ([`HoldFrom::Received`]): a delayed
 //!   grant outlives its record, and the instance spends units the store has released.
 //!
+//! # Batches of every size ([`sizing`])
+//!
+//! `lease: auto` sizes each batch from the key's take rate the store reports (issue
+//! 41), so a take may ask for anything from one unit to the capacity.
+//! [`SizedLeaseModel`] lets the checker choose every take's batch: the bound holds for
+//! any sizing rule (`tests/sizing_checker.rs`).
+//!
 //! # Checked
 //!
 //! [`properties`] lists what is checked; `tests/` runs the checker with bounds (ticks,
@@ -124,8 +131,10 @@ pub mod actions;
 pub mod bound;
 pub mod properties;
 pub mod share;
+pub mod sizing;
 pub mod slots;
 pub mod state;
 
 pub use actions::{Action, HoldFrom, LeaseModel, Refill};
 pub use bound::{bucket_bound, plain_bucket_admits, window_bound};
+pub use sizing::SizedLeaseModel;

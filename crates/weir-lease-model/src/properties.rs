@@ -112,7 +112,8 @@ pub fn all() -> Vec<Property<LeaseModel>> {
 }
 
 /// Every window `first..=last` (up to now) admits at most [`bucket_bound`].
-fn no_over_admission(model: &LeaseModel, state: &State) -> bool {
+#[must_use]
+pub fn no_over_admission(model: &LeaseModel, state: &State) -> bool {
     let capacity = u32::from(model.capacity);
     let every = u32::from(model.refill_every);
     (0u32..).zip(&state.admitted).all(|(first, _)| {
@@ -127,7 +128,8 @@ fn no_over_admission(model: &LeaseModel, state: &State) -> bool {
 }
 
 /// Ticks `0..=t` admit at most `C + floor(t / R)`: [`bucket_bound`] from tick 0.
-fn cumulative(model: &LeaseModel, state: &State) -> bool {
+#[must_use]
+pub fn cumulative(model: &LeaseModel, state: &State) -> bool {
     let mut sum = 0u32;
     (0u32..).zip(&state.admitted).all(|(last, &units)| {
         sum += u32::from(units);
@@ -138,7 +140,8 @@ fn cumulative(model: &LeaseModel, state: &State) -> bool {
 /// `granted == spent + returned + released + unspent units of live records`, every
 /// accepted return carried exactly its record's unspent units, and every spend came
 /// from a live record with units left.
-fn ledger_balances(state: &State) -> bool {
+#[must_use]
+pub fn ledger_balances(state: &State) -> bool {
     let ledger = &state.ledger;
     let live: u32 = state
         .store
@@ -164,7 +167,8 @@ fn ledger_balances(state: &State) -> bool {
 /// For every live record: the units its holder has, plus those in a grant or a return
 /// for it in flight, are at most its unspent units (some may have vanished in a crash
 /// or a lost message; none is in two places).
-fn one_place(state: &State) -> bool {
+#[must_use]
+pub fn one_place(state: &State) -> bool {
     state.store.leases.iter().all(|(&id, record)| {
         let held: u32 = state
             .instances

@@ -69,6 +69,8 @@ pub enum LeaseOutcome {
         leased: bool,
         /// Whether the renewed lease was found.
         closed: bool,
+        /// The key's take rate the grant reported.
+        taken_rate: u64,
         /// The decision.
         decision: weir_core::Decision,
     },
@@ -186,6 +188,7 @@ fn outcome(grant: &Grant) -> LeaseOutcome {
         units: grant.units,
         leased: grant.lease.is_some(),
         closed: grant.closed,
+        taken_rate: grant.taken_rate,
         decision: crate::decisions_in_micros(&grant.decision),
     }
 }

@@ -98,6 +98,11 @@ pub struct Grant {
     /// Whether the take's [`Take::closing`] lease was found (and given back); false
     /// when it had expired (its units count as spent) or none was given.
     pub closed: bool,
+    /// Units leased on the key by every instance together in the busiest of the
+    /// current second and the one before, this grant's included
+    /// ([`Leases::taken_rate`]): the key's demand as the store sees it, from which an
+    /// instance sizes its share of a batch.
+    pub taken_rate: u64,
 }
 
 /// Why a policy cannot be leased.
@@ -137,8 +142,13 @@ pub fn leasable(policy: &Policy) -> Result<(), LeaseError> {
 /// gives back `take.closing` if it is still held (see [`give_back`]); then, if the bucket has at least `take.min` units
 /// available under the cap (`capacity - outstanding`), grants `k = min(max, available)`
 /// units, consumed exactly as a check of cost `k` consumes them, and records a lease of
-/// `k` until `now + hold` when `hold > 0` and `k > 0`. With fewer available, grants
-/// nothing and changes nothing else.
+/// `k` until `now + hold` when `hold > 0` and `k > 0` (counted in the key's
+/// [`Leases::taken_rate`], which every grant reports). With fewer available, grants
+/// nothing and changes nothing else but, for a take with a hold, the key's last turn:
+/// its `retry_after` is then its turn behind the leasing takes denied before it (see
+/// `Leases::next_turn`), so that instances waiting on a scarce key come back one after
+/// the other (never further than a quarter of the hold, or the bucket's refill from
+/// empty, unless its own units take longer).
 pub fn take(
     policy: &Policy,
     state: &mut Option<State>,
@@ -158,17 +168,34 @@ pub fn take(
     let available = check(policy, &mut s, now, 0).remaining;
     if take.min > available || take.min > policy.capacity() {
         let mut decision = check(policy, &mut s.clone(), now, take.min);
+        let mut turn = None;
         if take.min <= policy.capacity() {
-            decision.retry_after = Some(retry(policy, &s, &l, now, take.min));
+            let mut wait = retry(policy, &s, &l, now, take.min);
+            if !take.hold.is_zero() {
+                // A leasing take waits its turn behind the others denied before it.
+                let at = now.saturating_add(whole_micros(wait));
+                let span = refill_micros(policy, take.max.clamp(take.min, policy.capacity()));
+                let quarter = hold_micros(take.hold) / 4 * 1_000;
+                let latest =
+                    now.saturating_add(refill_micros(policy, policy.capacity()).min(quarter));
+                let next = l.next_turn(now, at, span, latest);
+                wait = Duration::from_nanos(next - now);
+                turn = Some(next);
+            }
+            decision.retry_after = Some(wait);
         }
+        let taken_rate = l.taken_rate(now);
         if closed {
             (*state, *leases) = (s, l);
+        } else if let Some(turn) = turn {
+            leases.keep_turn(turn);
         }
         return Ok(Grant {
             lease: None,
             units: 0,
             decision,
             closed,
+            taken_rate,
         });
     }
     // With no room for a record, only `min` is granted (spent at once): units beyond it
@@ -181,7 +208,11 @@ pub fn take(
     if units > 0 && !take.hold.is_zero() {
         let hold = u64::try_from(take.hold.min(MAX_PERIOD).as_nanos()).unwrap_or(u64::MAX);
         lease = l.add(now, units, now.saturating_add(hold));
+        if lease.is_some() {
+            l.note_taken(now, units);
+        }
     }
+    let taken_rate = l.taken_rate(now);
     if units > 0 || closed {
         (*state, *leases) = (s, l);
     }
@@ -190,6 +221,7 @@ pub fn take(
         units,
         decision,
         closed,
+        taken_rate,
     })
 }
 
@@ -239,6 +271,26 @@ fn retry(policy: &Policy, state: &Option<State>, leases: &Leases, now: u64, min:
         .retry_after
         .unwrap_or_default();
     Duration::from_nanos(at - now) + refill
+}
+
+/// `wait` rounded up to whole microseconds, in nanoseconds: turns are counted in the
+/// microseconds a Redis store keeps them in, so that both decide alike.
+fn whole_micros(wait: Duration) -> u64 {
+    u64::try_from(wait.as_nanos().div_ceil(1_000) * 1_000).unwrap_or(u64::MAX)
+}
+
+/// A take's hold as a Redis store counts it: whole microseconds, rounded up, at most
+/// [`MAX_PERIOD`].
+fn hold_micros(hold: Duration) -> u64 {
+    u64::try_from(hold.min(MAX_PERIOD).as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
+}
+
+/// The time `units` take to refill under `policy`, rounded up to whole microseconds,
+/// in nanoseconds.
+fn refill_micros(policy: &Policy, units: u64) -> u64 {
+    let per_micro = u128::from(policy.limit()) * 1_000;
+    let micros = (u128::from(units) * u128::from(policy.period_ns())).div_ceil(per_micro);
+    u64::try_from(micros * 1_000).unwrap_or(u64::MAX)
 }
 
 /// Removes an unexpired record and refunds its `unspent` units under the cap of the

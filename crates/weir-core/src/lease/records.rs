@@ -23,8 +23,9 @@ struct Record {
     expires: u64,
 }
 
-/// The lease records of one key, the last id given, and the time the key's state was
-/// last brought forward under them (see `super::advance`).
+/// The lease records of one key, the last id given, the time the key's state was
+/// last brought forward under them (see `super::advance`), and the units leased in
+/// its last two seconds (every instance's takes: see [`Leases::taken_rate`]).
 ///
 /// Ids are `max(last + 1, now)`: they grow while the records are kept, and once the
 /// records are gone (a store drops them after the last expiry) the time has moved past
@@ -37,9 +38,85 @@ pub struct Leases {
     /// their cap: from here on, only their expiries change the cap.
     since: u64,
     records: Vec<Record>,
+    /// Units leased in the second `second` (of the store's time) and in the one before.
+    taken: Taken,
+    /// The latest time a leasing take denied before was told to come back: the refill
+    /// until then is promised to the takes waiting (see [`Leases::next_turn`]).
+    turn: u64,
+}
+
+/// Units leased on a key in one second of the store's time and in the one before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Taken {
+    second: u64,
+    this: u64,
+    last: u64,
+}
+
+/// Nanoseconds in a second.
+const SECOND: u64 = 1_000_000_000;
+
+impl Taken {
+    /// The counts as of `now`: moved on to its second when it is later (the second
+    /// before counts only if it is the one just past). A clock stepped back counts in
+    /// the second last seen.
+    fn at(self, now: u64) -> Self {
+        let second = now / SECOND;
+        if second <= self.second {
+            return self;
+        }
+        let last = if second == self.second + 1 {
+            self.this
+        } else {
+            0
+        };
+        Self {
+            second,
+            this: 0,
+            last,
+        }
+    }
 }
 
 impl Leases {
+    /// Units leased on the key (by every instance together) in the busiest of the
+    /// current second and the one before it, as of `now`: the key's demand where it is
+    /// known, from which an instance sizes its share of a batch (each take reports it).
+    pub fn taken_rate(&self, now: u64) -> u64 {
+        let taken = self.taken.at(now);
+        taken.this.max(taken.last)
+    }
+
+    /// Counts `units` leased at `now` in [`Leases::taken_rate`].
+    pub(super) fn note_taken(&mut self, now: u64, units: u64) {
+        let mut taken = self.taken.at(now);
+        taken.this = taken.this.saturating_add(units);
+        self.taken = taken;
+    }
+
+    /// The time a leasing take denied at `now` is told to come back: `at`, when the
+    /// bucket will have its units, or, while takes denied before are still to come back
+    /// (the last turn is after `now`), `span` (the time the units it asks for take to
+    /// refill)
+    /// after that turn, but no later than `latest` (a quarter of the hold, or the
+    /// bucket's refill from empty, after `now`) unless `at` is. So the instances waiting on a scarce key come back one after the
+    /// other, each to a batch, rather than all at once and all but one to be denied
+    /// again. Only a denial's wait: nothing is reserved, and whoever comes first is
+    /// granted what the bucket has.
+    pub(super) fn next_turn(&mut self, now: u64, at: u64, span: u64, latest: u64) -> u64 {
+        let turn = match self.turn > now {
+            true => at.max(self.turn.saturating_add(span).min(latest)),
+            false => at,
+        };
+        self.turn = turn;
+        turn
+    }
+
+    /// Keeps `turn` as the latest turn given (see [`Leases::next_turn`]).
+    pub(super) fn keep_turn(&mut self, turn: u64) {
+        self.turn = turn;
+    }
+
     /// Units held by leases unexpired at `now`.
     pub fn outstanding(&self, now: u64) -> u64 {
         self.records

@@ -195,6 +195,7 @@ impl LeasingStore {
                 let (min, max, hold) = rule.plan.take_sizes(
                     policy,
                     asked,
+                    entry.slot.share(now),
                     entry.slot.starving(),
                     entry.slot.unsure(),
                     cost,
@@ -384,6 +385,9 @@ impl Taking {
                 scarce: true,
                 remaining: grant.decision.remaining,
                 full_at,
+                granted: 0,
+                at: now,
+                taken_rate: grant.taken_rate,
             };
             let decision = Decision {
                 allowed: false,
@@ -415,6 +419,13 @@ impl Taking {
             scarce: grant.lease.is_some() && grant.units < self.take.max,
             remaining: grant.decision.remaining,
             full_at,
+            granted: if grant.lease.is_some() {
+                grant.units
+            } else {
+                0
+            },
+            at: now,
+            taken_rate: grant.taken_rate,
         };
         let decision = Decision {
             remaining: grant

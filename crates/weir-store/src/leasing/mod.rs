@@ -47,16 +47,21 @@ pub const AUTO_HOLD: Duration = Duration::from_secs(2);
 /// (the key is asked for at least this many units a second here): below, a lease saves
 /// too few calls to be worth units held away from the other instances.
 pub const AUTO_MIN_BATCH: u64 = 4;
-/// `lease: auto` batches hold at most this fraction of the key's capacity.
+/// `lease: auto` batches hold at most this instance's share of the key's capacity: its
+/// part of the key's takes (every instance's, as the store counts them) times the
+/// capacity, and never less than this fraction of the capacity (a key this instance
+/// has not leased yet, or leases little of).
 pub const AUTO_CAPACITY_SHARE: u64 = 16;
 
 /// How a rule's keys are leased.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Batch {
     /// Each key's batch is what this instance was asked for it in its busiest recent
-    /// second (at most a sixteenth of the capacity, and at most what the key refills
-    /// in a second), held [`AUTO_HOLD`]; a key whose batch would be fewer than
-    /// [`AUTO_MIN_BATCH`] units is not leased.
+    /// second, at most its share of the capacity (its part of the key's recent takes,
+    /// as the store counts every instance's, times the capacity; at least a
+    /// sixteenth of it) and at most what the key refills in a second, held
+    /// [`AUTO_HOLD`]; a key whose batch would be fewer than [`AUTO_MIN_BATCH`] units is
+    /// not leased.
     Auto,
     /// Every key is leased, in batches of this many units (at most the capacity).
     Fixed(u64),
@@ -82,10 +87,12 @@ impl LeasePlan {
     }
 
     /// What a take for `cost` units asks for: `(min, max, hold)`. `asked` is the most
-    /// units asked for here in a recent second; `starving`, whether the last take got
-    /// less than it asked for (then at least what refills in a quarter of the hold, up
-    /// to a batch: a call per batch, and a wait of at most a quarter hold more than one
-    /// unit's); `unsure`, whether the last take failed (then a plain check, until one
+    /// units asked for here in a recent second; `share`, the units this instance was
+    /// granted in a recent second and the key's take rate the store last reported
+    /// (every instance's: see [`share_of`]); `starving`, whether the last take got
+    /// less than it asked for (then at least half of what refills in a quarter of the
+    /// hold, up to half a batch: about a call per batch, the store's turns spacing the
+    /// instances that wait, and a turn met a little late still granted); `unsure`, whether the last take failed (then a plain check, until one
     /// answers: a take that timed out may still have been granted, and its units are
     /// out until its hold ends, so a stalled store strands at most one batch). A zero
     /// hold takes `cost` spent at once.
@@ -93,6 +100,7 @@ impl LeasePlan {
         &self,
         policy: &Policy,
         asked: u64,
+        share: (u64, u64),
         starving: bool,
         unsure: bool,
         cost: u64,
@@ -104,7 +112,7 @@ impl LeasePlan {
         let batch = match self.batch {
             Batch::Auto => {
                 let batch = asked
-                    .min((capacity / AUTO_CAPACITY_SHARE).max(1))
+                    .min(share_of(capacity, share))
                     .min(refill(policy, Duration::from_secs(1)));
                 if batch < AUTO_MIN_BATCH {
                     return (cost, cost, Duration::ZERO);
@@ -115,11 +123,30 @@ impl LeasePlan {
         };
         let max = batch.max(cost);
         let min = match starving {
-            true => batch.min(refill(policy, self.hold / 4)).max(cost),
+            true => (batch.min(refill(policy, self.hold / 4)) / 2).max(cost),
             false => cost,
         };
         (min, max, self.hold)
     }
+}
+
+/// The most of `capacity` one `auto` batch holds: `capacity × own / taken`, this
+/// instance's part of the key's takes (`own` units granted here, `taken` by every
+/// instance together, in a recent second), and at least a sixteenth of the capacity.
+///
+/// So the instances' batches together come to about the capacity, each in proportion
+/// to what it spends: a key whose burst is small next to its rate is leased in batches
+/// of a few instances' share of it, not a sixteenth, while an instance that leases
+/// little of a key keeps small batches (units it would strand if its demand moved
+/// elsewhere stay a sixteenth of the capacity). The store grants only what the bucket
+/// has under the cap of the units out, so no sizing admits more than the bucket.
+fn share_of(capacity: u64, (own, taken): (u64, u64)) -> u64 {
+    let floor = (capacity / AUTO_CAPACITY_SHARE).max(1);
+    if taken == 0 {
+        return floor;
+    }
+    let share = u128::from(capacity) * u128::from(own.min(taken)) / u128::from(taken);
+    u64::try_from(share).unwrap_or(capacity).max(floor)
 }
 
 /// Units `policy` refills in `within` (rounded down).
@@ -369,5 +396,54 @@ impl Store for LeasingStore {
 
     fn is_ready(&self) -> bool {
         self.inner.is_ready()
+    }
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+#[allow(
+    clippy::unwrap_used,
+    reason = "test code (clippy's test allowance does not see a compound cfg)"
+)]
+mod tests {
+    use weir_core::Algorithm;
+
+    use super::*;
+
+    #[test]
+    fn an_auto_batch_holds_this_instances_share_of_the_capacity() {
+        assert_eq!(share_of(200, (0, 0)), 12, "nothing known: a sixteenth");
+        assert_eq!(share_of(200, (80, 320)), 50, "a quarter of the takes");
+        assert_eq!(share_of(200, (5, 320)), 12, "at least a sixteenth");
+        assert_eq!(
+            share_of(200, (400, 320)),
+            200,
+            "never more than the capacity"
+        );
+        assert_eq!(share_of(u64::MAX, (1, 2)), u64::MAX / 2);
+    }
+
+    #[test]
+    fn a_small_burst_is_leased_in_shares_not_sixteenths() {
+        // 20,000 a minute with a burst of 200, asked 166 a second here.
+        let policy = Policy::new(
+            Algorithm::TokenBucket,
+            20_000,
+            Duration::from_secs(60),
+            Some(200),
+        )
+        .unwrap();
+        let plan = LeasePlan::auto();
+        let sizes = |share, starving| plan.take_sizes(&policy, 166, share, starving, false, 1);
+        assert_eq!(sizes((0, 0), false), (1, 12, AUTO_HOLD), "a first take");
+        assert_eq!(sizes((83, 333), false), (1, 49, AUTO_HOLD), "one of four");
+        assert_eq!(sizes((83, 333), true), (24, 49, AUTO_HOLD), "starving");
+        assert_eq!(
+            sizes((333, 333), false),
+            (1, 166, AUTO_HOLD),
+            "alone: its demand"
+        );
+        // A key asked for less than the least batch here is checked on the store.
+        let quiet = plan.take_sizes(&policy, 3, (3, 3), false, false, 1);
+        assert_eq!(quiet, (1, 1, Duration::ZERO));
     }
 }

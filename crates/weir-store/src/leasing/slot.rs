@@ -52,6 +52,45 @@ pub(super) struct Held {
     pub(super) lease: Option<(LeaseId, Policy)>,
     /// A take is on its way: the others wait for it rather than ask too.
     pub(super) taking: bool,
+    /// Units this instance was granted in leases of the key, per second.
+    granted: Window,
+    /// The key's take rate (every instance's) the store reported at the last take.
+    taken_rate: u64,
+}
+
+/// Units counted in one second of this instance's clock and in the one before it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Window {
+    second: u64,
+    this: u64,
+    last: u64,
+}
+
+impl Window {
+    /// The counts moved on to the second of `now` (the one before kept only if it is
+    /// the one just past).
+    fn at(self, now: u64) -> Self {
+        let second = now / 1_000_000_000;
+        if second <= self.second {
+            return self;
+        }
+        let last = if second == self.second + 1 {
+            self.this
+        } else {
+            0
+        };
+        Self {
+            second,
+            this: 0,
+            last,
+        }
+    }
+
+    /// The busier of the second of `now` and the one before.
+    fn busiest(self, now: u64) -> u64 {
+        let window = self.at(now);
+        window.this.max(window.last)
+    }
 }
 
 /// What a finished take leaves in the slot.
@@ -70,6 +109,11 @@ pub(super) struct Install {
     /// The remaining units the store reported, and when the key is full again.
     pub(super) remaining: u64,
     pub(super) full_at: u64,
+    /// Units the take was granted in a lease (0 for none), when it answered (this
+    /// instance's clock), and the key's take rate the store reported.
+    pub(super) granted: u64,
+    pub(super) at: u64,
+    pub(super) taken_rate: u64,
 }
 
 /// A denial remembered: requests of at least `min` units wait until `until`.
@@ -207,6 +251,10 @@ impl Slot {
         let Some(install) = install else {
             return generation;
         };
+        let mut granted = held.granted.at(install.at);
+        granted.this = granted.this.saturating_add(install.granted);
+        held.granted = granted;
+        held.taken_rate = install.taken_rate;
         self.remaining.store(install.remaining, Ordering::SeqCst);
         self.full_at.store(install.full_at, Ordering::SeqCst);
         self.starving.store(install.scarce, Ordering::SeqCst);
@@ -311,6 +359,14 @@ impl Slot {
         this.max(self.last_second.load(Ordering::Relaxed))
     }
 
+    /// This instance's part of the key's takes at `now`: the units it was granted in
+    /// the busier of this second and the one before, and the key's take rate (every
+    /// instance's) the store reported at the last take.
+    pub(super) fn share(&self, now: u64) -> (u64, u64) {
+        let held = self.lock();
+        (held.granted.busiest(now), held.taken_rate)
+    }
+
     /// The second a unit was last asked for.
     pub(super) fn last_asked(&self) -> u64 {
         self.second.load(Ordering::Relaxed)
@@ -347,6 +403,9 @@ mod tests {
             scarce: false,
             remaining: 50,
             full_at: 0,
+            granted: units,
+            at: 0,
+            taken_rate: units,
         }
     }
 
@@ -417,6 +476,9 @@ mod tests {
             scarce: true,
             remaining: 2,
             full_at: 0,
+            granted: 0,
+            at: 0,
+            taken_rate: 0,
         }));
         assert!(slot.starving());
         assert_eq!(slot.spend(5, 50), Spend::Denied { until: 100 });
@@ -453,6 +515,26 @@ mod tests {
             }
         );
         assert!(slot.is_idle(0));
+    }
+
+    #[test]
+    fn the_share_counts_units_granted_here_against_the_keys_take_rate() {
+        let slot = Slot::default();
+        let s = 1_000_000_000;
+        let grant = |lease, units, at, taken_rate| {
+            slot.begin_take();
+            slot.finish_take(Some(Install {
+                at,
+                taken_rate,
+                ..install(lease, units, at + s)
+            }));
+        };
+        grant(1, 30, 10 * s, 120);
+        grant(2, 20, 10 * s + 1, 200);
+        assert_eq!(slot.share(10 * s + 2), (50, 200));
+        grant(3, 10, 11 * s, 240);
+        assert_eq!(slot.share(11 * s), (50, 240), "the second before counts");
+        assert_eq!(slot.share(13 * s), (0, 240), "quiet seconds forget");
     }
 
     #[test]
@@ -493,6 +575,9 @@ mod interleavings {
             scarce: false,
             remaining: 0,
             full_at: 0,
+            granted: units,
+            at: 0,
+            taken_rate: units,
         }
     }
 

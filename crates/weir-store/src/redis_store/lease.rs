@@ -18,8 +18,9 @@ use super::params::ScriptPolicy;
 use super::{RedisStore, keys};
 use crate::{Check, Key, StoreError};
 
-/// Values a take returns: a decision's five, then units, lease id, closed.
-const TAKE_FIELDS: usize = 8;
+/// Values a take returns: a decision's five, then units, lease id, closed, the key's
+/// take rate.
+const TAKE_FIELDS: usize = 9;
 
 /// What one lease call asks of the Lua.
 pub(super) enum LeaseCall {
@@ -136,6 +137,7 @@ impl RedisStore {
             units: count(values[5]),
             decision,
             closed: values[7] == 1,
+            taken_rate: count(values[8]),
         })
     }
 

@@ -43,6 +43,7 @@ pub trait LeaseStore: Store {
                 units: if decision.allowed { take.min } else { 0 },
                 decision,
                 closed: false,
+                taken_rate: 0,
             })
         })
     }

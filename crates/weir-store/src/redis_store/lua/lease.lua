@@ -5,13 +5,16 @@
 -- keys[1]: the key's state, as every check keeps it. keys[2]: its lease records, a
 -- hash in the same slot ("<state key>:leases"): "n" the last lease id given, "s" the
 -- time (us) the state was last brought forward under the records, and per lease
--- "<id>" = "units:expires" (us, exclusive). Units held by unexpired records count
--- against the capacity: the bucket never refills beyond capacity - outstanding.
+-- "<id>" = "units:expires" (us, exclusive), and "w", "a", "b": a second (whole
+-- seconds of the store's time), the units leased in it, and those leased in the second
+-- before (the key's take rate: Leases::taken_rate). Units held by unexpired records
+-- count against the capacity: the bucket never refills beyond capacity - outstanding.
 --
 -- take (mode "4"): argv[3..] = algorithm, capacity, L, P, min, max, hold (us), the id
 -- of a lease to give back first ("" for none) and its unspent units. Returns allowed
 -- (0/1), remaining, reset (us), retry (us, -1 for none), delay (us), units granted,
--- lease id (0 for none), and 1 if the lease given back was found.
+-- lease id (0 for none), 1 if the lease given back was found, and the key's take rate
+-- (units leased by every instance in the busier of this second and the one before).
 -- give_back (mode "5"): argv[3..] = algorithm, capacity, L, P, lease id, unspent.
 -- Returns { 1 } if the lease was found (and given back), else { 0 }, changing nothing.
 
@@ -41,13 +44,22 @@ end
 -- delete, added = records to write }.
 local function lease_read(key)
   local flat = redis.call('HGETALL', key)
-  local l = { records = {}, last = 0, since = 0, gone = {}, added = {} }
+  local l = { records = {}, last = 0, since = 0, gone = {}, added = {},
+    second = 0, this = 0, before = 0, turn = 0 }
   for i = 1, #flat, 2 do
     local field, value = flat[i], flat[i + 1]
     if field == 'n' then
       l.last = tonumber(value)
     elseif field == 's' then
       l.since = tonumber(value)
+    elseif field == 'w' then
+      l.second = tonumber(value)
+    elseif field == 'a' then
+      l.this = tonumber(value)
+    elseif field == 'b' then
+      l.before = tonumber(value)
+    elseif field == 't' then
+      l.turn = tonumber(value)
     else
       local colon = string.find(value, ':', 1, true)
       l.records[#l.records + 1] = { id = tonumber(field),
@@ -56,6 +68,32 @@ local function lease_read(key)
     end
   end
   return l
+end
+
+-- The take counts moved on to the second of `now` (the one before kept only if it is
+-- the one just past; a clock stepped back counts in the second last seen).
+local function taken_at(l, now)
+  local second = math.floor(now / 1000000)
+  if second > l.second then
+    if second == l.second + 1 then l.before = l.this else l.before = 0 end
+    l.second, l.this = second, 0
+  end
+end
+
+-- The time a leasing take denied at `now` is told to come back (Leases::next_turn):
+-- `at`, or while takes denied before are still to come back, `span` after the last
+-- turn, but no later than `latest` unless `at` is.
+local function next_turn(l, now, at, span, latest)
+  local turn = at
+  if l.turn > now then turn = math.max(at, math.min(l.turn + span, latest)) end
+  l.turn = turn
+  return turn
+end
+
+-- The key's take rate at `now` (Leases::taken_rate).
+local function taken_rate(l, now)
+  taken_at(l, now)
+  return math.max(l.this, l.before)
 end
 
 -- Units held by records unexpired at `at`.
@@ -158,13 +196,15 @@ local function lease_write(keys, p, stored, state, l, now, given)
     for i = 1, #l.gone do l.gone[i] = int(l.gone[i]) end
     redis.call('HDEL', keys[2], unpack(l.gone))
   end
-  local fields = { 'n', int(l.last), 's', int(l.since) }
+  local fields = { 'n', int(l.last), 's', int(l.since),
+    'w', int(l.second), 'a', int(l.this), 'b', int(l.before), 't', int(l.turn) }
   for _, r in ipairs(l.added) do
     fields[#fields + 1] = int(r.id)
     fields[#fields + 1] = int(r.units) .. ':' .. int(r.expires)
   end
   redis.call('HSET', keys[2], unpack(fields))
-  redis.call('PEXPIRE', keys[2], expiry_ms(math.max(last_end, l.last + 1) - now, given) + 60000)
+  redis.call('PEXPIRE', keys[2],
+    expiry_ms(math.max(last_end, l.last + 1, l.turn) - now, given) + 60000)
 end
 
 function lease_take(keys, argv, now)
@@ -189,9 +229,25 @@ function lease_take(keys, argv, now)
   if not peeked then state = false end
   if min > available or min > p.capacity then
     local _, remaining, reset, retry, delay = lease_decide(p, state, now, min)
-    if min <= p.capacity then retry = lease_retry(p, state, l, now, min) end
-    if closed then lease_write(keys, p, stored, state, l, now, argv[1]) end
-    return { 0, remaining, reset, retry, delay, 0, 0, closed and 1 or 0 }
+    local turned = false
+    if min <= p.capacity then
+      retry = lease_retry(p, state, l, now, min)
+      if hold > 0 then
+        -- A leasing take waits its turn behind the others denied before it.
+        local span = div_ceil(math.min(math.max(max, min), p.capacity) * p.P, p.L)
+        local latest = now + math.min(div_ceil(p.capacity * p.P, p.L), math.floor(hold / 4))
+        retry = next_turn(l, now, now + retry, span, latest) - now
+        turned = true
+      end
+    end
+    if closed then
+      lease_write(keys, p, stored, state, l, now, argv[1])
+    elseif turned then
+      redis.call('HSET', keys[2], 't', int(l.turn))
+      local keep = expiry_ms(l.turn - now, argv[1]) + 60000
+      if redis.call('PTTL', keys[2]) < keep then redis.call('PEXPIRE', keys[2], keep) end
+    end
+    return { 0, remaining, reset, retry, delay, 0, 0, closed and 1 or 0, taken_rate(l, now) }
   end
   -- With no room for a record (MAX_LEASES out), only `min` is granted, spent at once:
   -- units granted beyond it with no record could not be held, and would be lost.
@@ -207,10 +263,13 @@ function lease_take(keys, argv, now)
       local record = { id = id, units = units, expires = now + hold }
       l.records[#l.records + 1] = record
       l.added[1] = record
+      taken_at(l, now)
+      l.this = l.this + units
     end
   end
   if units > 0 or closed then lease_write(keys, p, stored, state, l, now, argv[1]) end
-  return { allowed and 1 or 0, remaining, reset, retry, delay, units, id, closed and 1 or 0 }
+  return { allowed and 1 or 0, remaining, reset, retry, delay, units, id, closed and 1 or 0,
+    taken_rate(l, now) }
 end
 
 function lease_give_back(keys, argv, now)
