@@ -376,9 +376,12 @@ fn holds_the_limit(stack: &Stack) {
     // The client's 429: when to come back, and the quota.
     for answer in &denied {
         let retry: u64 = answer.header("retry-after").unwrap().parse().unwrap();
-        assert!((719..=720).contains(&retry), "{answer:?}");
+        // Concurrent checks read the clock before taking the key, so a check that read
+        // it a few microseconds before another that went first is told a wait that much
+        // longer: up to a millisecond over the interval once rounded up.
+        assert!((719..=721).contains(&retry), "{answer:?}");
         let retry_ms: u64 = answer.header("retry-after-ms").unwrap().parse().unwrap();
-        assert!((718_000..=720_000).contains(&retry_ms), "{answer:?}");
+        assert!((718_000..=720_001).contains(&retry_ms), "{answer:?}");
         assert!(
             answer
                 .header("ratelimit")
