@@ -1,0 +1,198 @@
+//! The main listener at the edge driven by real clients, not ones the tests write:
+//! `curl` (HTTP/2 over TLS by ALPN, and h2c with prior knowledge), `openssl s_client`
+//! (TLS versions, SNI, ALPN), `h2load` (many streams on one connection) and headless
+//! Chromium (a page loaded through weir over TLS). Each is held to exact answers: a
+//! limit of 7 per key lets exactly 7 through, and denies the rest with 429 (a gRPC
+//! call: grpc-status 8), the RateLimit fields on every answer. `scripts/test` installs
+//! every client used here.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a panic is a failure, with its message"
+)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::Server;
+use rcgen::{CertificateParams, CertifiedIssuer, IsCa, Issuer, KeyPair};
+
+/// The limit per key of every gateway here.
+const LIMIT: usize = 7;
+
+/// Writes a certificate authority (`ca.pem`) and what it issued for `api.example`
+/// (the default) and `www.example.com` (by SNI) into `dir`; returns weir's `tls`
+/// section for them.
+fn certificates(dir: &Path) -> &'static str {
+    let mut params = CertificateParams::new(Vec::new()).unwrap();
+    params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    // Named apart from what it issues, which OpenSSL would take for self-signed.
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "weir test CA");
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    for (file, name) in [("api", "api.example"), ("www", "www.example.com")] {
+        let key = KeyPair::generate().unwrap();
+        let issuer: &Issuer<'_, KeyPair> = &ca;
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let cert = params.signed_by(&key, issuer).unwrap();
+        std::fs::write(dir.join(format!("{file}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{file}.key")), key.serialize_pem()).unwrap();
+    }
+    "tls:\n  certificates:\n    - { cert_file: api.pem, key_file: api.key }\n    - { cert_file: www.pem, key_file: www.key, hosts: [www.example.com] }\n"
+}
+
+/// weir in front of the echo at `upstream`, `LIMIT` requests an hour per `?key=` (a sliding log: no
+/// window ends during a test),
+/// with `tls` before it (or not).
+fn gateway(dir: &Path, tls: &str, upstream: std::net::SocketAddr) -> Server {
+    let config = format!(
+        "{tls}upstream:\n  url: http://{upstream}\nidentities:\n  api_key: {{ query_param: key }}\nrules:\n  - name: per-key\n    match: {{ path_prefix: / }}\n    key: [api_key]\n    algorithm: sliding_log\n    limit: {LIMIT}\n    period: 1h\n"
+    );
+    let path = dir.join("weir.yaml");
+    std::fs::write(&path, config).unwrap();
+    Server::start(&path)
+}
+
+/// The port of `addr` (`127.0.0.1:PORT`).
+fn port(addr: &str) -> &str {
+    addr.rsplit_once(':').unwrap().1
+}
+
+/// Runs `program` with `args` (off the runtime's threads) and returns what it did.
+fn run(program: &str, args: &[&str]) -> Output {
+    tokio::task::block_in_place(|| {
+        Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {program} (scripts/test installs it): {e}"))
+    })
+}
+
+/// Runs `program` with `args`, which must succeed; its standard output.
+fn run_ok(program: &str, args: &[&str]) -> String {
+    let output = run(program, args);
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// What curl writes for each URL it fetched.
+const CURL_OUT: &str = "%{http_version} %{response_code} [%header{ratelimit}] [%header{retry-after}] [%header{grpc-status}]\\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_gets_http2_over_tls_and_h2c_and_exactly_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = certificates(dir.path());
+    let upstream = common::echo::start().await;
+    let secure = gateway(dir.path(), tls, upstream);
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain = gateway(plain_dir.path(), "", upstream);
+
+    let ca = dir.path().join("ca.pem");
+    let resolve = format!("api.example:{}:127.0.0.1", port(&secure.addr));
+    let over_tls = [
+        "--http2",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--resolve",
+        &resolve,
+    ];
+    let base_tls = format!("https://api.example:{}", port(&secure.addr));
+    let base_h2c = format!("http://{}", plain.addr);
+    for (options, base) in [
+        (&over_tls[..], base_tls.as_str()),
+        (&["--http2-prior-knowledge"][..], base_h2c.as_str()),
+    ] {
+        // Nine requests of one key: seven allowed, counting down, then two denied
+        // with the wait. One curl each: curl 7.88 (Debian 12's) cannot reuse an h2c
+        // connection (curl#10634); h2load below has many streams on one.
+        let url = format!("{base}/v1/items?key=curl");
+        let mut out = String::new();
+        for _ in 0..LIMIT + 2 {
+            let args = [
+                &[
+                    "--silent",
+                    "--show-error",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    CURL_OUT,
+                ][..],
+                options,
+                &[&url],
+            ]
+            .concat();
+            out += &run_ok("curl", &args);
+        }
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), LIMIT + 2, "{out}");
+        for (n, line) in lines.iter().enumerate() {
+            if n < LIMIT {
+                let allowed = format!("2 200 [\"per-key\";r={};t=", LIMIT - 1 - n);
+                assert!(line.starts_with(&allowed), "{allowed}: {out}");
+                assert!(line.ends_with("[] []"), "no retry-after: {out}");
+            } else {
+                assert!(line.starts_with("2 429 [\"per-key\";r=0;t="), "{out}");
+                assert!(!line.ends_with("[] []"), "a retry-after: {out}");
+            }
+        }
+        // The upstream saw the request as it was sent, and how it came.
+        let echoed = run_ok(
+            "curl",
+            &[
+                &["--silent", "--show-error"][..],
+                options,
+                &[&format!("{base}/x?key=other")],
+            ]
+            .concat(),
+        );
+        let echoed: serde_json::Value = serde_json::from_str(&echoed).unwrap();
+        let proto = if base.starts_with("https") {
+            "https"
+        } else {
+            "http"
+        };
+        assert_eq!(echoed["x-forwarded-proto"], proto, "{echoed}");
+        assert_eq!(echoed["path"], "/x", "{echoed}");
+
+        // A gRPC call of the spent key: denied as gRPC, HTTP 200 with grpc-status 8.
+        let grpc = format!("{base}/pkg.Svc/Call?key=curl");
+        let args = [
+            &[
+                "--silent",
+                "--show-error",
+                "-o",
+                "/dev/null",
+                "-w",
+                CURL_OUT,
+            ][..],
+            options,
+            &[
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                "--data-binary",
+                "",
+                &grpc,
+            ],
+        ]
+        .concat();
+        let out = run_ok("curl", &args);
+        assert!(out.starts_with("2 200 [\"per-key\";r=0;t="), "{out}");
+        assert!(out.trim_end().ends_with("] [8]"), "grpc-status 8: {out}");
+    }
+}
