@@ -196,3 +196,83 @@ async fn curl_gets_http2_over_tls_and_h2c_and_exactly_the_limit() {
         assert!(out.trim_end().ends_with("] [8]"), "grpc-status 8: {out}");
     }
 }
+
+/// `openssl s_client` to `weir` asking for `name`, with `options`: its exit status
+/// and all it printed (standard output, then error).
+fn s_client(weir: &Server, dir: &Path, name: &str, options: &[&str]) -> (bool, String) {
+    let ca = dir.join("ca.pem");
+    let args = [
+        &[
+            "s_client",
+            "-connect",
+            &weir.addr,
+            "-servername",
+            name,
+            "-CAfile",
+            ca.to_str().unwrap(),
+            "-verify_return_error",
+            "-verify_hostname",
+            name,
+        ][..],
+        options,
+    ]
+    .concat();
+    let output = run("openssl", &args);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openssl_gets_tls_1_2_and_1_3_by_sni_and_alpn_and_not_tls_1_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = certificates(dir.path());
+    let upstream = common::echo::start().await;
+    let weir = gateway(dir.path(), tls, upstream);
+
+    for (version, alpn, protocol, chosen) in [
+        ("-tls1_3", "h2,http/1.1", "TLSv1.3", "h2"),
+        ("-tls1_2", "h2,http/1.1", "TLSv1.2", "h2"),
+        ("-tls1_3", "http/1.1", "TLSv1.3", "http/1.1"),
+        ("-tls1_2", "http/1.1", "TLSv1.2", "http/1.1"),
+    ] {
+        // Each name gets its own certificate (verified against the name asked for).
+        for name in ["api.example", "www.example.com"] {
+            let (ok, said) = s_client(&weir, dir.path(), name, &[version, "-alpn", alpn]);
+            assert!(ok, "{name} {version} {alpn}: {said}");
+            for expected in [
+                format!("New, {protocol}, Cipher is "),
+                format!("ALPN protocol: {chosen}\n"),
+                format!("subject=CN = {name}\n"),
+                "Verify return code: 0 (ok)".to_owned(),
+            ] {
+                assert!(
+                    said.contains(&expected),
+                    "{name} {version} {alpn}: no {expected:?} in {said}"
+                );
+            }
+        }
+    }
+    // A name no certificate lists gets the default, which does not name it.
+    let (ok, said) = s_client(&weir, dir.path(), "other.example", &["-tls1_3"]);
+    assert!(!ok && said.contains("hostname mismatch"), "{said}");
+
+    // TLS 1.1 and 1.0 are refused in the handshake: OpenSSL's hello for them offers
+    // only their CBC suites, none of which weir has, so the alert is
+    // handshake_failure (40), and no certificate is sent.
+    for old in ["-tls1_1", "-tls1"] {
+        let (ok, said) = s_client(&weir, dir.path(), "api.example", &[old]);
+        assert!(!ok, "{old}: {said}");
+        for expected in [
+            "alert handshake failure",
+            "SSL alert number 40",
+            "no peer certificate available",
+            "Cipher is (NONE)",
+        ] {
+            assert!(said.contains(expected), "{old}: no {expected:?} in {said}");
+        }
+    }
+}
