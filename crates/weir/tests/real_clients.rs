@@ -276,3 +276,37 @@ async fn openssl_gets_tls_1_2_and_1_3_by_sni_and_alpn_and_not_tls_1_1() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2load_gets_exactly_the_limit_of_30_streams_on_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = certificates(dir.path());
+    let upstream = common::echo::start().await;
+    let secure = gateway(dir.path(), tls, upstream);
+    let plain_dir = tempfile::tempdir().unwrap();
+    let plain = gateway(plain_dir.path(), "", upstream);
+
+    let over_tls = format!(
+        "https://api.example:{}/v1/items?key=h2load",
+        port(&secure.addr)
+    );
+    let h2c = format!("http://{}/v1/items?key=h2load", plain.addr);
+    for (weir, url, expected) in [
+        (&secure, over_tls.as_str(), "Application protocol: h2\n"),
+        (&plain, h2c.as_str(), "Application protocol: h2c\n"),
+    ] {
+        let connect_to = format!("--connect-to={}", weir.addr);
+        // 30 requests of one key, all at once on one connection.
+        let said = run_ok(
+            "h2load",
+            &["-n", "30", "-c", "1", "-m", "30", &connect_to, url],
+        );
+        for expected in [
+            expected,
+            "requests: 30 total, 30 started, 30 done, 7 succeeded, 23 failed, 0 errored, 0 timeout\n",
+            "status codes: 7 2xx, 0 3xx, 23 4xx, 0 5xx\n",
+        ] {
+            assert!(said.contains(expected), "no {expected:?} in {said}");
+        }
+    }
+}
