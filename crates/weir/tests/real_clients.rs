@@ -310,3 +310,68 @@ async fn h2load_gets_exactly_the_limit_of_30_streams_on_one_connection() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_loads_a_page_through_weir_over_tls_until_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = certificates(dir.path());
+    let upstream = common::echo::start().await;
+    let weir = gateway(dir.path(), tls, upstream);
+
+    let chromium = std::env::var("WEIR_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let authority = format!("api.example:{}", port(&weir.addr));
+    let page = format!("https://{authority}/page?key=chromium");
+    let profile = dir.path().join("chromium");
+    let browse = || {
+        run_ok(
+            &chromium,
+            &[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--ignore-certificate-errors",
+                "--host-resolver-rules=MAP api.example 127.0.0.1",
+                &format!("--user-data-dir={}", profile.display()),
+                "--dump-dom",
+                &page,
+            ],
+        )
+    };
+    // The page the upstream gave, as the browser shows it: the request as it came.
+    let dom = browse();
+    for shown in [
+        r#""path":"/page""#.to_owned(),
+        r#""query":"key=chromium""#.to_owned(),
+        format!(r#""host":"{authority}""#),
+        r#""x-forwarded-proto":"https""#.to_owned(),
+    ] {
+        assert!(dom.contains(&shown), "the page lacks {shown}:\n{dom}");
+    }
+    // Six more of the key (seven in all), then the browser is shown the denial.
+    let ca = dir.path().join("ca.pem");
+    let resolve = format!("{authority}:127.0.0.1");
+    for _ in 1..LIMIT {
+        let status = run_ok(
+            "curl",
+            &[
+                "--silent",
+                "--cacert",
+                ca.to_str().unwrap(),
+                "--resolve",
+                &resolve,
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{response_code}",
+                &page,
+            ],
+        );
+        assert_eq!(status, "200");
+    }
+    let dom = browse();
+    assert!(
+        dom.contains(r#""title":"Too many requests","status":429"#),
+        "{dom}"
+    );
+}
