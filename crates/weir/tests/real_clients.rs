@@ -89,8 +89,27 @@ fn run_ok(program: &str, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// What curl writes for each URL it fetched.
-const CURL_OUT: &str = "%{http_version} %{response_code} [%header{ratelimit}] [%header{retry-after}] [%header{grpc-status}]\\n";
+/// What curl writes for each URL it fetched: the HTTP version and status, then
+/// fields, each in brackets (empty when absent); read by [`fields`].
+const CURL_OUT: &str = "%{http_version} %{response_code} [%header{ratelimit-policy}] [%header{ratelimit}] [%header{retry-after}] [%header{grpc-status}]\\n";
+
+/// One line of [`CURL_OUT`]: the version and status, RateLimit-Policy, RateLimit,
+/// Retry-After (as seconds, 0 when absent) and grpc-status.
+fn fields(line: &str) -> (&str, &str, &str, u32, &str) {
+    let parts: Vec<&str> = line.split(" [").map(|f| f.trim_end_matches(']')).collect();
+    let [status, policy, ratelimit, retry, grpc] = parts[..] else {
+        panic!("not a line of CURL_OUT: {line:?}")
+    };
+    let retry = if retry.is_empty() {
+        0
+    } else {
+        retry.parse().unwrap()
+    };
+    (status, policy, ratelimit, retry, grpc)
+}
+
+/// The RateLimit-Policy of every gateway here.
+const POLICY: &str = "\"per-key\";q=7;w=3600";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_gets_http2_over_tls_and_h2c_and_exactly_the_limit() {
@@ -140,13 +159,18 @@ async fn curl_gets_http2_over_tls_and_h2c_and_exactly_the_limit() {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), LIMIT + 2, "{out}");
         for (n, line) in lines.iter().enumerate() {
+            let (status, policy, ratelimit, retry, grpc) = fields(line);
+            assert_eq!((policy, grpc), (POLICY, ""), "{out}");
             if n < LIMIT {
-                let allowed = format!("2 200 [\"per-key\";r={};t=", LIMIT - 1 - n);
-                assert!(line.starts_with(&allowed), "{allowed}: {out}");
-                assert!(line.ends_with("[] []"), "no retry-after: {out}");
+                assert_eq!(status, "2 200", "HTTP/2, allowed: {out}");
+                let remaining = format!("\"per-key\";r={};t=", LIMIT - 1 - n);
+                assert!(ratelimit.starts_with(&remaining), "{remaining}: {out}");
+                assert_eq!(retry, 0, "no Retry-After: {out}");
             } else {
-                assert!(line.starts_with("2 429 [\"per-key\";r=0;t="), "{out}");
-                assert!(!line.ends_with("[] []"), "a retry-after: {out}");
+                assert_eq!(status, "2 429", "HTTP/2, denied: {out}");
+                // The wait: until the first of the seven leaves the hour's log.
+                assert!((3590..=3600).contains(&retry), "{out}");
+                assert_eq!(ratelimit, format!("\"per-key\";r=0;t={retry}"), "{out}");
             }
         }
         // The upstream saw the request as it was sent, and how it came.
@@ -192,8 +216,10 @@ async fn curl_gets_http2_over_tls_and_h2c_and_exactly_the_limit() {
         ]
         .concat();
         let out = run_ok("curl", &args);
-        assert!(out.starts_with("2 200 [\"per-key\";r=0;t="), "{out}");
-        assert!(out.trim_end().ends_with("] [8]"), "grpc-status 8: {out}");
+        let (status, policy, ratelimit, retry, grpc) = fields(out.trim_end());
+        assert_eq!((status, policy, grpc), ("2 200", POLICY, "8"), "{out}");
+        assert!((3590..=3600).contains(&retry), "{out}");
+        assert_eq!(ratelimit, format!("\"per-key\";r=0;t={retry}"), "{out}");
     }
 }
 
