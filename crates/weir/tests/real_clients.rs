@@ -1,7 +1,8 @@
 //! The main listener at the edge driven by real clients, not ones the tests write:
 //! `curl` (HTTP/2 over TLS by ALPN, and h2c with prior knowledge), `openssl s_client`
-//! (TLS versions, SNI, ALPN), `h2load` (many streams on one connection) and headless
-//! Chromium (a page loaded through weir over TLS). Each is held to exact answers: a
+//! (TLS versions, SNI, ALPN), `h2load` (many streams on one connection), headless
+//! Chromium (a page loaded through weir over TLS), and a tonic gRPC client calling a
+//! tonic gRPC server through weir. Each is held to exact answers: a
 //! limit of 7 per key lets exactly 7 through, and denies the rest with 429 (a gRPC
 //! call: grpc-status 8), the RateLimit fields on every answer. `scripts/test` installs
 //! every client used here.
@@ -400,4 +401,72 @@ async fn chromium_loads_a_page_through_weir_over_tls_until_the_limit() {
         dom.contains(r#""title":"Too many requests","status":429"#),
         "{dom}"
     );
+}
+
+/// A tonic gRPC client calls a tonic gRPC server (the standard health service) through
+/// weir, HTTP/2 on both sides (h2c to the client, prior knowledge to the upstream):
+/// the calls within the limit are answered by the server with their trailers, and the
+/// next is `RESOURCE_EXHAUSTED` with the wait and the RateLimit fields as metadata, as
+/// a gRPC client reads them.
+#[tokio::test]
+async fn a_tonic_client_is_limited_by_grpc_status_through_weir_to_a_tonic_server() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::health_check_response::ServingStatus;
+
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("books", tonic_health::ServingStatus::Serving)
+        .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "upstream:\n  url: http://{upstream}\n  http2: true\nidentities:\n  api_key: {{ header: x-api-key }}\nrules:\n  - name: per-key\n    match: {{ path_prefix: / }}\n    key: [api_key]\n    algorithm: sliding_log\n    limit: 2\n    period: 1h\n"
+    );
+    let path = dir.path().join("weir.yaml");
+    std::fs::write(&path, config).unwrap();
+    let weir = Server::start(&path);
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", weir.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = HealthClient::new(channel);
+    let call = |key: &'static str| {
+        let mut request = tonic::Request::new(HealthCheckRequest {
+            service: "books".into(),
+        });
+        request.metadata_mut().insert("x-api-key", key.parse().unwrap());
+        request
+    };
+    for _ in 0..2 {
+        let answer = client.check(call("k")).await.unwrap();
+        assert_eq!(answer.get_ref().status, ServingStatus::Serving as i32);
+        let metadata = answer.metadata();
+        assert_eq!(metadata.get("ratelimit-policy").unwrap(), "\"per-key\";q=2;w=3600");
+    }
+    let denied = client.check(call("k")).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::ResourceExhausted, "{denied:?}");
+    assert!(denied.message().starts_with("Too many requests; try again in"), "{denied:?}");
+    let metadata = denied.metadata();
+    let retry: u64 = metadata.get("retry-after").unwrap().to_str().unwrap().parse().unwrap();
+    assert!((3590..=3600).contains(&retry), "{denied:?}");
+    let pushback: u64 = metadata
+        .get("grpc-retry-pushback-ms")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((3_590_000..=3_600_000).contains(&pushback), "{denied:?}");
+    assert!(metadata.get("ratelimit").unwrap().to_str().unwrap().starts_with("\"per-key\";r=0;t="));
+    // Another key on the same connection has its own limit.
+    let other = client.check(call("other")).await.unwrap();
+    assert_eq!(other.get_ref().status, ServingStatus::Serving as i32);
 }
