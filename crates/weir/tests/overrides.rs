@@ -524,14 +524,20 @@ fn an_override_wins_over_a_custom_limit_which_wins_over_the_plan() {
         (true, vec![("free".to_owned(), 2)])
     );
 
-    // An override over the custom limit: exactly 5 in the hour (1 spent already).
-    set("k-custom", 5);
+    // An override over the custom limit: exactly 5 in the hour (1 spent already). The
+    // answer says what the key had before, and where it came from.
+    let answer: serde_json::Value = serde_json::from_str(&set("k-custom", 5)).unwrap();
+    assert_eq!(answer["before"]["limit"], 20, "{answer}");
+    assert_eq!(answer["before"]["from"], "plans file", "{answer}");
+    assert_eq!(answer["after"]["from"], "override", "{answer}");
     for _ in 0..4 {
         assert_eq!(decide_key(&server, "k-custom"), (true, pro(5)));
     }
     assert_eq!(decide_key(&server, "k-custom"), (false, pro(5)));
     // An override over the plan's limit; the other key of the plan keeps its own.
-    set("k-pro", 7);
+    let answer: serde_json::Value = serde_json::from_str(&set("k-pro", 7)).unwrap();
+    assert_eq!(answer["before"]["limit"], 10, "{answer}");
+    assert_eq!(answer["before"]["from"], "rule", "{answer}");
     assert_eq!(decide_key(&server, "k-pro"), (true, pro(7)));
     assert_eq!(decide_key(&server, "k-custom"), (false, pro(5)));
 
@@ -544,6 +550,9 @@ fn an_override_wins_over_a_custom_limit_which_wins_over_the_plan() {
         true,
     );
     assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["after"]["limit"], 20, "{answer}");
+    assert_eq!(answer["after"]["from"], "plans file", "{answer}");
     assert_eq!(decide_key(&server, "k-custom"), (true, pro(20)));
     assert_eq!(decide_key(&server, "k-pro"), (true, pro(7)));
 
