@@ -1,9 +1,10 @@
 //! Bans (`on_limited`) and allow and deny lists (`lists:`), in process on the memory
 //! store and a manual clock: a key denied `after` times is refused until its ban ends
-//! (429 or 403, `Retry-After` and RateLimit fields to the ban's end), listed and lifted
-//! through the admin API, counted; deny lists refuse (403 problem+json) whatever the
-//! spelling of the address, allow lists skip the rules and still report their fields;
-//! and `check-config`'s errors for each new field. Two instances on Redis and reloads
+//! (429 or 403, `Retry-After` and RateLimit fields to the ban's end) at no store step
+//! while its ban is cached, listed and lifted through the admin API, counted; deny
+//! lists refuse (403 problem+json) whatever the spelling of the address, allow lists
+//! skip the rules and still report their fields; and `check-config`'s errors for each
+//! new field. Two instances on Redis and reloads
 //! are in `bans_redis.rs`.
 
 #![allow(
@@ -206,6 +207,66 @@ async fn a_key_denied_after_times_is_banned_until_the_ban_ends() {
     weir.clock.advance(Duration::from_secs(1));
     let free = weir.get("/api/x", ANA, &[]).await;
     assert_eq!(free.status, 200, "the ban is over: {}", free.body);
+    assert_eq!(free.header("ratelimit"), "\"api\";r=1;t=30");
+}
+
+/// The requests' store steps so far: `weir_store_latency_seconds_count` of the
+/// memory store's `check` operation.
+async fn store_checks(weir: &Weir) -> u64 {
+    let text = weir.admin("GET", "/metrics", "").await.body;
+    text.lines()
+        .find(|line| {
+            line.starts_with("weir_store_latency_seconds_count{")
+                && line.contains("operation=\"check\"")
+                && line.contains("store=\"memory\"")
+        })
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no store check count in {text}"))
+}
+
+/// A banned key's requests take no store step while its cached ban is fresh (half a
+/// second, on the engine's clock): the store is never asked to check its budget. Past
+/// that, one step reads the ban again, and the next half second is free once more.
+#[tokio::test]
+async fn a_banned_key_costs_no_store_step_while_its_ban_is_cached() {
+    let weir = Weir::start().await;
+    for expected in [200, 200, 429, 429, 429] {
+        assert_eq!(weir.get("/api/x", ANA, &[]).await.status, expected);
+    }
+    let banned = |reply: Reply| {
+        assert_eq!(reply.status, 429, "{}", reply.body);
+        assert_eq!(reply.json()["type"], "/problems/banned");
+    };
+    let before = store_checks(&weir).await;
+    for _ in 0..50 {
+        banned(weir.get("/api/x", ANA, &[]).await);
+    }
+    assert_eq!(store_checks(&weir).await, before);
+    // Another client's request is one step: the count is the store's.
+    assert_eq!(weir.get("/api/x", "192.0.2.8", &[]).await.status, 200);
+    assert_eq!(store_checks(&weir).await, before + 1);
+
+    // Half a second on, the ban is read again in one step, then trusted anew.
+    weir.clock.advance(Duration::from_millis(499));
+    banned(weir.get("/api/x", ANA, &[]).await);
+    assert_eq!(store_checks(&weir).await, before + 1);
+    weir.clock.advance(Duration::from_millis(1));
+    banned(weir.get("/api/x", ANA, &[]).await);
+    assert_eq!(store_checks(&weir).await, before + 2);
+    weir.clock.advance(Duration::from_millis(499));
+    for _ in 0..50 {
+        banned(weir.get("/api/x", ANA, &[]).await);
+    }
+    assert_eq!(store_checks(&weir).await, before + 2);
+    // No budget was spent meanwhile: a minute after the last allowed request, lifted,
+    // the key has its whole budget of 2.
+    weir.clock.advance(Duration::from_secs(60));
+    let lifted = weir
+        .admin("DELETE", "/admin/api/bans/api/client_ip%3D192.0.2.7", "")
+        .await;
+    assert_eq!(lifted.status, 200, "{}", lifted.body);
+    let free = weir.get("/api/x", ANA, &[]).await;
+    assert_eq!(free.status, 200, "{}", free.body);
     assert_eq!(free.header("ratelimit"), "\"api\";r=1;t=30");
 }
 

@@ -1,6 +1,7 @@
 //! Calendar quotas through the decision API, on an injected clock: a month crossing its
 //! end (31 days, then a leap February), a day across a daylight-saving change (23 hours
-//! in Berlin in March, 25 in New York in November), a month starting on the 15th at
+//! in Berlin in March, 25 in New York in November), a month in New York across March's
+//! 23-hour day and its end (31 days less an hour), a month starting on the 15th at
 //! 06:00, ISO weeks; the exact `reset_after_ms`, `Retry-After` and `RateLimit` `t` at
 //! each, the same on the memory store and on Redis.
 
@@ -57,6 +58,11 @@ rules:
     period: calendar_month
     time_zone: Asia/Tokyo
     starts: { day: 31 }
+  - name: new-york-monthly
+    algorithm: fixed_window
+    limit: 2
+    period: calendar_month
+    time_zone: America/New_York
 "#;
 
 const HOUR_MS: u64 = 3_600_000;
@@ -199,6 +205,35 @@ async fn scenarios(store: Arc<dyn Store>, clock: Arc<ManualClock>) {
     assert_eq!(check(&app, day, "n").await, denied(day, 1_000));
     set("2027-11-08T05:00:00Z");
     assert_eq!(check(&app, day, "n").await, allowed(day, 0, 24 * HOUR_MS));
+
+    // March 2026 in New York: from midnight EST (05:00 UTC) to midnight EDT on April 1
+    // (04:00 UTC), across March 8, a day of 23 hours: 31 days less an hour.
+    let month = "new-york-monthly";
+    set("2026-03-01T04:59:59Z"); // 23:59:59 EST on February 28: February's window
+    assert_eq!(check(&app, month, "nm").await, allowed(month, 1, 1_000));
+    set("2026-03-01T05:00:00Z");
+    assert_eq!(
+        check(&app, month, "nm").await,
+        allowed(month, 1, 31 * DAY_MS - HOUR_MS)
+    );
+    // Noon EST on March 7: 24 days and 12 hours of local time, 11 hours of them lost.
+    set("2026-03-07T17:00:00Z");
+    let to_april = 24 * DAY_MS + 11 * HOUR_MS;
+    assert_eq!(check(&app, month, "nm").await, allowed(month, 0, to_april));
+    assert_eq!(check(&app, month, "nm").await, denied(month, to_april));
+    // 03:00 EDT on March 8, just after the clocks went from 02:00 to 03:00.
+    set("2026-03-08T07:00:00Z");
+    assert_eq!(
+        check(&app, month, "nm").await,
+        denied(month, 23 * DAY_MS + 21 * HOUR_MS)
+    );
+    set("2026-04-01T03:59:59Z"); // 23:59:59 EDT on March 31
+    assert_eq!(check(&app, month, "nm").await, denied(month, 1_000));
+    set("2026-04-01T04:00:00Z"); // April: 30 days, no change of offset
+    assert_eq!(
+        check(&app, month, "nm").await,
+        allowed(month, 1, 30 * DAY_MS)
+    );
 
     // A month from the 15th at 06:00: one minute before, the window from February's
     // 15th; at 06:00, March's, to April 15 06:00 (31 days).

@@ -2,7 +2,8 @@
 //! (or `weir override`) and applied by the other within a second on Redis and a Redis
 //! Cluster, kept across a restart (the Redis table, the memory store's file), applied
 //! through the gateway and `/v1/decide` alike, a key's state read under the new limit,
-//! and bad input refused with nothing stored.
+//! bad input refused with nothing stored, the order (override > plans file custom
+//! limit > plan > rule), and each change's audit line and place on the status page.
 //!
 //! Expiry at `expires_at` is asserted on an injected clock in the engine's unit tests
 //! (`engine/overrides/tests.rs`): the binary reads the system clock.
@@ -458,4 +459,195 @@ fn on_a_redis_cluster_an_override_applies_on_every_instance_within_a_second() {
         "applied by the other instance after {took:?}"
     );
     assert_eq!(decide(&b.addr), (true, 5));
+}
+
+/// A decision API with plans from a file: the rule `pro` (10 an hour, for the `pro`
+/// plan) and the rule `free` (2 an hour, the default plan), keyed on the API key;
+/// `k-pro` is on `pro`, `k-custom` on `pro` with a custom limit of 20.
+fn plans_config(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    std::fs::write(
+        dir.join("plans.yaml"),
+        "keys:\n  k-pro: pro\n  k-custom: { plan: pro, limit: 20 }\n",
+    )
+    .unwrap();
+    let text = "admin:\n  token_file: token\nidentities:\n  api_key:\n    header: X-Api-Key\nplans:\n  file: plans.yaml\n  identity: api_key\n  default: free\nrules:\n  - name: pro\n    match: { path_prefix: / }\n    plans: [pro]\n    key: [api_key]\n    algorithm: fixed_window\n    limit: 10\n    period: 1h\n  - name: free\n    match: { path_prefix: / }\n    plans: [free]\n    key: [api_key]\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n";
+    let path = dir.join("weir.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `/v1/decide` for a GET of `/` with the API key `key`: whether it is allowed, and
+/// the name and limit of every rule that applied.
+fn decide_key(server: &Server, key: &str) -> (bool, Vec<(String, u64)>) {
+    let body = format!(
+        r#"{{"method": "GET", "path": "/", "client_ip": "127.0.0.1", "headers": {{"x-api-key": "{key}"}}}}"#
+    );
+    let (status, answer) = call(&server.addr, "POST", "/v1/decide", &body, false);
+    assert!(status == 200 || status == 429, "{status} {answer}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    let quotas = answer["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            let rule = q["rule"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{q}"))
+                .to_owned();
+            (rule, q["limit"].as_u64().unwrap())
+        })
+        .collect();
+    (status == 200, quotas)
+}
+
+fn pro(limit: u64) -> Vec<(String, u64)> {
+    vec![("pro".to_owned(), limit)]
+}
+
+#[test]
+fn an_override_wins_over_a_custom_limit_which_wins_over_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&plans_config(dir.path()));
+    let set = |key: &str, limit: u64| {
+        let path = format!("/admin/api/overrides/pro/api_key={key}");
+        let body = format!(r#"{{"limit": {limit}}}"#);
+        let (status, answer) = call(admin(&server), "PUT", &path, &body, true);
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    // The plan's rule, and the plans file's custom limit over it.
+    assert_eq!(decide_key(&server, "k-pro"), (true, pro(10)));
+    assert_eq!(decide_key(&server, "k-custom"), (true, pro(20)));
+    assert_eq!(
+        decide_key(&server, "k-other"),
+        (true, vec![("free".to_owned(), 2)])
+    );
+
+    // An override over the custom limit: exactly 5 in the hour (1 spent already). The
+    // answer says what the key had before, and where it came from.
+    let answer: serde_json::Value = serde_json::from_str(&set("k-custom", 5)).unwrap();
+    assert_eq!(answer["before"]["limit"], 20, "{answer}");
+    assert_eq!(answer["before"]["from"], "plans file", "{answer}");
+    assert_eq!(answer["after"]["from"], "override", "{answer}");
+    for _ in 0..4 {
+        assert_eq!(decide_key(&server, "k-custom"), (true, pro(5)));
+    }
+    assert_eq!(decide_key(&server, "k-custom"), (false, pro(5)));
+    // An override over the plan's limit; the other key of the plan keeps its own.
+    let answer: serde_json::Value = serde_json::from_str(&set("k-pro", 7)).unwrap();
+    assert_eq!(answer["before"]["limit"], 10, "{answer}");
+    assert_eq!(answer["before"]["from"], "rule", "{answer}");
+    assert_eq!(decide_key(&server, "k-pro"), (true, pro(7)));
+    assert_eq!(decide_key(&server, "k-custom"), (false, pro(5)));
+
+    // Deleted: the custom limit again (5 counted of 20), and the plan's for the other.
+    let (status, body) = call(
+        admin(&server),
+        "DELETE",
+        "/admin/api/overrides/pro/api_key=k-custom",
+        "",
+        true,
+    );
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["after"]["limit"], 20, "{answer}");
+    assert_eq!(answer["after"]["from"], "plans file", "{answer}");
+    assert_eq!(decide_key(&server, "k-custom"), (true, pro(20)));
+    assert_eq!(decide_key(&server, "k-pro"), (true, pro(7)));
+
+    // An override never makes a rule apply: a free key stays on the free rule.
+    set("k-other", 50);
+    assert_eq!(
+        decide_key(&server, "k-other"),
+        (true, vec![("free".to_owned(), 2)])
+    );
+    assert_eq!(
+        decide_key(&server, "k-other"),
+        (false, vec![("free".to_owned(), 2)])
+    );
+}
+
+#[test]
+fn a_change_is_an_audit_line_and_the_status_page_shows_the_override() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path(), "weir.yaml", "", "");
+    let log = dir.path().join("weir.log");
+    let server = Server::start_with(
+        &path,
+        &["--log-format", "json"],
+        std::fs::File::create(&log).unwrap().into(),
+    );
+    let body = r#"{"limit": 5, "period": "1m", "reason": "partner \"batch\"", "expires_at": "2099-01-01T00:00:00Z"}"#;
+    let (status, answer) = call(admin(&server), "PUT", KEY, body, true);
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = call(admin(&server), "DELETE", KEY, "", true);
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = call(admin(&server), "PUT", KEY, FIVE, true);
+    assert_eq!(status, 200, "{answer}");
+
+    // Three audit lines, in order, each naming the rule, key, both limits and the
+    // reason; written before the answer.
+    let audits: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["target"] == "weir::audit")
+        .map(|line| line["fields"].clone())
+        .collect();
+    assert_eq!(audits.len(), 3, "{audits:#?}");
+    let rule = "2 per 3600s, capacity 2 (rule)";
+    let expected = [
+        (
+            "admin: override set",
+            rule,
+            "5 per 60s, capacity 5 (override)",
+            "partner \\\"batch\\\"",
+            "2099-01-01T00:00:00Z",
+        ),
+        (
+            "admin: override deleted",
+            "5 per 60s, capacity 5 (override)",
+            rule,
+            "partner \\\"batch\\\"",
+            "2099-01-01T00:00:00Z",
+        ),
+        (
+            "admin: override set",
+            rule,
+            "5 per 3600s, capacity 5 (override)",
+            "trial",
+            "never",
+        ),
+    ];
+    for (audit, (message, old, new, reason, expires)) in audits.iter().zip(expected) {
+        assert_eq!(audit["message"], message, "{audit}");
+        assert_eq!(audit["rule"], "api", "{audit}");
+        assert_eq!(audit["key"], "client_ip=127.0.0.1", "{audit}");
+        assert_eq!(audit["old_limit"], old, "{audit}");
+        assert_eq!(audit["new_limit"], new, "{audit}");
+        assert_eq!(audit["reason"], reason, "{audit}");
+        assert_eq!(audit["expires_at"], expires, "{audit}");
+        assert!(
+            audit["by"].as_str().unwrap().starts_with("127.0.0.1:"),
+            "{audit}"
+        );
+        assert!(audit["at"].as_str().unwrap().ends_with('Z'), "{audit}");
+    }
+
+    // The status page has the table its script fills from the overrides in force.
+    let (status, page) = call(admin(&server), "GET", "/admin/", "", false);
+    assert_eq!(status, 200);
+    assert!(page.contains("<table id=\"overrides\">"), "{page}");
+    let (status, script) = call(admin(&server), "GET", "/admin/page.js", "", false);
+    assert_eq!(status, 200);
+    assert!(script.contains("renderOverrides(await api(\"overrides\"))"));
+    let shown = listed(&server);
+    assert_eq!(shown.as_array().unwrap().len(), 1, "{shown}");
+    assert_eq!(shown[0]["rule"], "api");
+    assert_eq!(shown[0]["key"], "client_ip=127.0.0.1");
+    assert_eq!(shown[0]["limit"], 5);
+    assert_eq!(shown[0]["reason"], "trial");
+    assert_eq!(shown[0]["expires_at"], serde_json::Value::Null);
+    assert_eq!(shown[0]["period_seconds"], serde_json::Value::Null);
 }

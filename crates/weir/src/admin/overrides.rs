@@ -23,7 +23,6 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use weir_core::Policy;
 
 use super::{Admin, authorize, query};
 use crate::edge::contract::{
@@ -71,8 +70,8 @@ pub(crate) struct LimitView {
     period_seconds: f64,
     /// The capacity (the limit for the window algorithms).
     capacity: u64,
-    /// Where it comes from: `override`, or `rule` (the rule's limit, which a
-    /// caller's plan may change).
+    /// Where it comes from: `override`, `plans file` (the key's custom limit, for a
+    /// rule keyed on the plans file's identity), or `rule` (the rule's limit).
     from: &'static str,
 }
 
@@ -304,8 +303,8 @@ fn refusal(error: OverrideError) -> Response {
 
 /// The audit line of a change.
 fn audit(rule: &str, changed: &Replaced, peer: SocketAddr, at: u64, what: &str) {
-    let before = limit(&changed.before, &changed.rule_policy);
-    let after = limit(&changed.after, &changed.rule_policy);
+    let before = limit(&changed.before, changed);
+    let after = limit(&changed.after, changed);
     let reason = changed
         .after
         .as_ref()
@@ -340,12 +339,15 @@ fn describe(limit: &LimitView) -> String {
     )
 }
 
-/// The limit a key has with `entry` (an override, or none: the rule's).
-fn limit(entry: &Option<Override>, rule: &Policy) -> LimitView {
-    let policy = entry.as_ref().and_then(|o| o.policy(rule).ok());
+/// The limit a key has with `entry` (an override, or none: the rule's, or its plans
+/// file custom limit).
+fn limit(entry: &Option<Override>, changed: &Replaced) -> LimitView {
+    let policy = entry
+        .as_ref()
+        .and_then(|o| o.policy(&changed.rule_policy).ok());
     let (policy, from) = match policy {
         Some(policy) => (policy, "override"),
-        None => (*rule, "rule"),
+        None => changed.base,
     };
     LimitView {
         limit: policy.limit(),
@@ -358,8 +360,8 @@ fn limit(entry: &Option<Override>, rule: &Policy) -> LimitView {
 fn change(rule: &str, changed: Replaced) -> OverrideChange {
     OverrideChange {
         rule: rule.to_owned(),
-        before: limit(&changed.before, &changed.rule_policy),
-        after: limit(&changed.after, &changed.rule_policy),
+        before: limit(&changed.before, &changed),
+        after: limit(&changed.after, &changed),
         set: changed.after.map(|entry| {
             view(Stored {
                 rule: rule.to_owned(),

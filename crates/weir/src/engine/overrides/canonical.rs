@@ -9,7 +9,7 @@ use ipnet::Ipv6Net;
 
 use super::super::identity::{IdentitySource, MAX_IDENTITY_BYTES, Normalize, Source};
 use super::super::key::{push_tagged, stored, stored_form};
-use super::super::{CLIENT_IP, Routing};
+use super::super::{CLIENT_IP, PlanSource, Routing, Rule};
 use crate::request::{ip_key, normalize_email};
 
 /// The longest key read (a long one is then kept as its hash, as requests' are).
@@ -67,6 +67,22 @@ pub(crate) fn canonical_key(
         push_tagged(&mut canonical, name, &value);
     }
     Ok(stored(canonical))
+}
+
+/// The plans file's custom limit for the caller of `key` (canonical) under the routed
+/// `rule`: when the key names the file's identity and the file gives that value a
+/// custom limit on a plan the rule is for, as a request is decided. `None`: the key's
+/// limit without an override is the rule's (a key that does not name the identity
+/// cannot tell its caller's plan).
+pub(super) fn custom_limit(routing: &Routing, rule: &Rule, key: &str) -> Option<u64> {
+    let PlanSource::File { identity, keys } = &routing.plans.as_ref()?.source else {
+        return None;
+    };
+    let value = key
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(identity.as_str())?.strip_prefix('='))?;
+    let entry = keys.get(&unescape(value).ok()?)?;
+    entry.limit.filter(|_| rule.plans.contains(&entry.plan))
 }
 
 /// `value` read as the identity `name` reads it: an address as its key form, an

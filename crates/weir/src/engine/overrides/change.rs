@@ -6,7 +6,7 @@ use std::time::Duration;
 use weir_core::{Policy, PolicyError};
 
 use super::backing::KeepError;
-use super::canonical::canonical_key;
+use super::canonical::{canonical_key, custom_limit};
 use super::{MAX_OVERRIDES, Override};
 use crate::engine::descriptors::{descriptor_key, named_limit};
 use crate::engine::{Engine, Quota, StoreKind};
@@ -15,6 +15,8 @@ use crate::engine::{Engine, Quota, StoreKind};
 struct Target {
     /// Its own policy.
     policy: Policy,
+    /// The key's policy without an override, and where it comes from.
+    base: (Policy, &'static str),
     /// Whether it is `scope: global`.
     global: bool,
     /// Whether it is `algorithm: concurrency`.
@@ -52,6 +54,9 @@ pub(crate) struct Replaced {
     pub after: Option<Override>,
     /// The rule's own policy.
     pub rule_policy: Policy,
+    /// The key's policy without an override: the rule's, or its plans file custom
+    /// limit; and where it comes from (`rule`, `plans file`).
+    pub base: (Policy, &'static str),
 }
 
 /// Why an override was not set or deleted.
@@ -184,6 +189,7 @@ impl Engine {
             before,
             after: Some(entry),
             rule_policy: named.policy,
+            base: named.base,
         })
     }
 
@@ -204,6 +210,7 @@ impl Engine {
             before,
             after: None,
             rule_policy: named.policy,
+            base: named.base,
         })
     }
 
@@ -212,11 +219,22 @@ impl Engine {
     fn override_target(&self, name: &str, key: &str) -> Result<Target, OverrideError> {
         let unknown = || OverrideError::UnknownRule(name.to_owned());
         if let Some(named) = self.rule(name) {
+            let key = self.override_key(name, key)?;
+            let p = named.policy;
+            let custom = (self.routing.rules.iter())
+                .find(|r| r.name == name)
+                .and_then(|rule| custom_limit(&self.routing, rule, &key));
+            // As a request is decided (validated when the configuration was loaded).
+            let base = match custom.and_then(|limit| p.relimit(limit, p.burst()).ok()) {
+                Some(custom) => (custom, "plans file"),
+                None => (p, "rule"),
+            };
             return Ok(Target {
-                policy: named.policy,
+                policy: p,
+                base,
                 global: named.global,
                 in_flight: named.in_flight,
-                key: self.override_key(name, key)?,
+                key,
             });
         }
         let limits = self.envoy.as_deref().ok_or_else(unknown)?;
@@ -250,6 +268,7 @@ impl Engine {
         let key = descriptor_key(limits, name, limit, key).map_err(|m| invalid("key", m))?;
         Ok(Target {
             policy,
+            base: (policy, "rule"),
             global: false,
             in_flight: false,
             key,
