@@ -922,11 +922,16 @@ async fn floods_and_smuggled_framing_end_their_stream_or_connection_and_no_other
 
 // ------------------------------------------------------------------ upstreams
 
-/// An HTTPS upstream with `leaf`'s certificate, HTTP/1.1 and HTTP/2 by ALPN: answers
+/// An HTTPS upstream with `leaf`'s certificate, HTTP/1.1 and HTTP/2 by ALPN (or
+/// HTTP/1.1 alone, when not `h2`): answers
 /// like a gRPC server (a body, then `grpc-status` in trailers: 16 to `.../Login`, 0 to
 /// the rest), saying in
 /// `x-version` which HTTP version it was asked in.
 async fn https_upstream(leaf: &Leaf) -> std::net::SocketAddr {
+    https_upstream_offering(leaf, true).await
+}
+
+async fn https_upstream_offering(leaf: &Leaf, h2: bool) -> std::net::SocketAddr {
     use rustls::pki_types::PrivateKeyDer;
     use rustls::pki_types::pem::PemObject;
     let chain = CertificateDer::pem_slice_iter(leaf.chain.as_bytes())
@@ -941,7 +946,11 @@ async fn https_upstream(leaf: &Leaf) -> std::net::SocketAddr {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = if h2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -1023,10 +1032,30 @@ async fn https_upstreams_are_verified_and_grpc_passes_with_its_trailers_over_htt
     assert_eq!(body.trailers().unwrap()["grpc-status"], "0");
     assert_eq!(body.to_bytes(), "reply");
 
-    // HTTP/1.1 to the same upstream, over TLS.
-    let weir = Server::start(&https_gateway(dir.path(), upstream, "ca.pem", false));
-    let (status, _) = weir.request("GET", "/", "");
-    assert_eq!(status, "HTTP/1.1 200 OK");
+    // Without `http2: true`, the upstream chooses by ALPN: this one offers h2, so the
+    // call goes on in HTTP/2, trailers and all; one that offers HTTP/1.1 alone gets it.
+    let h1_only = https_upstream_offering(&pki.leaf("127.0.0.1", 2099), false).await;
+    for (upstream, version) in [(upstream, "HTTP/2.0"), (h1_only, "HTTP/1.1")] {
+        let weir = Server::start(&https_gateway(dir.path(), upstream, "ca.pem", false));
+        let mut send = h2(TcpStream::connect(&weir.addr).await.unwrap()).await;
+        for _ in 0..3 {
+            let call = Request::post(format!("http://{}/pkg.Svc/Call", weir.addr))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(Body::from(&b"\0\0\0\0\0"[..]))
+                .unwrap();
+            let answer = send.send_request(call).await.unwrap();
+            assert_eq!(answer.status(), StatusCode::OK);
+            assert_eq!(answer.headers()["x-version"], version);
+            let body = answer.into_body().collect().await.unwrap();
+            if version == "HTTP/2.0" {
+                assert_eq!(body.trailers().unwrap()["grpc-status"], "0");
+            }
+            assert_eq!(body.to_bytes(), "reply");
+        }
+        let (status, _) = weir.request("GET", "/", "");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+    }
 
     // Verified against another authority: a 502 problem, and the reason in the log.
     let log = dir.path().join("weir.log");

@@ -64,10 +64,12 @@ pub(super) fn client(
         .map_err(|e| ConfigError::new(errors.file, e.to_string()).field("upstream.url"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    config.alpn_protocols = vec![if http2 {
-        b"h2".to_vec()
+    // `http2: true` speaks HTTP/2 only; otherwise the upstream chooses by ALPN (h2 when
+    // it offers it), as browsers and curl let a server choose.
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec()]
     } else {
-        b"http/1.1".to_vec()
-    }];
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    };
     Ok(Arc::new(config))
 }

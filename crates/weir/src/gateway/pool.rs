@@ -1,5 +1,6 @@
 //! Connections to the upstream, plain or TLS (an `https://` upstream, verified as
-//! configured), in HTTP/1.1 or HTTP/2 (`http2: true`).
+//! configured), in HTTP/1.1 or HTTP/2 (`http2: true`, or an `https://` upstream that
+//! chooses `h2` by ALPN).
 //!
 //! HTTP/1.1: connections kept alive, each carrying one request at a time, and kept in
 //! a small pool between requests. Each server thread has its own pool, so a
@@ -13,9 +14,13 @@
 //!
 //! HTTP/2: one connection per thread carries every request as a stream of its own
 //! (the upstream's concurrent-stream limit makes the rest wait), opened again when it
-//! closes. gRPC upstreams need it: their answers end in trailers.
+//! closes. gRPC upstreams need it: their answers end in trailers. Without `http2:
+//! true`, an `https://` upstream is offered `h2` and `http/1.1`, and the first
+//! connection that it answers with `h2` makes the pool HTTP/2's from then on.
+//! WebSocket handshakes offer `http/1.1` alone: an upgrade is HTTP/1.1's.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -74,12 +79,22 @@ pub(super) struct UpstreamPool {
     /// For an `https://` upstream: its TLS settings and the name its certificate must
     /// have (sent by SNI).
     tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    /// The same TLS settings offering `http/1.1` alone, for WebSocket handshakes.
+    upgrade_tls: Option<Arc<rustls::ClientConfig>>,
     connect_timeout: Duration,
     /// HTTP/1.1's idle connections.
     idle: Mutex<Vec<Idle>>,
-    /// HTTP/2's connection, when `http2` (none until the first request, or after it
+    /// Whether the upstream speaks HTTP/2: `http2: true`, or it chose `h2` by ALPN.
+    speaks_h2: AtomicBool,
+    /// HTTP/2's connection, when it does (none until the first request, or after it
     /// closed).
-    http2: Option<Mutex<Option<http2::SendRequest<Body>>>>,
+    http2: Mutex<Option<http2::SendRequest<Body>>>,
+}
+
+/// A new connection, in the protocol the upstream chose.
+enum Connection {
+    Http1(SendRequest<Body>),
+    Http2(http2::SendRequest<Body>),
 }
 
 #[derive(Debug)]
@@ -116,13 +131,20 @@ impl UpstreamPool {
             .tls
             .as_ref()
             .map(|tls| (Arc::clone(&tls.config), tls.name.clone()));
+        let upgrade_tls = upstream.tls.as_ref().map(|tls| {
+            let mut config = rustls::ClientConfig::clone(&tls.config);
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(config)
+        });
         let pool = Arc::new(Self {
             address,
             base: base.clone(),
             tls,
+            upgrade_tls,
             connect_timeout: upstream.connect_timeout,
             idle: Mutex::new(Vec::new()),
-            http2: upstream.http2.then(|| Mutex::new(None)),
+            speaks_h2: AtomicBool::new(upstream.http2),
+            http2: Mutex::new(None),
         });
         tokio::spawn(close_idle(Arc::downgrade(&pool)));
         pool
@@ -134,13 +156,21 @@ impl UpstreamPool {
         self: &Arc<Self>,
         mut request: Request<Body>,
     ) -> Result<Response<Body>, UpstreamError> {
-        if let Some(shared) = &self.http2 {
-            return self.send_http2(shared, request).await;
+        if self.speaks_h2.load(Ordering::Relaxed) {
+            return self.send_http2(request).await;
         }
         loop {
             let (mut sender, reused) = match self.take_idle().await {
                 Some(sender) => (sender, true),
-                None => (self.connect_http1().await?, false),
+                None => match self.connect().await? {
+                    Connection::Http1(sender) => (sender, false),
+                    // The upstream chose h2: this connection is the pool's from now on.
+                    Connection::Http2(sender) => {
+                        *lock(&self.http2) = Some(sender);
+                        self.speaks_h2.store(true, Ordering::Relaxed);
+                        return self.send_http2(request).await;
+                    }
+                },
             };
             match sender.try_send_request(request).await {
                 Ok(response) => return Ok(self.lend(sender, response)),
@@ -156,11 +186,8 @@ impl UpstreamPool {
 
     /// Sends `request` as a stream of the HTTP/2 connection (opened if there is none
     /// open): its target absolute, its Host as `:authority`.
-    async fn send_http2(
-        &self,
-        shared: &Mutex<Option<http2::SendRequest<Body>>>,
-        request: Request<Body>,
-    ) -> Result<Response<Body>, UpstreamError> {
+    async fn send_http2(&self, request: Request<Body>) -> Result<Response<Body>, UpstreamError> {
+        let shared = &self.http2;
         let (mut parts, body) = request.into_parts();
         let authority = parts
             .headers
@@ -200,7 +227,7 @@ impl UpstreamPool {
         &self,
         request: Request<Body>,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let mut sender = match self.open().await? {
+        let mut sender = match self.open(self.upgrade_tls.as_ref()).await? {
             Opened::Plain(stream) => upgradable_over(stream).await?,
             Opened::Tls(stream) => upgradable_over(stream).await?,
         };
@@ -225,7 +252,11 @@ impl UpstreamPool {
 
     /// A new connection to the upstream, TLS's handshake done (within the connect
     /// timeout, the TCP connection's and the handshake's each).
-    async fn open(&self) -> Result<Opened, UpstreamError> {
+    /// With TLS, `alpn` replaces the pool's settings (a WebSocket's, `http/1.1` only).
+    async fn open(
+        &self,
+        alpn: Option<&Arc<rustls::ClientConfig>>,
+    ) -> Result<Opened, UpstreamError> {
         let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.address))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(self.address.clone()))?
@@ -234,7 +265,7 @@ impl UpstreamPool {
         let Some((config, name)) = &self.tls else {
             return Ok(Opened::Plain(stream));
         };
-        let connector = TlsConnector::from(Arc::clone(config));
+        let connector = TlsConnector::from(Arc::clone(alpn.unwrap_or(config)));
         let stream = tokio::time::timeout(
             self.connect_timeout,
             connector.connect(name.clone(), stream),
@@ -245,15 +276,20 @@ impl UpstreamPool {
         Ok(Opened::Tls(Box::new(stream)))
     }
 
-    async fn connect_http1(&self) -> Result<SendRequest<Body>, UpstreamError> {
-        match self.open().await? {
-            Opened::Plain(stream) => http1_over(stream).await,
-            Opened::Tls(stream) => http1_over(stream).await,
-        }
+    /// A new connection in the protocol the upstream chose by ALPN (cleartext:
+    /// HTTP/1.1).
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
+        Ok(match self.open(None).await? {
+            Opened::Plain(stream) => Connection::Http1(http1_over(stream).await?),
+            Opened::Tls(stream) if stream.get_ref().1.alpn_protocol() == Some(b"h2") => {
+                Connection::Http2(http2_over(stream).await?)
+            }
+            Opened::Tls(stream) => Connection::Http1(http1_over(stream).await?),
+        })
     }
 
     async fn connect_http2(&self) -> Result<http2::SendRequest<Body>, UpstreamError> {
-        match self.open().await? {
+        match self.open(None).await? {
             Opened::Plain(stream) => http2_over(stream).await,
             Opened::Tls(stream) => http2_over(stream).await,
         }
