@@ -286,6 +286,24 @@ fn a_request_another_rule_denies_gives_its_slot_back() {
     }
 }
 
+/// A request whose upstream fails (nothing listens: weir answers 502) gives its slot
+/// back: a key with 3 slots asks 10 times, one after another, and is never refused
+/// for want of one, and no slot is held after.
+#[test]
+fn a_request_the_upstream_fails_gives_its_slot_back() {
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = nowhere.local_addr().unwrap();
+    drop(nowhere);
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Server::start(&write_config(dir.path(), "", closed));
+    for _ in 0..10 {
+        let (status, text) = get(&weir.addr, "/reports/slow", "k");
+        assert_eq!(status, 502, "{text}");
+        assert!(text.contains("\"reports-in-flight\";r=2"), "{text}");
+    }
+    assert_eq!(slots_held(&weir), 0);
+}
+
 /// Waits until `weir` answers `path` for `key` with `status`, for at most `within`;
 /// returns how long it took.
 fn until_status(weir: &Server, path: &str, key: &str, status: u16, within: Duration) -> Duration {
