@@ -255,3 +255,69 @@ async fn on_redis_open_sockets_count_at_every_instance_and_a_killed_ones_free_wi
     assert!(refused(&second).await);
     drop(sockets);
 }
+
+/// The resident memory of process `pid`, in KiB (`VmRSS`).
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A client that sends and never reads its echoes is held back, not buffered for:
+/// the echoes fill the sockets' buffers, the echo server stops reading, and the
+/// client's own sends stall, with weir's memory flat; another client is served
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_held_back_and_others_are_served() {
+    const MIB: usize = 1 << 20;
+    const OFFERED: usize = 256;
+    let upstream = echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let weir = start(dir.path(), upstream, "60s");
+    let before = resident_kib(weir.child.id());
+    let socket = open(&weir, "greedy").await.unwrap();
+    let (mut sink, _never_read) = socket.split();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = sent.clone();
+    let sender = tokio::spawn(async move {
+        for _ in 0..OFFERED {
+            if sink.send(Message::binary(vec![7u8; MIB])).await.is_err() {
+                break;
+            }
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    // Wait until the sends stall: no MiB more in half a second (or all were taken).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut last = usize::MAX;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = sent.load(std::sync::atomic::Ordering::Relaxed);
+        if now == last || now == OFFERED || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+    }
+    let stalled_at = sent.load(std::sync::atomic::Ordering::Relaxed);
+    // Held back (its send waits), not cut off: some went through first.
+    assert!(
+        !sender.is_finished(),
+        "the client's sends failed instead of waiting"
+    );
+    assert!(
+        (1..OFFERED / 2).contains(&stalled_at),
+        "{stalled_at} MiB of {OFFERED} were taken from a client that reads nothing"
+    );
+    let grown_mib = resident_kib(weir.child.id()).saturating_sub(before) / 1024;
+    assert!(
+        grown_mib < 32,
+        "weir grew {grown_mib} MiB holding a stalled socket"
+    );
+    // Another client is served meanwhile.
+    let mut other = open(&weir, "other").await.unwrap();
+    round_trip(&mut other, Message::text("served")).await;
+    sender.abort();
+}
