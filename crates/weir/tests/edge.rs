@@ -962,27 +962,33 @@ async fn https_upstream_offering(leaf: &Leaf, h2: bool) -> std::net::SocketAddr 
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let answer = hyper::service::service_fn(
-                    |request: Request<hyper::body::Incoming>| async move {
-                        // A login fails (UNAUTHENTICATED), in the trailers as gRPC
-                        // servers send it; any other call succeeds.
-                        let code = if request.uri().path().ends_with("/Login") {
-                            "16"
-                        } else {
-                            "0"
-                        };
-                        let mut trailers = hyper::HeaderMap::new();
-                        trailers.insert("grpc-status", code.parse().unwrap());
-                        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"reply"))
-                            .with_trailers(async move { Some(Ok(trailers)) });
-                        let response = hyper::Response::builder()
-                            .header("content-type", "application/grpc")
-                            .header("x-version", format!("{:?}", request.version()))
-                            .body(body)
-                            .unwrap();
-                        Ok::<_, std::convert::Infallible>(response)
-                    },
-                );
+                // The name the client asked for by SNI (none for an address).
+                let sni = tls.get_ref().1.server_name().unwrap_or("").to_owned();
+                let answer =
+                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                        let sni = sni.clone();
+                        async move {
+                            // A login fails (UNAUTHENTICATED), in the trailers as gRPC
+                            // servers send it; any other call succeeds.
+                            let code = if request.uri().path().ends_with("/Login") {
+                                "16"
+                            } else {
+                                "0"
+                            };
+                            let mut trailers = hyper::HeaderMap::new();
+                            trailers.insert("grpc-status", code.parse().unwrap());
+                            let body =
+                                http_body_util::Full::new(bytes::Bytes::from_static(b"reply"))
+                                    .with_trailers(async move { Some(Ok(trailers)) });
+                            let response = hyper::Response::builder()
+                                .header("content-type", "application/grpc")
+                                .header("x-version", format!("{:?}", request.version()))
+                                .header("x-sni", sni)
+                                .body(body)
+                                .unwrap();
+                            Ok::<_, std::convert::Infallible>(response)
+                        }
+                    });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(tls), answer)
                     .await;
@@ -1055,6 +1061,34 @@ async fn https_upstreams_are_verified_and_grpc_passes_with_its_trailers_over_htt
         }
         let (status, _) = weir.request("GET", "/", "");
         assert_eq!(status, "HTTP/1.1 200 OK");
+    }
+
+    // An upstream named by a DNS name: the name is sent by SNI, and its certificate
+    // checked for it (one for another name is a 502).
+    for (named, status) in [
+        ("localhost", StatusCode::OK),
+        ("other.example", StatusCode::BAD_GATEWAY),
+    ] {
+        let by_name = https_upstream(&pki.leaf(named, 2099)).await;
+        let config = dir.path().join(format!("by-name-{named}.yaml"));
+        std::fs::write(
+            &config,
+            format!(
+                "upstream:\n  url: https://localhost:{}\n  ca_file: ca.pem\nrules:\n  - name: all\n    match: {{ path_prefix: / }}\n    key: [client_ip]\n    algorithm: fixed_window\n    limit: 1000\n    period: 1m\n",
+                by_name.port()
+            ),
+        )
+        .unwrap();
+        let weir = Server::start(&config);
+        let mut send = h2(TcpStream::connect(&weir.addr).await.unwrap()).await;
+        let call = Request::get(format!("http://{}/", weir.addr))
+            .body(Body::empty())
+            .unwrap();
+        let answer = send.send_request(call).await.unwrap();
+        assert_eq!(answer.status(), status, "{named}: {answer:?}");
+        if status == StatusCode::OK {
+            assert_eq!(answer.headers()["x-sni"], "localhost");
+        }
     }
 
     // Verified against another authority: a 502 problem, and the reason in the log.
