@@ -880,6 +880,22 @@ async fn floods_and_smuggled_framing_end_their_stream_or_connection_and_no_other
     frames.extend(frame(1, 0x4 | 0x1, 1, &block));
     assert_eq!(reset(&weir.addr, frames).await, PROTOCOL_ERROR);
 
+    // Pseudo-headers read two ways: `:path` twice, or one after a regular field. Each
+    // stream is reset, never decided on either reading.
+    for extra in [&b"\x04\x06/admin"[..], b"\x40\x01a\x01b\x84"] {
+        let mut frames = preface();
+        let mut block = GET_BLOCK.to_vec();
+        block.extend(extra);
+        frames.extend(frame(1, 0x4 | 0x1, 1, &block));
+        assert_eq!(reset(&weir.addr, frames).await, PROTOCOL_ERROR, "{extra:?}");
+    }
+    // An unknown pseudo-header ends the connection.
+    let mut frames = preface();
+    let mut block = GET_BLOCK.to_vec();
+    block.extend(b"\x00\x05:evil\x01x");
+    frames.extend(frame(1, 0x4 | 0x1, 1, &block));
+    assert_eq!(flood(&weir.addr, frames).await, Some(PROTOCOL_ERROR));
+
     // Streams past the concurrent bound: refused, the ones open kept. (The bound holds
     // once the client has acknowledged weir's SETTINGS.)
     let mut stream = TcpStream::connect(&weir.addr).await.unwrap();
