@@ -49,7 +49,7 @@ const PEER: &str = "192.0.2.7";
 const PROXY: &str = "127.0.0.1:41000";
 
 /// Rules for every kind of row: limited, shadow, keyed by a header, by a body field,
-/// counted by outcome, and requests in flight.
+/// counted by outcome, requests in flight, a ban, and a rule's deny list.
 const RULES: &str = "\
 identities:
   api_key: { header: x-api-key }
@@ -97,6 +97,19 @@ rules:
     match: { path_prefix: /inflight }
     algorithm: concurrency
     limit: 1
+  - name: guarded
+    match: { path_prefix: /guarded }
+    algorithm: fixed_window
+    limit: 1
+    period: 1h
+    on_limited: { ban: 15m, after: 2, within: 10m }
+  - name: closed
+    match: { path_prefix: /closed }
+    algorithm: fixed_window
+    limit: 100
+    period: 1h
+    lists:
+      deny: { client_ip: [192.0.2.0/24, 127.0.0.0/8] }   # the h2c door's peer is loopback
 ";
 
 /// The app behind every door: `/login` 200 for the right password and 401 otherwise,
@@ -539,6 +552,11 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
         ("traversal", fetch("/books/..;/admin")),
         ("shadow, allowed", fetch("/preview")),
         ("shadow, over its limit", fetch("/preview")),
+        ("banned: allowed", fetch("/guarded")),
+        ("banned: denied once", fetch("/guarded")),
+        ("banned: denied twice, the ban starts", fetch("/guarded")),
+        ("banned: refused as banned", fetch("/guarded")),
+        ("on a rule's deny list", fetch("/closed")),
         ("in flight: one at a time", fetch("/inflight")),
         ("in flight: released when it ended", fetch("/inflight")),
         ("keyed", with(fetch("/keyed"), "x-api-key", "k1")),
@@ -621,10 +639,19 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
     assert_eq!(
         statuses,
         [
-            200, 200, 429, 429, 200, 400, 400, 400, 200, 200, 200, 200, 200, 400, 200, 429, 400,
-            200, 429, 400, 200, 401, 200, 401, 429, 400
+            200, 200, 429, 429, 200, 400, 400, 400, 200, 200, 200, 429, 429, 429, 403, 200, 200,
+            200, 400, 200, 429, 400, 200, 429, 400, 200, 401, 200, 401, 429, 400
         ]
     );
+    // The second denial started the ban: the next request is refused as banned, to
+    // the ban's end, at every door; a rule's deny list refuses before anything counts.
+    assert_eq!(
+        replies[12].problem.as_deref(),
+        Some("\"/problems/rate-limited\"")
+    );
+    assert_eq!(replies[13].problem.as_deref(), Some("\"/problems/banned\""));
+    assert_eq!(replies[13].fields["retry-after"], "900");
+    assert_eq!(replies[14].problem.as_deref(), Some("\"/problems/denied\""));
     assert_eq!(replies[2].fields["retry-after"], "30");
     assert_eq!(
         replies[8].fields.get("weir-shadow-limited"),
@@ -632,9 +659,9 @@ async fn every_door_reaches_the_same_verdict_for_one_request() {
         "within its limit"
     );
     assert_eq!(replies[9].fields["weir-shadow-limited"], "preview");
-    assert_eq!(replies[24].fields["ratelimit"], "\"login\";r=0;t=900");
+    assert_eq!(replies[29].fields["ratelimit"], "\"login\";r=0;t=900");
     // Each door released the slot when its request ended: the next one took it.
-    for reply in &replies[10..12] {
+    for reply in &replies[15..17] {
         assert_eq!(reply.fields["ratelimit"], "\"reports\";r=0;t=0");
         assert_eq!(reply.fields["ratelimit-policy"], "\"reports\";q=1");
     }
