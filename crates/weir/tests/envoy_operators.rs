@@ -597,3 +597,63 @@ async fn no_spelling_of_an_address_nor_a_neighbour_in_its_network_dodges_a_ban()
     assert_eq!(code(&mapped), Code::OverLimit);
     assert_eq!(reset_secs(&mapped, 0), 15 * 60, "{mapped:?}");
 }
+
+/// A monthly quota in Berlin on a descriptor (`x-weir: { period: calendar_month }`):
+/// the window ends at the month's end in Berlin, told to the second, and the next
+/// month's window is the month's length.
+const MONTHLY: &str = "domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: { requests_per_unit: 2, unit: month }
+    x-weir: { period: calendar_month, time_zone: Europe/Berlin }
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_descriptor_counts_per_calendar_month_in_its_time_zone() {
+    let dir = config_dir(&[("edge.yaml", MONTHLY.to_owned())], "", "");
+    let weir = Harness::memory(dir).await;
+    // T0 is 2023-11-14 22:00:10 UTC; November ends in Berlin at 2023-11-30 23:00 UTC.
+    let to_december = 16 * 86_400 + 3_600 - 10;
+    for _ in 0..2 {
+        let allowed = weir.ask("edge", &[CLIENT]).await;
+        assert_eq!(code(&allowed), Code::Ok);
+        assert_eq!(reset_secs(&allowed, 0), to_december);
+    }
+    let denied = weir.ask("edge", &[CLIENT]).await;
+    assert_eq!(code(&denied), Code::OverLimit);
+    assert_eq!(reset_secs(&denied, 0), to_december);
+    // A second before the boundary: still November's; at it, December's, 31 days.
+    weir.clock
+        .advance(Duration::from_secs(u64::try_from(to_december).unwrap() - 1));
+    let last = weir.ask("edge", &[CLIENT]).await;
+    assert_eq!((code(&last), reset_secs(&last, 0)), (Code::OverLimit, 1));
+    weir.clock.advance(Duration::from_secs(1));
+    let next = weir.ask("edge", &[CLIENT]).await;
+    assert_eq!(code(&next), Code::Ok);
+    assert_eq!(reset_secs(&next, 0), 31 * 86_400);
+}
+
+#[test]
+fn check_config_refuses_a_calendar_it_cannot_count() {
+    let error = refused(&MONTHLY.replace("calendar_month", "30d"), "");
+    assert!(
+        error.contains("descriptors[0].x-weir.time_zone: `time_zone` applies to a calendar period"),
+        "{error}"
+    );
+    let error = refused(
+        &MONTHLY.replace(
+            "{ period: calendar_month,",
+            "{ algorithm: gcra, period: calendar_month,",
+        ),
+        "",
+    );
+    assert!(
+        error.contains("descriptors[0].x-weir.period: a calendar period applies to fixed_window"),
+        "{error}"
+    );
+    let error = refused(&MONTHLY.replace("Europe/Berlin", "Mars/Olympus"), "");
+    assert!(
+        error.contains("descriptors[0].x-weir.time_zone:"),
+        "{error}"
+    );
+}

@@ -99,24 +99,41 @@ pub(super) fn on_calendar(
     period: &Spanned<RulePeriod>,
     policy: Policy,
 ) -> Result<Policy, Refusal> {
+    on_calendar_of(
+        rule.time_zone.as_ref(),
+        rule.starts.as_ref(),
+        period,
+        policy,
+    )
+}
+
+/// `policy` on the calendar of `period` in `time_zone` from `starts` (a rule's, or an
+/// Envoy descriptor's `x-weir`), when `period` is a calendar period; with a duration,
+/// `time_zone` and `starts` are refused.
+pub(super) fn on_calendar_of(
+    time_zone_field: Option<&Spanned<String>>,
+    starts_field: Option<&Spanned<RawStarts>>,
+    period: &Spanned<RulePeriod>,
+    policy: Policy,
+) -> Result<Policy, Refusal> {
     let unit = match period.value {
         RulePeriod::Calendar(unit) => unit,
         RulePeriod::Every(_) => {
-            if let Some(zone) = &rule.time_zone {
+            if let Some(zone) = time_zone_field {
                 return Err(not_calendar(zone.referenced, "time_zone"));
             }
-            if let Some(starts) = &rule.starts {
+            if let Some(starts) = starts_field {
                 return Err(not_calendar(starts.referenced, "starts"));
             }
             return Ok(policy);
         }
     };
-    let (zone, zone_name) = match &rule.time_zone {
+    let (zone, zone_name) = match time_zone_field {
         None => (TimeZone::UTC, "UTC".to_owned()),
         Some(name) => time_zone(&name.value)
             .map_err(|message| (name.referenced, "time_zone".to_owned(), message))?,
     };
-    let starts = starts(unit, rule.starts.as_ref().map(|s| &s.value))?;
+    let starts = starts(unit, starts_field.map(|s| &s.value))?;
     let windows = Windows::kept(unit, zone, &zone_name, starts);
     policy.on_calendar(windows).map_err(|error| {
         let message = match error {
@@ -129,7 +146,7 @@ pub(super) fn on_calendar(
     })
 }
 
-fn not_calendar(at: Location, field: &str) -> Refusal {
+pub(super) fn not_calendar(at: Location, field: &str) -> Refusal {
     (
         at,
         field.to_owned(),

@@ -11,6 +11,7 @@ use serde::de::IgnoredAny;
 use serde_saphyr::Spanned;
 
 use crate::config::bans::RawOnLimited;
+use crate::config::calendar::{RawStarts, RulePeriod};
 use crate::config::file::AlgorithmName;
 use crate::config::lease::RawLease;
 use crate::config::period::Period;
@@ -59,7 +60,12 @@ pub(super) struct RawDescriptor {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWeir {
     pub(super) algorithm: Option<AlgorithmName>,
-    pub(super) period: Option<Spanned<Period>>,
+    /// A duration, or a calendar period (`calendar_month`...), as a rule's `period`.
+    pub(super) period: Option<Spanned<RulePeriod>>,
+    /// A calendar period's time zone, as a rule's.
+    pub(super) time_zone: Option<Spanned<String>>,
+    /// Where a calendar period's windows start, as a rule's.
+    pub(super) starts: Option<Spanned<RawStarts>>,
     pub(super) burst: Option<Spanned<u64>>,
     /// When the store cannot decide: `open` (the local fallback) or `unavailable`.
     pub(super) failure: Option<RawFailure>,

@@ -11,16 +11,17 @@ use weir_core::{Algorithm, Policy, PolicyError};
 use super::file::Reader;
 use super::raw::{RawAlso, RawWeir};
 use crate::config::bans::{self, RawOnLimited};
+use crate::config::calendar;
 use crate::config::error::ConfigError;
 use crate::config::file::AlgorithmName;
 use crate::config::lease;
-use crate::config::period::Period;
 use crate::engine::{AlsoLimit, DescriptorLimit, ENVOY_RULE, OnLimited, Quota, Unit};
 
 /// How a limit of `x-weir` is decided: its algorithm, period and burst as written.
 struct Shape<'a> {
     algorithm: Option<AlgorithmName>,
-    period: Option<&'a Spanned<Period>>,
+    /// The period written, and where.
+    period: Option<(Duration, Location)>,
     burst: Option<&'a Spanned<u64>>,
 }
 
@@ -70,7 +71,10 @@ impl Reader<'_> {
         };
         let shape = Shape {
             algorithm: weir.algorithm,
-            period: weir.period.as_ref(),
+            period: weir
+                .period
+                .as_ref()
+                .map(|p| (p.value.nominal(), p.referenced)),
             burst: weir.burst.as_ref(),
         };
         let policy = self.policy(
@@ -80,6 +84,21 @@ impl Reader<'_> {
             raw.referenced,
             &field,
         )?;
+        // A calendar period (in a time zone, from a start) as a rule's.
+        let policy = match &weir.period {
+            Some(period) => calendar::on_calendar_of(
+                weir.time_zone.as_ref(),
+                weir.starts.as_ref(),
+                period,
+                policy,
+            ),
+            None => match (&weir.time_zone, &weir.starts) {
+                (Some(zone), _) => Err(calendar::not_calendar(zone.referenced, "time_zone")),
+                (None, Some(starts)) => Err(calendar::not_calendar(starts.referenced, "starts")),
+                (None, None) => Ok(policy),
+            },
+        }
+        .map_err(|(at, name, message)| self.fail(at, format!("{field}.{name}"), message))?;
         // A leased descriptor's counters are its own rule's (the leasing store leases
         // by rule), named by the descriptor, so that a reload keeps them.
         let rule = match &weir.lease {
@@ -209,7 +228,7 @@ impl Reader<'_> {
         })?;
         let shape = Shape {
             algorithm: also.algorithm,
-            period: also.period.as_ref(),
+            period: also.period.as_ref().map(|p| (p.value.0, p.referenced)),
             burst: also.burst.as_ref(),
         };
         let limit = u64::from(requests_per_unit).min(weir_core::MAX_LIMIT);
@@ -243,11 +262,11 @@ impl Reader<'_> {
                 )
             })?,
         };
-        let period = shape.period.map_or(period, |p| p.value.0);
+        let period = shape.period.map_or(period, |(written, _)| written);
         let burst = shape.burst.map(|b| b.value);
         let policy = Policy::new(algorithm, limit, period, burst).map_err(|error| {
             let located = match error {
-                PolicyError::PeriodOutOfRange(_) => shape.period.map(|p| p.referenced),
+                PolicyError::PeriodOutOfRange(_) => shape.period.map(|(_, at)| at),
                 PolicyError::BurstOutOfRange(_) | PolicyError::BurstNotApplicable(_) => {
                     shape.burst.map(|b| b.referenced)
                 }

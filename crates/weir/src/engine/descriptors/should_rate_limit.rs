@@ -370,7 +370,7 @@ impl Engine {
                 // The window of the policy's own period (an `x-weir` period may differ
                 // from the unit's).
                 let left = if d.reset_after.is_zero() && fixed {
-                    self.window_left(policy.period())
+                    self.window_left(&policy)
                 } else {
                     d.reset_after
                 };
@@ -379,7 +379,7 @@ impl Engine {
                 (!d.allowed, if d.allowed { remaining } else { 0 }, until)
             }
             // A zero limit, or (never) a counted one left undecided.
-            _ => (hits > 0, 0, self.window_left(limit.unit.period())),
+            _ => (hits > 0, 0, self.epoch_window_left(limit.unit.period())),
         };
         DescriptorAnswer {
             over_limit: over && !limit.shadow_mode,
@@ -389,8 +389,15 @@ impl Engine {
         }
     }
 
+    /// What is left of `policy`'s window holding now (its calendar's, or its period
+    /// cut from the epoch).
+    fn window_left(&self, policy: &weir_core::Policy) -> Duration {
+        let now = self.clock.now();
+        Duration::from_nanos(policy.window(now).end.saturating_sub(now))
+    }
+
     /// What is left of the current window of `period` (windows aligned to the epoch).
-    fn window_left(&self, period: Duration) -> Duration {
+    fn epoch_window_left(&self, period: Duration) -> Duration {
         let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX).max(1);
         Duration::from_nanos(period - self.clock.now() % period)
     }
