@@ -31,6 +31,10 @@
     reason = "test code: a panic is a failure, with its message"
 )]
 
+#[path = "measure/mod.rs"]
+mod measure;
+
+use measure::{load_average, median, pin_apart};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -273,36 +277,20 @@ fn clock_now(clock: &ManualClock) -> u64 {
     weir_core::Clock::now(clock)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// Pins `pid` (every thread: `-a`) to `cpu` with taskset; says whether it could.
-fn pin(pid: u32, cpu: usize) -> bool {
-    std::process::Command::new("taskset")
-        .args(["-a", "-cp", &cpu.to_string(), &pid.to_string()])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 fn main() {
     let server = RedisServer::start();
-    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    let pinned =
-        two && pin(server.pid().expect("redis-server is running"), 0) && pin(std::process::id(), 1);
-    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let pinned = pin_apart(server.pid().expect("redis-server is running"));
     println!(
         "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
         if pinned { "pinned" } else { "not pinned" },
-        load().trim()
+        load_average()
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(run(&server));
-    println!("load average after: {}", load().trim());
+    println!("load average after: {}", load_average());
 }
 
 async fn run(server: &RedisServer) {

@@ -35,6 +35,10 @@
     reason = "test code: a panic is a failure, with its message"
 )]
 
+#[path = "measure/mod.rs"]
+mod measure;
+
+use measure::{cpu_ns, load_average, median, pin_apart};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -215,17 +219,6 @@ struct Sample {
     calls_per_read: f64,
 }
 
-/// Nanoseconds every thread of `pid` has spent on a CPU.
-fn cpu_ns(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("/proc/<pid>/task")
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
 /// A field of an `INFO` section's line `<prefix>...`, as a number.
 fn field(info: &str, prefix: &str, name: &str) -> f64 {
     info.lines()
@@ -347,32 +340,13 @@ async fn round(client: &Arc<Client>, server: &RedisServer, workload: Workload) -
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// Pins `pid` (every thread: `-a`) to `cpu` with taskset; says whether it could.
-fn pin(pid: u32, cpu: usize) -> bool {
-    std::process::Command::new("taskset")
-        .args(["-a", "-cp", &cpu.to_string(), &pid.to_string()])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn uptime() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
-}
-
 fn main() {
     let server = RedisServer::start();
-    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    let pinned =
-        two && pin(server.pid().expect("redis-server is running"), 0) && pin(std::process::id(), 1);
+    let pinned = pin_apart(server.pid().expect("redis-server is running"));
     println!(
         "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
         if pinned { "pinned" } else { "not pinned" },
-        uptime().trim()
+        load_average()
     );
     // One thread: the client stays on its CPU, and tasks share one connection each way.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -380,7 +354,7 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(run(server));
-    println!("load average after: {}", uptime().trim());
+    println!("load average after: {}", load_average());
 }
 
 async fn run(server: RedisServer) {

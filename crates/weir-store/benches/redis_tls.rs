@@ -20,6 +20,10 @@
     reason = "benchmark code: a panic is a failure, with its message"
 )]
 
+#[path = "measure/mod.rs"]
+mod measure;
+
+use measure::{cpu_ns, load_average, median, pin_apart};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,17 +45,6 @@ struct Sample {
     redis_cpu_us: f64,
     client_cpu_us: f64,
     checks_per_s: f64,
-}
-
-/// The CPU time, in nanoseconds, of every thread of `pid` so far.
-fn cpu_ns(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("/proc/<pid>/task")
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum()
 }
 
 /// Runs `CHECKS` checks through `store` from `TASKS` tasks.
@@ -91,19 +84,6 @@ async fn round(store: &Arc<RedisStore>, server: &RedisServer, policy: Policy) ->
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-/// Pins `pid` (every thread: `-a`) to `cpu` with taskset; says whether it could.
-fn pin(pid: u32, cpu: usize) -> bool {
-    std::process::Command::new("taskset")
-        .args(["-a", "-cp", &cpu.to_string(), &pid.to_string()])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 fn main() {
     let certs = TestCerts::new();
     let setup = TlsSetup {
@@ -112,15 +92,11 @@ fn main() {
         mutual: false,
     };
     let server = RedisServer::start_tls(&setup, &[]);
-    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    let pinned =
-        two && pin(server.pid().expect("redis-server is running"), 0) && pin(std::process::id(), 1);
+    let pinned = pin_apart(server.pid().expect("redis-server is running"));
     println!(
         "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
         if pinned { "pinned" } else { "not pinned" },
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
+        load_average()
     );
     // One thread: the client stays on its CPU.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -200,10 +176,5 @@ async fn run(server: &RedisServer, certs: &TestCerts) {
         ratio(|s| s.client_cpu_us),
         ratio(|s| s.checks_per_s)
     );
-    println!(
-        "load average after: {}",
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-    );
+    println!("load average after: {}", load_average());
 }
