@@ -31,6 +31,7 @@ fn config(sentinels: &RedisSentinels) -> RedisStoreConfig {
         target: RedisTarget::Sentinel {
             sentinels: sentinels.urls(),
             master: MASTER.to_owned(),
+            credentials: Default::default(),
         },
         key_prefix: "sentinel".to_owned(),
         timeout: TIMEOUT,

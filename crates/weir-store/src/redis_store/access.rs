@@ -54,6 +54,29 @@ pub struct RedisAccess {
     pub tls: Option<RedisTls>,
 }
 
+impl RedisAccess {
+    /// The access to a server that has credentials of its own (a sentinel): this
+    /// TLS, with `credentials` instead of the data nodes' (none: the server's URL's).
+    pub(super) fn with(&self, credentials: &Credentials) -> RedisAccess {
+        RedisAccess {
+            username: credentials.username.clone(),
+            password: credentials.password.clone(),
+            tls: self.tls.clone(),
+        }
+    }
+}
+
+/// An ACL user and its password for servers that have their own, apart from the
+/// data nodes': Redis Sentinel's sentinels (`requirepass`, or an ACL user, in
+/// `sentinel.conf`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// The ACL user (`AUTH <user> <password>`); none: the URL's, else `default`.
+    pub username: Option<String>,
+    /// The password; none: the URL's, if it has one.
+    pub password: Option<Secret>,
+}
+
 /// The certificates of a TLS connection to Redis.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct RedisTls {
@@ -259,8 +282,8 @@ pub(super) fn denied_in(said: &str) -> Option<&'static str> {
 }
 
 /// Why Redis refused weir, when it did: a server certificate that does not verify, a
-/// client certificate the server does not accept, a password or `user` it rejects, a
-/// command the ACL user may not run. None for anything else (an outage, a timeout).
+/// client certificate the server does not accept, a password or `user` it rejects (a
+/// wrong one, none where one is needed), a command the ACL user may not run. None for anything else (an outage, a timeout).
 pub(super) fn refusal(error: &RedisError, user: &str) -> Option<String> {
     let text = error.to_string();
     let mut source: Option<&dyn std::error::Error> = Some(error);
@@ -279,10 +302,11 @@ pub(super) fn refusal(error: &RedisError, user: &str) -> Option<String> {
     let said = |needle: &str| text.contains(needle);
     if said("invalid peer certificate") || said("received fatal alert") {
         Some(format!("TLS: {text}"))
-    } else if said("WRONGPASS")
-        || said("NOAUTH")
-        || matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
-    {
+    } else if said("NOAUTH") {
+        Some(format!(
+            "ACL user {user} needs a password, and none was given ({text})"
+        ))
+    } else if said("WRONGPASS") || matches!(error.kind(), redis::ErrorKind::AuthenticationFailed) {
         Some(format!(
             "the password of ACL user {user} was not accepted ({text})"
         ))

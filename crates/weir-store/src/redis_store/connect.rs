@@ -27,14 +27,14 @@ pub(super) fn first_connect_within(config: &RedisStoreConfig) -> Duration {
     config.timeout.max(Duration::from_secs(1))
 }
 
-/// The URL weir reaches Redis by: the server's, or a cluster's first seed.
+/// The URL whose user weir logs in to the data nodes as (when none is configured):
+/// the server's, or a cluster's first seed. None through Sentinel: the primary's URL
+/// is the sentinels' answer, without a user, and a sentinel's URL is the sentinel's.
 fn first_url(config: &RedisStoreConfig) -> &str {
     match &config.target {
         RedisTarget::Single(url) => url.as_str(),
-        RedisTarget::Cluster(nodes)
-        | RedisTarget::Sentinel {
-            sentinels: nodes, ..
-        } => nodes.first().map_or("", String::as_str),
+        RedisTarget::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+        RedisTarget::Sentinel { .. } => "",
     }
 }
 
@@ -64,9 +64,19 @@ pub(super) async fn open(
     // A single server's URL, or the primary's as the sentinels name it now.
     let url = match &config.target {
         RedisTarget::Single(url) => url.clone(),
-        RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
+        RedisTarget::Sentinel {
+            sentinels,
+            master,
+            credentials,
+        } => tokio::time::timeout(
             within,
-            sentinel::primary(sentinels, master, &config.access, timeout, links),
+            sentinel::primary(
+                sentinels,
+                master,
+                &config.access.with(credentials),
+                timeout,
+                links,
+            ),
         )
         .await
         .map_err(|_| StoreError::Timeout(within))??,
