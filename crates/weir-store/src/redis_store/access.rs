@@ -351,6 +351,17 @@ mod tests {
         assert_eq!(redacted("redis://h:1/?a=b@c"), "redis://h:1/?a=b@c");
         let target = super::super::RedisTarget::Cluster(vec!["redis://:hunter2@h:1".into()]);
         assert!(!format!("{target:?}").contains("hunter2"));
+        let target = super::super::RedisTarget::Sentinel {
+            sentinels: vec!["redis://:hunter2@h:26379".into()],
+            master: "m".into(),
+            credentials: Credentials {
+                username: Some("watcher".into()),
+                password: Some(Secret::new("hunter2")),
+            },
+        };
+        let printed = format!("{target:?} {target:#?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("watcher"), "{printed}");
     }
 
     #[test]
