@@ -1,9 +1,10 @@
 //! The Redis store through sentinels that have a password of their own (`requirepass`
 //! in `sentinel.conf`), another than the data nodes': with both, weir finds the
 //! primary, checks on it, subscribes to the sentinels' announcements and follows a
-//! failover; a sentinel password in the sentinel's URL works too; a sentinel that
-//! refuses weir's credentials (a wrong password, none, the data nodes' sent to it) is
-//! a refusal naming the sentinel, not an outage to wait out.
+//! failover; a sentinel password in the sentinel's URL works too, and so does a
+//! minimal ACL user on the sentinels; a sentinel that refuses weir's credentials (a
+//! wrong password, none, the data nodes' sent to it, one it does not have) is a
+//! refusal naming the sentinel, not an outage to wait out.
 
 #![allow(
     clippy::unwrap_used,
@@ -123,27 +124,61 @@ async fn with_the_sentinels_own_password_weir_checks_subscribes_and_follows_a_fa
     }
 }
 
+/// The sentinels' password written in their URLs still works; so does an ACL user on
+/// the sentinels (`sentinel_username`) allowed only what weir sends them: the
+/// primary's address, `SUBSCRIBE` to the two announcement channels, and `PING` (the
+/// guide's minimal sentinel ACL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sentinel_password_in_the_sentinels_urls_still_works() {
+async fn a_password_in_the_sentinels_urls_or_a_minimal_acl_user_on_them_works() {
     let set = protected();
-    let urls = set
+    let in_urls = set
         .urls()
         .iter()
         .map(|url| url.replace("redis://", &format!("redis://:{SENTINEL_PASSWORD}@")))
         .collect();
-    let cfg = config(urls, None);
-    RedisStore::admitted(&cfg, clock()).await.unwrap();
-    let store = RedisStore::start(&cfg, clock());
-    assert!(store.wait_connected(Duration::from_secs(5)).await);
-    let policy = Policy::new(Algorithm::Gcra, 3, Duration::from_secs(3600), None).unwrap();
-    let key = Key {
-        rule: "r",
-        identity: "in-url",
-    };
-    assert!(store.check(key, &policy, 1).await.unwrap().allowed);
-    set.wait(Duration::from_secs(3), "weir to subscribe", |s| {
-        subscriptions(s) == [1, 1, 1]
-    });
+    for i in 0..3 {
+        let created = set.sentinel(
+            i,
+            &[
+                "ACL",
+                "SETUSER",
+                "watcher",
+                "on",
+                ">watcher-pw-77",
+                "-@all",
+                "+sentinel|get-master-addr-by-name",
+                "+subscribe",
+                "&+switch-master",
+                "&+failover-state-reconf-slaves",
+                "+ping",
+            ],
+        );
+        assert_eq!(created.trim(), "OK");
+    }
+    let mut acl_user = config(set.urls(), Some("watcher-pw-77"));
+    if let RedisTarget::Sentinel { credentials, .. } = &mut acl_user.target {
+        credentials.username = Some("watcher".to_owned());
+    }
+    for (round, cfg) in [config(in_urls, None), acl_user].iter().enumerate() {
+        RedisStore::admitted(cfg, clock()).await.unwrap();
+        let store = RedisStore::start(cfg, clock());
+        assert!(store.wait_connected(Duration::from_secs(5)).await);
+        let policy = Policy::new(Algorithm::Gcra, 3, Duration::from_secs(3600), None).unwrap();
+        let key = Key {
+            rule: "r",
+            identity: "in-url",
+        };
+        assert!(store.check(key, &policy, 1).await.unwrap().allowed);
+        set.wait(Duration::from_secs(3), "weir to subscribe", |s| {
+            subscriptions(s) == [1, 1, 1]
+        });
+        drop(store);
+        set.wait(
+            Duration::from_secs(3),
+            "round {round}'s subscriptions to end",
+            |s| subscriptions(s) == [0, 0, 0],
+        );
+    }
 }
 
 /// A wrong password, none, or the data nodes' sent to the sentinels: refused, naming
