@@ -169,13 +169,15 @@ async fn a_password_in_the_sentinels_urls_or_a_minimal_acl_user_on_them_works() 
             identity: "in-url",
         };
         assert!(store.check(key, &policy, 1).await.unwrap().allowed);
-        set.wait(Duration::from_secs(3), "weir to subscribe", |s| {
-            subscriptions(s) == [1, 1, 1]
-        });
+        set.wait(
+            Duration::from_secs(3),
+            &format!("round {round}: weir to subscribe"),
+            |s| subscriptions(s) == [1, 1, 1],
+        );
         drop(store);
         set.wait(
             Duration::from_secs(3),
-            "round {round}'s subscriptions to end",
+            &format!("round {round}: the subscriptions to end"),
             |s| subscriptions(s) == [0, 0, 0],
         );
     }
