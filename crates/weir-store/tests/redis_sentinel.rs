@@ -7,7 +7,7 @@
 //! costs a bounded number of probes, and its subscription is made again when it
 //! drops; sentinels and primary reached by address, checked for a server name; and a
 //! primary loading its data after a restart (`-LOADING`) is an outage, failing checks
-//! at once, that ends when it is loaded.
+//! at once, that ends when it is loaded or the sentinels name another primary.
 
 #![allow(
     clippy::unwrap_used,
@@ -375,9 +375,11 @@ async fn sentinels_and_primary_reached_by_address_are_checked_for_the_server_nam
 /// no failover). `DEBUG RELOAD` makes that loading, slowed to seconds by
 /// `key-load-delay`: every check meanwhile fails at once as unavailable (the rule's
 /// failure policy answers, the breaker counts it), none waits out the timeout or reads
-/// as a fault; once loaded, the same store checks again, on the state it had.
+/// as a fault; once loaded, the same store checks again, on the state it had. Loading
+/// again, the sentinels promote the replica (`SENTINEL FAILOVER`): the store moves to
+/// it within 2 s of the switch, the old primary still loading.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_primary_loading_its_data_fails_checks_at_once_until_it_is_loaded() {
+async fn a_primary_loading_its_data_fails_checks_at_once_until_it_is_loaded_or_replaced() {
     let set = RedisSentinels::start_with(&SentinelSetup {
         server_args: &["--enable-debug-command", "local"],
         ..SentinelSetup::default()
@@ -458,4 +460,48 @@ async fn a_primary_loading_its_data_fails_checks_at_once_until_it_is_loaded() {
         }
     }
     assert_eq!(admitted, 5);
+
+    // Loading again, slower, and the sentinels promote the replica meanwhile: the
+    // store moves to it while the old primary still loads.
+    assert_eq!(
+        set.server(port)
+            .cli(&["CONFIG", "SET", "key-load-delay", "300"])
+            .trim(),
+        "OK"
+    );
+    let reload = std::thread::spawn(move || {
+        let output = redis_cli(&["-p", &port.to_string(), "DEBUG", "RELOAD"]);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    });
+    set.wait(Duration::from_secs(5), "the primary to load", |s| {
+        loading(s.server(port))
+    });
+    set.fail_over();
+    set.wait(Duration::from_secs(5), "the sentinels to switch", |s| {
+        s.primary_port() != port
+    });
+    let switched = Instant::now();
+    let fresh = Key {
+        rule: "r",
+        identity: "after-switch",
+    };
+    while store.check(fresh, &policy, 1).await.is_err() {
+        assert!(
+            switched.elapsed() < Duration::from_secs(2),
+            "not on the new primary {:?} after the switch",
+            switched.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "on the new primary {:?} after the switch",
+        switched.elapsed()
+    );
+    assert!(
+        loading(set.server(port)),
+        "the old primary finished loading first: the test proves nothing"
+    );
+    let new = set.server(set.primary_port());
+    assert!(new.calls("fcall") + new.calls("evalsha") > 0);
+    assert_eq!(reload.join().unwrap().trim(), "OK");
 }
