@@ -228,6 +228,20 @@ async fn a_sentinel_that_refuses_the_credentials_is_a_refusal_naming_it() {
     assert!(text.contains("redis://:<redacted>@127.0.0.1:"), "{text}");
     assert!(!text.contains("wrong-in-url"), "{text}");
 
+    // The sentinels let weir in, the primary they name does not: its password is the
+    // data nodes' own, and none was given (the sentinels' is not sent to it).
+    let mut no_data_password = config(set.urls(), Some(SENTINEL_PASSWORD));
+    no_data_password.access.password = None;
+    let error = RedisStore::admitted(&no_data_password, clock())
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, StoreError::Refused(_)), "{text}");
+    assert!(
+        text.contains("ACL user default needs a password, and none was given"),
+        "{text}"
+    );
+
     // A password given to sentinels that have none is refused as well (Redis refuses
     // an `AUTH` where no password is set).
     let open = RedisSentinels::start();

@@ -161,6 +161,15 @@ impl RedisStore {
         let store = Self::unconnected(config, clock, true);
         let (connection, _) = open(config, &store.sentinels, first_connect_within(config)).await?;
         store.connection.store(Some(Arc::new(connection)));
+        let user = access::user(&config.access, first_url(config));
+        // A server that wants a password weir was not given answers `NOAUTH` to a
+        // `PING`; asked first, as Redis 7 closes the connection of a client not yet
+        // logged in on a command as long as weir's library (a bare "broken pipe").
+        if let Ok(Err(error)) = store.query(&redis::cmd("PING")).await
+            && let Some(reason) = access::refusal(&error, &user)
+        {
+            return Err(StoreError::Refused(reason));
+        }
         store.prepare().await;
         let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {
             return Ok(());
@@ -175,13 +184,8 @@ impl RedisStore {
             cost: 1,
         }];
         match store.preview_all(&check).await {
-            Err(StoreError::Protocol(said)) => match access::denied_in(&said) {
-                Some(what) => {
-                    let user = access::user(&config.access, first_url(config));
-                    Err(StoreError::Refused(access::not_permitted(
-                        &user, what, &said,
-                    )))
-                }
+            Err(StoreError::Protocol(said)) => match access::refused_in(&said, &user) {
+                Some(reason) => Err(StoreError::Refused(reason)),
                 None => Err(StoreError::Protocol(said)),
             },
             Err(error) => Err(error),
