@@ -165,7 +165,8 @@ impl RedisStore {
         // A server that wants a password weir was not given answers `NOAUTH` to a
         // `PING`; asked first, as Redis 7 closes the connection of a client not yet
         // logged in on a command as long as weir's library (a bare "broken pipe").
-        if let Ok(Err(error)) = store.query(&redis::cmd("PING")).await
+        // One that does not answer it in time will not answer the rest either.
+        if let Err(error) = store.query(&redis::cmd("PING")).await?
             && let Some(reason) = access::refusal(&error, &user)
         {
             return Err(StoreError::Refused(reason));
