@@ -573,6 +573,17 @@ fn check_config_names_the_field_of_each_access_mistake() {
             "applies to type redis_sentinel, not redis",
         ),
         (
+            "  type: redis_cluster\n  nodes: [redis://127.0.0.1:1]\n  sentinel_password_env: X\n"
+                .to_owned(),
+            "store.sentinel_password_env",
+            "applies to type redis_sentinel, not redis_cluster",
+        ),
+        (
+            "  type: memory\n  sentinel_password_file: x\n".to_owned(),
+            "store.sentinel_password_file",
+            "applies to type redis_sentinel, not memory",
+        ),
+        (
             format!("{SENTINEL}  sentinel_username: weir\n  password_env: {PASSWORD_ENV}\n"),
             "store.sentinel_username",
             "an ACL user needs its password: set `sentinel_password_file` or `sentinel_password_env`",
