@@ -32,9 +32,9 @@ pub use leasing::{
 };
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{
-    CLUSTER_REFUSAL as REDIS_CLUSTER_SERVER_NAME, ClientIdentity, LedgerPage, RedisAccess,
-    RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, RedisTls, Secret,
-    TableSnapshot, check_certificates, check_identity, check_redis_policy, check_redis_url,
+    CLUSTER_REFUSAL as REDIS_CLUSTER_SERVER_NAME, ClientIdentity, Credentials, LedgerPage,
+    RedisAccess, RedisClock, RedisPolicyError, RedisStore, RedisStoreConfig, RedisTarget, RedisTls,
+    Secret, TableSnapshot, check_certificates, check_identity, check_redis_policy, check_redis_url,
     check_server_name, hash_slot, redacted,
 };
 pub use regional::{MAX_REPORTED_KEYS, RegionalStore, Regions, ShareEvents, region_floor};

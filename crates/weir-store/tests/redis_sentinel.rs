@@ -5,7 +5,9 @@
 //! a failover that leaves the old primary running is followed as well, at once, on
 //! the sentinels' `+switch-master`; a sentinel that floods that channel with junk
 //! costs a bounded number of probes, and its subscription is made again when it
-//! drops; and sentinels and primary reached by address, checked for a server name.
+//! drops; sentinels and primary reached by address, checked for a server name; and a
+//! primary loading its data after a restart (`-LOADING`) is an outage, failing checks
+//! at once, that ends when it is loaded or the sentinels name another primary.
 
 #![allow(
     clippy::unwrap_used,
@@ -17,8 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::{Algorithm, Clock, ManualClock, Policy};
-use weir_store::{Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, RedisTls, Store};
-use weir_testkit::{MASTER, RedisSentinels, RedisServer, TestCerts};
+use weir_store::{
+    Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, RedisTls, Store, StoreError,
+};
+use weir_testkit::{MASTER, RedisSentinels, RedisServer, SentinelSetup, TestCerts, redis_cli};
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds.
 const START: u64 = 1_796_032_800_000_000_000;
@@ -31,6 +35,7 @@ fn config(sentinels: &RedisSentinels) -> RedisStoreConfig {
         target: RedisTarget::Sentinel {
             sentinels: sentinels.urls(),
             master: MASTER.to_owned(),
+            credentials: Default::default(),
         },
         key_prefix: "sentinel".to_owned(),
         timeout: TIMEOUT,
@@ -363,4 +368,140 @@ async fn sentinels_and_primary_reached_by_address_are_checked_for_the_server_nam
         admitted += u32::from(store.check(key, &policy, 1).await.unwrap().allowed);
     }
     assert_eq!(admitted, 2);
+}
+
+/// A primary that restarts loads its data before it serves, answering `-LOADING`
+/// meanwhile, and the sentinels go on naming it (to them a `LOADING` answer is alive:
+/// no failover). `DEBUG RELOAD` makes that loading, slowed to seconds by
+/// `key-load-delay`: every check meanwhile fails at once as unavailable (the rule's
+/// failure policy answers, the breaker counts it), none waits out the timeout or reads
+/// as a fault; once loaded, the same store checks again, on the state it had. Loading
+/// again, the sentinels promote the replica (`SENTINEL FAILOVER`): the store moves to
+/// it within 2 s of the switch, the old primary still loading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_loading_its_data_fails_checks_at_once_until_it_is_loaded_or_replaced() {
+    let set = RedisSentinels::start_with(&SentinelSetup {
+        server_args: &["--enable-debug-command", "local"],
+        ..SentinelSetup::default()
+    });
+    let store = RedisStore::start(&config(&set), clock());
+    assert!(store.wait_connected(Duration::from_secs(5)).await);
+    let policy = Policy::new(Algorithm::Gcra, 5, Duration::from_secs(3600), None).unwrap();
+    let key = Key {
+        rule: "r",
+        identity: "loading",
+    };
+    for _ in 0..3 {
+        assert!(store.check(key, &policy, 1).await.unwrap().allowed);
+    }
+    let port = set.primary_port();
+    let primary = set.server(port);
+    // 10,000 keys, 100 µs each to load, the loader answering clients every 1 KiB read:
+    // about 2 s of `-LOADING`.
+    assert_eq!(primary.cli(&["DEBUG", "POPULATE", "10000"]).trim(), "OK");
+    for (name, value) in [
+        ("key-load-delay", "100"),
+        ("loading-process-events-interval-bytes", "1024"),
+    ] {
+        assert_eq!(primary.cli(&["CONFIG", "SET", name, value]).trim(), "OK");
+    }
+    let loading = |server: &RedisServer| server.cli(&["INFO", "persistence"]).contains("loading:1");
+    let reload = std::thread::spawn(move || {
+        let output = redis_cli(&["-p", &port.to_string(), "DEBUG", "RELOAD"]);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    });
+    set.wait(Duration::from_secs(5), "the primary to load", |s| {
+        loading(s.server(port))
+    });
+
+    let mut failed = 0;
+    let mut admitted = 3;
+    let mut slowest = Duration::ZERO;
+    while loading(set.server(port)) {
+        let asked = Instant::now();
+        let answer = store.check(key, &policy, 1).await;
+        slowest = slowest.max(asked.elapsed());
+        match answer {
+            Err(StoreError::Unavailable(said)) => {
+                assert!(said.contains("loading the dataset"), "{said}");
+                failed += 1;
+            }
+            // Loaded between the check and the look at the server.
+            Ok(decision) if !loading(set.server(port)) => {
+                admitted += u32::from(decision.allowed);
+            }
+            other => panic!("a check while loading: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let loaded = Instant::now();
+    assert_eq!(reload.join().unwrap().trim(), "OK");
+    eprintln!("{failed} checks failed while loading; slowest {slowest:?}");
+    assert!(failed >= 10, "only {failed} checks while loading");
+    assert!(slowest < TIMEOUT, "a check took {slowest:?} while loading");
+    assert_eq!(set.primary_port(), port, "the sentinels failed over");
+
+    // Loaded: the same store checks again, on the state kept: 5 admitted in all.
+    let mut denied = false;
+    while !denied {
+        match store.check(key, &policy, 1).await {
+            Ok(decision) => {
+                admitted += u32::from(decision.allowed);
+                denied = !decision.allowed;
+            }
+            Err(error) => {
+                assert!(
+                    loaded.elapsed() < Duration::from_secs(2),
+                    "no check {:?} after the load ended: {error:?}",
+                    loaded.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    assert_eq!(admitted, 5);
+
+    // Loading again, slower, and the sentinels promote the replica meanwhile: the
+    // store moves to it while the old primary still loads.
+    assert_eq!(
+        set.server(port)
+            .cli(&["CONFIG", "SET", "key-load-delay", "300"])
+            .trim(),
+        "OK"
+    );
+    let reload = std::thread::spawn(move || {
+        let output = redis_cli(&["-p", &port.to_string(), "DEBUG", "RELOAD"]);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    });
+    set.wait(Duration::from_secs(5), "the primary to load", |s| {
+        loading(s.server(port))
+    });
+    set.fail_over();
+    set.wait(Duration::from_secs(5), "the sentinels to switch", |s| {
+        s.primary_port() != port
+    });
+    let switched = Instant::now();
+    let fresh = Key {
+        rule: "r",
+        identity: "after-switch",
+    };
+    while store.check(fresh, &policy, 1).await.is_err() {
+        assert!(
+            switched.elapsed() < Duration::from_secs(2),
+            "not on the new primary {:?} after the switch",
+            switched.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "on the new primary {:?} after the switch",
+        switched.elapsed()
+    );
+    assert!(
+        loading(set.server(port)),
+        "the old primary finished loading first: the test proves nothing"
+    );
+    let new = set.server(set.primary_port());
+    assert!(new.calls("fcall") + new.calls("evalsha") > 0);
+    assert_eq!(reload.join().unwrap().trim(), "OK");
 }

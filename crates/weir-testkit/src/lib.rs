@@ -26,5 +26,5 @@ pub use conformance::{
 };
 pub use lease::{HOLDERS, Holders, LeaseOutcome, LeaseStep, lease_sequences};
 pub use redis::{RedisCluster, RedisServer, ReservedPort, TlsSetup, redis_cli};
-pub use sentinel::{MASTER, RedisSentinels};
+pub use sentinel::{MASTER, RedisSentinels, SentinelSetup};
 pub use tls::{CertFiles, TestCerts};

@@ -114,6 +114,9 @@ pub struct RedisServer {
     /// With TLS: the TLS port and the `redis-server` arguments of its certificates
     /// (the plaintext port stays, for the test's own `redis-cli`).
     tls: Option<(u16, Vec<String>)>,
+    /// The `default` user's password (`requirepass`, and `masterauth` for when it
+    /// replicates another of the same password), which the test's own `redis-cli` gives.
+    password: Option<String>,
 }
 
 /// How a TLS server is set up: its certificate, and whether it requires one of its
@@ -162,6 +165,7 @@ impl RedisServer {
             dir,
             extra: Vec::new(),
             tls: None,
+            password: None,
         };
         drop(reserved.socket);
         server.start_on_own_port();
@@ -182,6 +186,12 @@ impl RedisServer {
 
     /// Starts a server with extra `redis-server` arguments.
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_with_password(None, extra)
+    }
+
+    /// [`RedisServer::start_with`], the `default` user having `password` when given
+    /// (`requirepass`, and `masterauth` to replicate a server of the same password).
+    pub fn start_with_password(password: Option<&str>, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut server = Self {
             child: None,
@@ -189,6 +199,7 @@ impl RedisServer {
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             tls: None,
+            password: password.map(str::to_owned),
         };
         server.start_on_free_port();
         server
@@ -204,6 +215,7 @@ impl RedisServer {
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             tls: Some((0, setup.args())),
+            password: None,
         };
         server.start_on_free_port();
         server
@@ -259,6 +271,11 @@ impl RedisServer {
             .arg("--dir")
             .arg(self.dir.path())
             .args(&self.extra)
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|password| ["--requirepass", password, "--masterauth", password]),
+            )
             .args(self.tls.iter().flat_map(|(port, args)| {
                 [String::from("--tls-port"), port.to_string()]
                     .into_iter()
@@ -284,8 +301,7 @@ impl RedisServer {
             {
                 return false;
             }
-            let out = redis_cli(&["-p", &self.port.to_string(), "PING"]);
-            if String::from_utf8_lossy(&out.stdout).trim() == "PONG" {
+            if self.cli(&["PING"]).trim() == "PONG" {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -306,6 +322,13 @@ impl RedisServer {
     /// Runs a command on this server with `redis-cli`; returns its standard output.
     pub fn cli(&self, args: &[&str]) -> String {
         let mut all = vec!["-p".to_owned(), self.port.to_string()];
+        if let Some(password) = &self.password {
+            all.extend([
+                "-a".to_owned(),
+                password.clone(),
+                "--no-auth-warning".to_owned(),
+            ]);
+        }
         all.extend(args.iter().map(|s| s.to_string()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         String::from_utf8_lossy(&redis_cli(&all).stdout).into_owned()

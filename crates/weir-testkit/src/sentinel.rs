@@ -1,5 +1,6 @@
 //! A primary, its replica and three Redis Sentinels watching them (as `mymaster`),
-//! quick to fail over: a primary is down after 500 ms without an answer.
+//! quick to fail over: a primary is down after 500 ms without an answer. Optionally
+//! with passwords: the sentinels' own, and another for the data nodes.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -34,17 +35,51 @@ pub struct RedisSentinels {
     /// The primary and the replica, in the order they started (the primary first).
     servers: Vec<RedisServer>,
     sentinels: Vec<Sentinel>,
+    /// The sentinels' password, which the test's own `redis-cli` gives them.
+    sentinel_password: Option<String>,
+}
+
+/// How [`RedisSentinels::start_with`] sets them up, beyond [`RedisSentinels::start`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SentinelSetup<'a> {
+    /// The sentinels' own password (`requirepass` in `sentinel.conf`: their clients
+    /// give it, and they give it to each other).
+    pub sentinel_password: Option<&'a str>,
+    /// The data nodes' password, another (`requirepass` and `masterauth` on the
+    /// primary and the replica; the sentinels reach them with `sentinel auth-pass`).
+    pub data_password: Option<&'a str>,
+    /// More `redis-server` arguments for the primary and the replica.
+    pub server_args: &'a [&'a str],
 }
 
 impl RedisSentinels {
     /// Starts them and waits until the replica has synced and every sentinel knows
     /// the replica and the two other sentinels (what a failover needs).
     pub fn start() -> Self {
-        let primary = RedisServer::start();
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-        let sentinels: Vec<Sentinel> = (0..3).map(|_| sentinel(primary.port(), None)).collect();
-        Self::meet(vec![primary, replica], sentinels)
+        Self::start_with(&SentinelSetup::default())
+    }
+
+    /// [`RedisSentinels::start`] as `setup` says: with passwords (the sentinels' and
+    /// the data nodes'), and more arguments for the servers.
+    pub fn start_with(setup: &SentinelSetup<'_>) -> Self {
+        let with = |extra: &[&str]| {
+            let args: Vec<&str> = setup.server_args.iter().chain(extra).copied().collect();
+            RedisServer::start_with_password(setup.data_password, &args)
+        };
+        let primary = with(&[]);
+        let replica = with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+        let auth = Auth {
+            sentinels: setup.sentinel_password,
+            data: setup.data_password,
+        };
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|_| sentinel(primary.port(), None, auth))
+            .collect();
+        Self::meet(
+            vec![primary, replica],
+            sentinels,
+            setup.sentinel_password.map(str::to_owned),
+        )
     }
 
     /// [`RedisSentinels::start`] over TLS, with `certs`' server certificate: clients,
@@ -68,15 +103,29 @@ impl RedisSentinels {
             &["--replicaof", "127.0.0.1", &primary.tls_port().to_string()],
         );
         let sentinels: Vec<Sentinel> = (0..3)
-            .map(|_| sentinel(primary.tls_port(), Some((&certs.ca, server))))
+            .map(|_| {
+                sentinel(
+                    primary.tls_port(),
+                    Some((&certs.ca, server)),
+                    Auth::default(),
+                )
+            })
             .collect();
-        Self::meet(vec![primary, replica], sentinels)
+        Self::meet(vec![primary, replica], sentinels, None)
     }
 
     /// Waits until the replica has synced and every sentinel knows the replica and the
     /// two other sentinels (what a failover needs).
-    fn meet(servers: Vec<RedisServer>, sentinels: Vec<Sentinel>) -> Self {
-        let all = Self { servers, sentinels };
+    fn meet(
+        servers: Vec<RedisServer>,
+        sentinels: Vec<Sentinel>,
+        sentinel_password: Option<String>,
+    ) -> Self {
+        let all = Self {
+            servers,
+            sentinels,
+            sentinel_password,
+        };
         all.wait(
             Duration::from_secs(20),
             "the replica and sentinels to meet",
@@ -151,17 +200,38 @@ impl RedisSentinels {
         }
     }
 
+    /// Runs a command on the `index`th sentinel (0 to 2) with `redis-cli` (giving
+    /// the sentinels' password); its standard output.
+    pub fn sentinel(&self, index: usize, args: &[&str]) -> String {
+        self.sentinel_cli(self.sentinels[index].port, args)
+    }
+
     fn sentinel_cli(&self, port: u16, args: &[&str]) -> String {
-        let mut all = vec!["-p".to_owned(), port.to_string()];
-        all.extend(args.iter().map(|s| s.to_string()));
-        let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        String::from_utf8_lossy(&crate::redis::redis_cli(&all).stdout).into_owned()
+        sentinel_cli(port, self.sentinel_password.as_deref(), args)
     }
 }
 
+/// Runs `redis-cli` on the sentinel on `port`, giving `password`; its standard output.
+fn sentinel_cli(port: u16, password: Option<&str>, args: &[&str]) -> String {
+    let port = port.to_string();
+    let mut all = vec!["-p", &port];
+    if let Some(password) = password {
+        all.extend(["-a", password, "--no-auth-warning"]);
+    }
+    all.extend(args);
+    String::from_utf8_lossy(&crate::redis::redis_cli(&all).stdout).into_owned()
+}
+
+/// The passwords a sentinel has (`requirepass`) and gives the data nodes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Auth<'a> {
+    sentinels: Option<&'a str>,
+    data: Option<&'a str>,
+}
+
 /// A sentinel on a free port watching the primary on `primary`, over TLS when given
-/// a CA and the certificate to present.
-fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>) -> Sentinel {
+/// a CA and the certificate to present, with the passwords of `auth`.
+fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>, auth: Auth<'_>) -> Sentinel {
     for _ in 0..5 {
         let dir = tempfile::tempdir().expect("temporary directory");
         let port = RedisServer::free_port();
@@ -171,6 +241,12 @@ fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>) -> Sentinel {
             "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
             dir.path().display()
         );
+        if let Some(password) = auth.sentinels {
+            text.push_str(&format!("requirepass {password}\n"));
+        }
+        if let Some(password) = auth.data {
+            text.push_str(&format!("sentinel auth-pass {MASTER} {password}\n"));
+        }
         if let (Some((ca, server)), Some(tls_port)) = (tls, tls_port) {
             text.push_str(&format!(
                 "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-auth-clients no\ntls-replication yes\n",
@@ -192,8 +268,7 @@ fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>) -> Sentinel {
             if child.try_wait().ok().flatten().is_some() {
                 break;
             }
-            let out = crate::redis::redis_cli(&["-p", &port.to_string(), "PING"]);
-            if String::from_utf8_lossy(&out.stdout).trim() == "PONG" {
+            if sentinel_cli(port, auth.sentinels, &["PING"]).trim() == "PONG" {
                 return Sentinel {
                     child,
                     port,

@@ -182,7 +182,7 @@ fn a_value_refused_before_a_syntax_error_is_reported_first() {
     // The unknown field on line 2 was read whole before the unclosed quote on line 3.
     check(&[(
         &["store:", "  redis:", "    url: \"redis://x", "rules: []"],
-        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances, slot_lease, sentinels, master_name, username, password_file, password_env, tls",
+        "weir.yaml:2:3: store.redis: unknown field `redis`, expected one of type, max_keys, url, nodes, key_prefix, timeout, clock, window_counters, fallback_instances, slot_lease, sentinels, master_name, username, password_file, password_env, sentinel_username, sentinel_password_file, sentinel_password_env, tls",
     )]);
 }
 
@@ -686,6 +686,23 @@ fn a_concurrency_rule_takes_no_rate_fields_and_needs_a_match() {
                 "  - { name: a, algorithm: gcra, limit: 3, period: 1s }".to_owned(),
             ],
             "weir.yaml:1:64: store.slot_lease: slot_lease must be between 200ms and 10m",
+        ),
+        (
+            vec![
+                "store: { type: redis, url: redis://127.0.0.1:6379, sentinel_password_env: PW }".to_owned(),
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: gcra, limit: 3, period: 1s }".to_owned(),
+            ],
+            "weir.yaml:1:75: store.sentinel_password_env: `sentinel_password_env` applies to type redis_sentinel, not redis",
+        ),
+        (
+            vec![
+                "store: { type: redis_sentinel, sentinels: [redis://127.0.0.1:26379], master_name: m,".to_owned(),
+                "  sentinel_password_file: pw, sentinel_password_env: PW }".to_owned(),
+                "rules:".to_owned(),
+                "  - { name: a, algorithm: gcra, limit: 3, period: 1s }".to_owned(),
+            ],
+            "weir.yaml:2:54: store.sentinel_password_env: give the password by `sentinel_password_file` or by `sentinel_password_env`, not both",
         ),
         (
             vec![

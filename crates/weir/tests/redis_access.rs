@@ -1,8 +1,9 @@
 //! `weir serve` and `weir check-config` on a Redis that wants credentials and TLS: the
 //! password from a file or the environment, used and printed nowhere (every output of
-//! a run is searched for it); a password, user or certificate Redis refuses stops the
-//! start with the reason, rather than a stream of 503s; and `check-config` names the
-//! field of each misconfiguration.
+//! a run is searched for it), and through Sentinel the sentinels' own password beside
+//! the data nodes'; a password, user or certificate Redis or a sentinel refuses stops
+//! the start with the reason, rather than a stream of 503s; and `check-config` names
+//! the field of each misconfiguration.
 
 #![allow(
     clippy::unwrap_used,
@@ -18,12 +19,15 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::weir;
-use weir_testkit::{RedisServer, TestCerts, TlsSetup};
+use weir_testkit::{MASTER, RedisSentinels, RedisServer, SentinelSetup, TestCerts, TlsSetup};
 
 const PASSWORD: &str = "pw-7f3a9c1e-must-never-be-printed";
+/// The sentinels' own password, another.
+const SENTINEL_PASSWORD: &str = "sentinel-pw-5d1b-must-never-be-printed";
 const ADMIN_TOKEN: &str = "an-admin-token-of-at-least-16-bytes";
-/// The variables the configurations read the password and admin token from.
+/// The variables the configurations read the passwords and admin token from.
 const PASSWORD_ENV: &str = "WEIR_TEST_REDIS_PASSWORD";
+const SENTINEL_PASSWORD_ENV: &str = "WEIR_TEST_SENTINEL_PASSWORD";
 const TOKEN_ENV: &str = "WEIR_TEST_ADMIN_TOKEN";
 
 /// A Redis whose `default` user and ACL user `weir` both have [`PASSWORD`].
@@ -65,6 +69,7 @@ fn check_config_with(path: &Path, flags: &[&str]) -> Output {
         .args(flags)
         .arg(path)
         .env(PASSWORD_ENV, PASSWORD)
+        .env(SENTINEL_PASSWORD_ENV, SENTINEL_PASSWORD)
         .env(TOKEN_ENV, ADMIN_TOKEN)
         .output()
         .unwrap()
@@ -77,6 +82,7 @@ fn serve(path: &Path, log: &Path) -> (common::Process, Result<String, Output>) {
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(path)
         .env(PASSWORD_ENV, PASSWORD)
+        .env(SENTINEL_PASSWORD_ENV, SENTINEL_PASSWORD)
         .env(TOKEN_ENV, ADMIN_TOKEN)
         .env("RUST_LOG", "debug")
         .stdout(Stdio::piped())
@@ -136,10 +142,12 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
 }
 
 fn assert_never_said(what: &str, text: &str) {
-    assert!(
-        !text.contains(PASSWORD),
-        "{what} printed the password:\n{text}"
-    );
+    for password in [PASSWORD, SENTINEL_PASSWORD] {
+        assert!(
+            !text.contains(password),
+            "{what} printed a password:\n{text}"
+        );
+    }
 }
 
 #[test]
@@ -148,16 +156,67 @@ fn a_password_from_a_file_or_the_environment_is_used_and_printed_nowhere() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("redis-password"), format!("{PASSWORD}\n")).unwrap();
     let port = redis.port();
-    for (round, store) in [
-        format!(
-            "  type: redis\n  url: redis://127.0.0.1:{port}\n  username: weir\n  password_file: redis-password\n"
-        ),
-        format!("  type: redis\n  url: redis://127.0.0.1:{port}\n  password_env: {PASSWORD_ENV}\n"),
-    ]
-    .iter()
-    .enumerate()
-    {
-        let path = config(dir.path(), store);
+    used_and_printed_nowhere(
+        dir.path(),
+        &[
+            format!(
+                "  type: redis\n  url: redis://127.0.0.1:{port}\n  username: weir\n  password_file: redis-password\n"
+            ),
+            format!(
+                "  type: redis\n  url: redis://127.0.0.1:{port}\n  password_env: {PASSWORD_ENV}\n"
+            ),
+        ],
+    );
+}
+
+/// Sentinels with a password of their own and data nodes with another: each read from
+/// a file or the environment, both used (the sentinels asked for the primary, checks
+/// decided on it), neither printed.
+#[test]
+fn the_sentinels_own_password_is_used_beside_the_data_nodes_and_printed_nowhere() {
+    let set = RedisSentinels::start_with(&SentinelSetup {
+        sentinel_password: Some(SENTINEL_PASSWORD),
+        data_password: Some(PASSWORD),
+        server_args: &[],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("redis-password"), format!("{PASSWORD}\n")).unwrap();
+    std::fs::write(
+        dir.path().join("sentinel-password"),
+        format!("{SENTINEL_PASSWORD}\n"),
+    )
+    .unwrap();
+    let sentinels = format!(
+        "  type: redis_sentinel\n  sentinels: [{}]\n  master_name: {MASTER}\n",
+        set.urls().join(", ")
+    );
+    used_and_printed_nowhere(
+        dir.path(),
+        &[
+            format!(
+                "{sentinels}  password_env: {PASSWORD_ENV}\n  sentinel_password_file: sentinel-password\n"
+            ),
+            format!(
+                "{sentinels}  password_file: redis-password\n  sentinel_password_env: {SENTINEL_PASSWORD_ENV}\n"
+            ),
+        ],
+    );
+}
+
+/// For each `store` section: `check-config` (and `--connect`) passes, `weir serve`
+/// decides on Redis, and nothing it prints or answers (check-config, the log at debug
+/// level, stdout, the HTTP and admin answers, /metrics) holds a password.
+fn used_and_printed_nowhere(dir: &Path, stores: &[String]) {
+    for (round, store) in stores.iter().enumerate() {
+        let path = config(dir, store);
+        let connected = check_config_with(&path, &["--connect"]);
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&connected.stdout),
+            String::from_utf8_lossy(&connected.stderr)
+        );
+        assert!(connected.status.success(), "round {round}: {said}");
+        assert_never_said("check-config --connect", &said);
         let checked = check_config(&path);
         let said = format!(
             "{}{}",
@@ -167,7 +226,7 @@ fn a_password_from_a_file_or_the_environment_is_used_and_printed_nowhere() {
         assert!(checked.status.success(), "round {round}: {said}");
         assert_never_said("check-config", &said);
 
-        let log = dir.path().join(format!("serve-{round}.log"));
+        let log = dir.join(format!("serve-{round}.log"));
         let (mut weir, addr) = serve(&path, &log);
         let addr = addr.unwrap_or_else(|output| panic!("round {round}: {output:?}"));
         let mut seen = String::new();
@@ -175,11 +234,24 @@ fn a_password_from_a_file_or_the_environment_is_used_and_printed_nowhere() {
             seen += &http(&addr, "POST", "/v1/check", r#"{"rule": "api", "key": "k"}"#);
         }
         // Redis decided: the fourth of a limit of 3 is denied.
-        assert!(seen.contains("429 Too Many Requests"), "round {round}: {seen}");
-        for path in ["/metrics", "/readyz", "/admin/api/rules", "/admin/api/key?rule=api&key=k"] {
+        assert!(
+            seen.contains("429 Too Many Requests"),
+            "round {round}: {seen}"
+        );
+        for path in [
+            "/metrics",
+            "/readyz",
+            "/admin/api/rules",
+            "/admin/api/key?rule=api&key=k",
+        ] {
             seen += &http(&addr, "GET", path, "");
         }
-        seen += &http(&addr, "POST", "/admin/api/reset", r#"{"rule": "api", "key": "k"}"#);
+        seen += &http(
+            &addr,
+            "POST",
+            "/admin/api/reset",
+            r#"{"rule": "api", "key": "k"}"#,
+        );
         assert_never_said("the HTTP answers", &seen);
         weir.0.kill().unwrap();
         weir.0.wait().unwrap();
@@ -195,7 +267,8 @@ fn a_password_from_a_file_or_the_environment_is_used_and_printed_nowhere() {
         // The log says once how checks run (this user may load Functions).
         let said = std::fs::read_to_string(&log).unwrap();
         assert_eq!(
-            said.matches("checks run as weir's Redis Functions library").count(),
+            said.matches("checks run as weir's Redis Functions library")
+                .count(),
             1,
             "{said}"
         );
@@ -207,31 +280,81 @@ fn a_password_redis_refuses_stops_the_start_naming_the_user() {
     let redis = redis_with_password();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("wrong"), "not-the-password\n").unwrap();
-    let path = config(
-        dir.path(),
-        &format!(
-            "  type: redis\n  url: redis://127.0.0.1:{}\n  username: weir\n  password_file: wrong\n",
-            redis.port()
+    let url = format!("  type: redis\n  url: redis://127.0.0.1:{}\n", redis.port());
+    for (credentials, expected) in [
+        (
+            "  username: weir\n  password_file: wrong\n",
+            "Redis refused weir: the password of ACL user weir was not accepted",
         ),
-    );
-    let connected = check_config_with(&path, &["--connect"]);
-    let said = String::from_utf8_lossy(&connected.stderr);
-    assert!(!connected.status.success());
-    assert!(
-        said.contains("Redis refused weir: the password of ACL user weir was not accepted"),
-        "{said}"
-    );
-    let started = Instant::now();
-    let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
-    let output = result.expect_err("weir served on a refused password");
-    let said = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
-    assert!(
-        said.contains("Redis refused weir: the password of ACL user weir was not accepted"),
-        "{said}"
-    );
-    assert!(!said.contains("not-the-password"), "{said}");
-    assert!(started.elapsed() < Duration::from_secs(10));
+        // None given: Redis 7 would close the connection on weir's first long
+        // command; weir asks a `PING` first and says why.
+        (
+            "",
+            "Redis refused weir: ACL user default needs a password, and none was given",
+        ),
+    ] {
+        let path = config(dir.path(), &format!("{url}{credentials}"));
+        let connected = check_config_with(&path, &["--connect"]);
+        let said = String::from_utf8_lossy(&connected.stderr);
+        assert!(!connected.status.success());
+        assert!(said.contains(expected), "{said}");
+        let started = Instant::now();
+        let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
+        let output = result.expect_err("weir served on a refused password");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(said.contains(expected), "{said}");
+        assert!(!said.contains("not-the-password"), "{said}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
+
+/// Sentinels that refuse weir's credentials for them (a wrong password, or none
+/// where they require one) stop the start, naming each sentinel and saying it refused
+/// them, rather than serving 503s while waiting for a primary they will never name.
+#[test]
+fn a_sentinel_that_refuses_the_credentials_stops_the_start_naming_it() {
+    let set = RedisSentinels::start_with(&SentinelSetup {
+        sentinel_password: Some(SENTINEL_PASSWORD),
+        data_password: Some(PASSWORD),
+        server_args: &[],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("wrong"), "not-the-sentinels-password\n").unwrap();
+    let first = set.urls()[0].clone();
+    for (sentinel_password, reason) in [
+        (
+            "  sentinel_password_file: wrong\n",
+            "the sentinel refused the credentials: the password of ACL user default was not accepted",
+        ),
+        (
+            "",
+            "the sentinel refused the credentials: ACL user default needs a password, and none was given",
+        ),
+    ] {
+        let path = config(
+            dir.path(),
+            &format!(
+                "  type: redis_sentinel\n  sentinels: [{}]\n  master_name: {MASTER}\n  password_env: {PASSWORD_ENV}\n{sentinel_password}",
+                set.urls().join(", ")
+            ),
+        );
+        let expected =
+            format!("Redis refused weir: no sentinel named a primary: {first}: {reason}");
+        let connected = check_config_with(&path, &["--connect"]);
+        let said = String::from_utf8_lossy(&connected.stderr);
+        assert!(!connected.status.success());
+        assert!(said.contains(&expected), "{said}");
+        let started = Instant::now();
+        let (_weir, result) = serve(&path, &dir.path().join("serve.log"));
+        let output = result.expect_err("weir served through sentinels that refused it");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(said.contains(&expected), "{said}");
+        assert!(!said.contains("not-the-sentinels-password"), "{said}");
+        assert_never_said("weir serve", &said);
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
 }
 
 #[test]
@@ -342,6 +465,10 @@ fn serve_checks_the_configured_server_name_on_an_address_only_url() {
     }
 }
 
+/// The start of a `type: redis_sentinel` store section.
+const SENTINEL: &str =
+    "  type: redis_sentinel\n  sentinels: [redis://127.0.0.1:26379]\n  master_name: m\n";
+
 #[test]
 fn check_config_names_the_field_of_each_access_mistake() {
     let certs = TestCerts::new();
@@ -441,6 +568,37 @@ fn check_config_names_the_field_of_each_access_mistake() {
             "announces (CLUSTER SLOTS)",
         ),
         (
+            "  type: redis\n  url: redis://127.0.0.1:6379\n  sentinel_username: weir\n".to_owned(),
+            "store.sentinel_username",
+            "applies to type redis_sentinel, not redis",
+        ),
+        (
+            "  type: redis_cluster\n  nodes: [redis://127.0.0.1:1]\n  sentinel_password_env: X\n"
+                .to_owned(),
+            "store.sentinel_password_env",
+            "applies to type redis_sentinel, not redis_cluster",
+        ),
+        (
+            "  type: memory\n  sentinel_password_file: x\n".to_owned(),
+            "store.sentinel_password_file",
+            "applies to type redis_sentinel, not memory",
+        ),
+        (
+            format!("{SENTINEL}  sentinel_username: weir\n  password_env: {PASSWORD_ENV}\n"),
+            "store.sentinel_username",
+            "an ACL user needs its password: set `sentinel_password_file` or `sentinel_password_env`",
+        ),
+        (
+            format!("{SENTINEL}  sentinel_password_env: WEIR_TEST_NOT_SET_ANYWHERE\n"),
+            "store.sentinel_password_env",
+            "is not set",
+        ),
+        (
+            format!("{SENTINEL}  sentinel_password_file: empty\n"),
+            "store.sentinel_password_file",
+            "is empty",
+        ),
+        (
             format!("  type: memory\n  tls: {{ {client} }}\n"),
             "store.tls",
             "applies to type redis, redis_cluster and redis_sentinel",
@@ -460,6 +618,20 @@ fn check_config_names_the_field_of_each_access_mistake() {
     assert!(checked.status.success(), "{said}");
     assert!(
         said.contains("warning: store.url") && said.contains("password_file"),
+        "{said}"
+    );
+    assert_never_said("check-config's warning", &said);
+    // So does a sentinel's, the warning naming the sentinels' fields.
+    let checked = check_config(&config(
+        dir.path(),
+        &format!(
+            "  type: redis_sentinel\n  sentinels: [redis://:{SENTINEL_PASSWORD}@127.0.0.1:26379]\n  master_name: m\n"
+        ),
+    ));
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{said}");
+    assert!(
+        said.contains("warning: store.sentinels") && said.contains("`sentinel_password_file`"),
         "{said}"
     );
     assert_never_said("check-config's warning", &said);

@@ -54,6 +54,29 @@ pub struct RedisAccess {
     pub tls: Option<RedisTls>,
 }
 
+impl RedisAccess {
+    /// The access to a server that has credentials of its own (a sentinel): this
+    /// TLS, with `credentials` instead of the data nodes' (none: the server's URL's).
+    pub(super) fn with(&self, credentials: &Credentials) -> RedisAccess {
+        RedisAccess {
+            username: credentials.username.clone(),
+            password: credentials.password.clone(),
+            tls: self.tls.clone(),
+        }
+    }
+}
+
+/// An ACL user and its password for servers that have their own, apart from the
+/// data nodes': Redis Sentinel's sentinels (`requirepass`, or an ACL user, in
+/// `sentinel.conf`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// The ACL user (`AUTH <user> <password>`); none: the URL's, else `default`.
+    pub username: Option<String>,
+    /// The password; none: the URL's, if it has one.
+    pub password: Option<Secret>,
+}
+
 /// The certificates of a TLS connection to Redis.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct RedisTls {
@@ -238,15 +261,22 @@ pub(super) fn user<'a>(access: &'a RedisAccess, url: &str) -> std::borrow::Cow<'
         .map_or("default".into(), Into::into)
 }
 
-/// What a refusal says of an ACL user denied a command weir sends: `what` it may
-/// not run, and Redis's answer, `said`.
-pub(super) fn not_permitted(user: &str, what: &str, said: &str) -> String {
-    format!("ACL user {user} may not run {what} ({said})")
+/// Why Redis's answer `said` to a command refuses ACL user `user`, when it does: a
+/// password it needs and was not given (`NOAUTH`: weir sends no `AUTH` without one),
+/// a command the user may not run (see [`denied_in`]).
+pub(super) fn refused_in(said: &str, user: &str) -> Option<String> {
+    if said.contains("NOAUTH") {
+        Some(format!(
+            "ACL user {user} needs a password, and none was given ({said})"
+        ))
+    } else {
+        denied_in(said).map(|what| format!("ACL user {user} may not run {what} ({said})"))
+    }
 }
 
 /// Whether Redis's answer `said` is an ACL denial, and of what: a command weir sends
 /// (`NOPERM`, which names it), or one inside weir's Lua (which Redis does not name).
-pub(super) fn denied_in(said: &str) -> Option<&'static str> {
+fn denied_in(said: &str) -> Option<&'static str> {
     if said.contains("can't run this command") {
         Some(
             "a command weir's Lua runs (it needs GET, SET, GETRANGE, SETRANGE, DEL, PEXPIRE, HGETALL, HSET, HDEL, TIME and INFO)",
@@ -259,8 +289,9 @@ pub(super) fn denied_in(said: &str) -> Option<&'static str> {
 }
 
 /// Why Redis refused weir, when it did: a server certificate that does not verify, a
-/// client certificate the server does not accept, a password or `user` it rejects, a
-/// command the ACL user may not run. None for anything else (an outage, a timeout).
+/// client certificate the server does not accept, a password or `user` it rejects (a
+/// wrong one, none where one is needed), a command the ACL user may not run. None for
+/// anything else (an outage, a timeout).
 pub(super) fn refusal(error: &RedisError, user: &str) -> Option<String> {
     let text = error.to_string();
     let mut source: Option<&dyn std::error::Error> = Some(error);
@@ -279,15 +310,12 @@ pub(super) fn refusal(error: &RedisError, user: &str) -> Option<String> {
     let said = |needle: &str| text.contains(needle);
     if said("invalid peer certificate") || said("received fatal alert") {
         Some(format!("TLS: {text}"))
-    } else if said("WRONGPASS")
-        || said("NOAUTH")
-        || matches!(error.kind(), redis::ErrorKind::AuthenticationFailed)
-    {
+    } else if said("WRONGPASS") || matches!(error.kind(), redis::ErrorKind::AuthenticationFailed) {
         Some(format!(
             "the password of ACL user {user} was not accepted ({text})"
         ))
     } else {
-        denied_in(&text).map(|what| not_permitted(user, what, &text))
+        refused_in(&text, user)
     }
 }
 
@@ -327,6 +355,17 @@ mod tests {
         assert_eq!(redacted("redis://h:1/?a=b@c"), "redis://h:1/?a=b@c");
         let target = super::super::RedisTarget::Cluster(vec!["redis://:hunter2@h:1".into()]);
         assert!(!format!("{target:?}").contains("hunter2"));
+        let target = super::super::RedisTarget::Sentinel {
+            sentinels: vec!["redis://:hunter2@h:26379".into()],
+            master: "m".into(),
+            credentials: Credentials {
+                username: Some("watcher".into()),
+                password: Some(Secret::new("hunter2")),
+            },
+        };
+        let printed = format!("{target:?} {target:#?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("watcher"), "{printed}");
     }
 
     #[test]

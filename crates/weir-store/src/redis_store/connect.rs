@@ -27,14 +27,14 @@ pub(super) fn first_connect_within(config: &RedisStoreConfig) -> Duration {
     config.timeout.max(Duration::from_secs(1))
 }
 
-/// The URL weir reaches Redis by: the server's, or a cluster's first seed.
+/// The URL whose user weir logs in to the data nodes as (when none is configured):
+/// the server's, or a cluster's first seed. None through Sentinel: the primary's URL
+/// is the sentinels' answer, without a user, and a sentinel's URL is the sentinel's.
 fn first_url(config: &RedisStoreConfig) -> &str {
     match &config.target {
         RedisTarget::Single(url) => url.as_str(),
-        RedisTarget::Cluster(nodes)
-        | RedisTarget::Sentinel {
-            sentinels: nodes, ..
-        } => nodes.first().map_or("", String::as_str),
+        RedisTarget::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+        RedisTarget::Sentinel { .. } => "",
     }
 }
 
@@ -64,9 +64,19 @@ pub(super) async fn open(
     // A single server's URL, or the primary's as the sentinels name it now.
     let url = match &config.target {
         RedisTarget::Single(url) => url.clone(),
-        RedisTarget::Sentinel { sentinels, master } => tokio::time::timeout(
+        RedisTarget::Sentinel {
+            sentinels,
+            master,
+            credentials,
+        } => tokio::time::timeout(
             within,
-            sentinel::primary(sentinels, master, &config.access, timeout, links),
+            sentinel::primary(
+                sentinels,
+                master,
+                &config.access.with(credentials),
+                timeout,
+                links,
+            ),
         )
         .await
         .map_err(|_| StoreError::Timeout(within))??,
@@ -151,6 +161,16 @@ impl RedisStore {
         let store = Self::unconnected(config, clock, true);
         let (connection, _) = open(config, &store.sentinels, first_connect_within(config)).await?;
         store.connection.store(Some(Arc::new(connection)));
+        let user = access::user(&config.access, first_url(config));
+        // A server that wants a password weir was not given answers `NOAUTH` to a
+        // `PING`; asked first, as Redis 7 closes the connection of a client not yet
+        // logged in on a command as long as weir's library (a bare "broken pipe").
+        // One that does not answer it in time will not answer the rest either.
+        if let Err(error) = store.query(&redis::cmd("PING")).await?
+            && let Some(reason) = access::refusal(&error, &user)
+        {
+            return Err(StoreError::Refused(reason));
+        }
         store.prepare().await;
         let Ok(policy) = Policy::new(Algorithm::Gcra, 1, Duration::from_secs(1), None) else {
             return Ok(());
@@ -165,13 +185,8 @@ impl RedisStore {
             cost: 1,
         }];
         match store.preview_all(&check).await {
-            Err(StoreError::Protocol(said)) => match access::denied_in(&said) {
-                Some(what) => {
-                    let user = access::user(&config.access, first_url(config));
-                    Err(StoreError::Refused(access::not_permitted(
-                        &user, what, &said,
-                    )))
-                }
+            Err(StoreError::Protocol(said)) => match access::refused_in(&said, &user) {
+                Some(reason) => Err(StoreError::Refused(reason)),
                 None => Err(StoreError::Protocol(said)),
             },
             Err(error) => Err(error),

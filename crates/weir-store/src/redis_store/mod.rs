@@ -50,7 +50,7 @@ use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 use weir_core::{Algorithm, Clock, Decision, Grant, LeaseId, Policy, Take};
 
 pub use self::access::{
-    ClientIdentity, RedisAccess, RedisTls, Secret, check_certificates, check_identity,
+    ClientIdentity, Credentials, RedisAccess, RedisTls, Secret, check_certificates, check_identity,
     check_redis_url, redacted,
 };
 use self::args::Mode;
@@ -82,6 +82,9 @@ pub enum RedisTarget {
         sentinels: Vec<String>,
         /// The name the sentinels monitor the primary by.
         master: String,
+        /// The sentinels' own ACL user and password, apart from the data nodes'
+        /// (`access`); none: each sentinel's URL's. Sentinels take `access`'s TLS.
+        credentials: Credentials,
     },
 }
 
@@ -96,7 +99,11 @@ impl std::fmt::Debug for RedisTarget {
                 .debug_tuple("Cluster")
                 .field(&urls.iter().map(|u| access::redacted(u)).collect::<Vec<_>>())
                 .finish(),
-            RedisTarget::Sentinel { sentinels, master } => f
+            RedisTarget::Sentinel {
+                sentinels,
+                master,
+                credentials,
+            } => f
                 .debug_struct("Sentinel")
                 .field(
                     "sentinels",
@@ -106,6 +113,7 @@ impl std::fmt::Debug for RedisTarget {
                         .collect::<Vec<_>>(),
                 )
                 .field("master", master)
+                .field("credentials", credentials)
                 .finish(),
         }
     }
@@ -211,13 +219,18 @@ impl RedisStore {
         let store = Arc::new(Self::unconnected(config, clock, false));
         tokio::spawn(watch(Arc::downgrade(&store), store.health()));
         tokio::spawn(slots::renew(Arc::downgrade(&store)));
-        if let RedisTarget::Sentinel { sentinels, master } = &config.target {
+        if let RedisTarget::Sentinel {
+            sentinels,
+            master,
+            credentials,
+        } = &config.target
+        {
             for sentinel in sentinels {
                 tokio::spawn(switches::watch(
                     Arc::downgrade(&store),
                     sentinel.clone(),
                     master.clone(),
-                    config.access.clone(),
+                    config.access.with(credentials),
                     store.timeout,
                 ));
             }
@@ -480,16 +493,16 @@ impl RedisStore {
     /// taking writes that its demotion will discard. Sentinels that do not answer
     /// leave the connection as it is.
     async fn primary_moved(&self) -> bool {
-        let RedisTarget::Sentinel { sentinels, master } = &self.config.target else {
-            return false;
-        };
-        let asked = sentinel::primary(
+        let RedisTarget::Sentinel {
             sentinels,
             master,
-            &self.config.access,
-            self.timeout,
-            &self.sentinels,
-        );
+            credentials,
+        } = &self.config.target
+        else {
+            return false;
+        };
+        let access = self.config.access.with(credentials);
+        let asked = sentinel::primary(sentinels, master, &access, self.timeout, &self.sentinels);
         match asked.await {
             Ok(named) if named != *self.primary.lock() => {
                 tracing::info!(

@@ -20,8 +20,9 @@ use crate::StoreError;
 
 /// The URL of the primary that the first of `sentinels` to answer names for
 /// `master`, within `timeout` per sentinel, with the sentinels' scheme (`rediss://`
-/// for TLS) and without credentials (the caller's `access` adds the data nodes').
-/// Sentinels are reached with the credentials of their own URLs and `access`'s TLS.
+/// for TLS) and without credentials (the data nodes' are added to it). Sentinels are
+/// reached with `access`: the sentinels' credentials (see `RedisAccess::with`), else
+/// those of their own URLs, and the store's TLS.
 pub(super) async fn primary(
     sentinels: &[String],
     master: &str,
@@ -29,15 +30,10 @@ pub(super) async fn primary(
     timeout: Duration,
     links: &SentinelLinks,
 ) -> Result<String, StoreError> {
-    let tls_only = RedisAccess {
-        username: None,
-        password: None,
-        tls: access.tls.clone(),
-    };
     let mut failures = Vec::new();
     let mut refused = false;
     for sentinel in sentinels {
-        match ask(sentinel, master, &tls_only, timeout, links).await {
+        match ask(sentinel, master, access, timeout, links).await {
             Ok(Some((host, port))) => {
                 let scheme = if sentinel.starts_with("rediss://") {
                     "rediss"
@@ -113,7 +109,8 @@ async fn ask(
     }
     let user = access::user(access, sentinel);
     let failed = |error: redis::RedisError| match access::refusal(&error, &user) {
-        Some(reason) => Failure::Refused(reason),
+        Some(reason) if reason.starts_with("TLS") => Failure::Refused(reason),
+        Some(reason) => Failure::Refused(format!("the sentinel refused the credentials: {reason}")),
         None => Failure::Down(error.to_string()),
     };
     let (client, pinned) = access::single_client(sentinel, access).map_err(failed)?;

@@ -49,8 +49,8 @@ enum Event {
 }
 
 /// Subscribes to [`CHANNELS`] on `sentinel` while `store` lives, waking its health
-/// loop on each message about `master`; remade when it drops. TLS from
-/// `access` (the sentinel's credentials are its URL's, as in `sentinel::primary`).
+/// loop on each message about `master`; remade when it drops. Reached with `access`:
+/// the sentinels' credentials and the store's TLS, as in `sentinel::primary`.
 pub(super) async fn watch(
     store: Weak<RedisStore>,
     sentinel: String,
@@ -58,16 +58,11 @@ pub(super) async fn watch(
     access: RedisAccess,
     timeout: Duration,
 ) {
-    let tls_only = RedisAccess {
-        username: None,
-        password: None,
-        tls: access.tls,
-    };
     loop {
         if store.strong_count() == 0 {
             return;
         }
-        match subscribe(&sentinel, &master, &tls_only, timeout).await {
+        match subscribe(&sentinel, &master, &access, timeout).await {
             Ok((connection, events)) => {
                 tracing::debug!(
                     sentinel = %access::redacted(&sentinel),

@@ -341,6 +341,9 @@ pub(super) struct RawStore {
     pub(super) username: Option<Spanned<String>>,
     pub(super) password_file: Option<Spanned<String>>,
     pub(super) password_env: Option<Spanned<String>>,
+    pub(super) sentinel_username: Option<Spanned<String>>,
+    pub(super) sentinel_password_file: Option<Spanned<String>>,
+    pub(super) sentinel_password_env: Option<Spanned<String>>,
     pub(super) tls: Option<Spanned<RawTls>>,
 }
 

@@ -1,50 +1,69 @@
-//! `store:`'s way into Redis: `username`, `password_file` / `password_env`, and the
-//! `tls` block's certificates, read and checked at load (so `check-config` names a
-//! file that does not parse, and a reload reads the files again).
+//! `store:`'s way into Redis: `username`, `password_file` / `password_env`, the
+//! sentinels' own `sentinel_username`, `sentinel_password_file` /
+//! `sentinel_password_env`, and the `tls` block's certificates, read and checked at
+//! load (so `check-config` names a file that does not parse, and a reload reads the
+//! files again).
 //!
-//! The password comes from a file or the environment, never the configuration, and
-//! is held as a [`Secret`] from the moment it is read: no error or warning here
-//! quotes it (one written in the URL still works, with a warning).
+//! A password comes from a file or the environment, never the configuration, and is
+//! held as a [`Secret`] from the moment it is read: no error or warning here quotes
+//! it (one written in a URL still works, with a warning).
 
 use rustls_pki_types::pem::PemObject;
 use serde_saphyr::{Location, Spanned};
-use weir_store::{ClientIdentity, RedisAccess, RedisTls, Secret};
+use weir_store::{ClientIdentity, Credentials, RedisAccess, RedisTls, Secret};
 
 use super::ConfigError;
 use super::error::Errors;
 use super::file::RawTls;
 
-/// The credential and TLS fields of the `store` section, as written.
-pub(super) struct RawAccess {
+/// The names of the data nodes' credential fields: user, password file, password
+/// variable.
+pub(super) const DATA_FIELDS: [&str; 3] = ["username", "password_file", "password_env"];
+
+/// The names of the sentinels' credential fields (`type: redis_sentinel` only).
+pub(super) const SENTINEL_FIELDS: [&str; 3] = [
+    "sentinel_username",
+    "sentinel_password_file",
+    "sentinel_password_env",
+];
+
+/// An ACL user and where its password is, as written, under the field names
+/// `names` ([`DATA_FIELDS`] or [`SENTINEL_FIELDS`]).
+pub(super) struct RawCredentials {
+    pub(super) names: [&'static str; 3],
     pub(super) username: Option<Spanned<String>>,
     pub(super) password_file: Option<Spanned<String>>,
     pub(super) password_env: Option<Spanned<String>>,
+}
+
+impl RawCredentials {
+    /// The first field set, for a store type that takes none of them.
+    pub(super) fn first_set(&self) -> Option<(&'static str, Location)> {
+        [&self.username, &self.password_file, &self.password_env]
+            .into_iter()
+            .zip(self.names)
+            .find_map(|(value, field)| Some((field, value.as_ref()?.referenced)))
+    }
+}
+
+/// The data nodes' credential and TLS fields of the `store` section, as written.
+pub(super) struct RawAccess {
+    pub(super) credentials: RawCredentials,
     pub(super) tls: Option<Spanned<RawTls>>,
 }
 
 impl RawAccess {
     /// The first field set, for a store type that takes none of them.
     pub(super) fn first_set(&self) -> Option<(&'static str, Location)> {
-        [
-            ("username", self.username.as_ref().map(|s| s.referenced)),
-            (
-                "password_file",
-                self.password_file.as_ref().map(|s| s.referenced),
-            ),
-            (
-                "password_env",
-                self.password_env.as_ref().map(|s| s.referenced),
-            ),
-            ("tls", self.tls.as_ref().map(|s| s.referenced)),
-        ]
-        .into_iter()
-        .find_map(|(field, at)| Some((field, at?)))
+        self.credentials
+            .first_set()
+            .or_else(|| Some(("tls", self.tls.as_ref()?.referenced)))
     }
 }
 
 /// Validates the fields for the URLs `urls` (the one of `type: redis`, the seeds of a
-/// cluster): reads the password and the certificate files. Warnings (a password in a
-/// URL) go to `warnings`.
+/// cluster, the sentinels): reads the password and the certificate files. Warnings (a
+/// password in a URL) go to `warnings`.
 pub(super) fn access(
     raw: RawAccess,
     urls: &[&str],
@@ -60,44 +79,18 @@ pub(super) fn access(
             "mixes `rediss://` and other URLs: every node of a store is reached alike",
         ));
     }
-    for url in urls {
-        if url_has_password(url) {
-            warnings.push(format!(
-                "store.{url_field}: the URL holds a password; it works, but anyone who can read the configuration can read it: use `password_file` or `password_env`"
-            ));
-            break;
-        }
-    }
-    let password = match (raw.password_file, raw.password_env) {
-        (Some(_), Some(env)) => {
-            return Err(errors.at(
-                env.referenced,
-                "store.password_env",
-                "give the password by `password_file` or by `password_env`, not both",
-            ));
-        }
-        (Some(file), None) => Some(password_from_file(&file, errors)?),
-        (None, Some(env)) => Some(password_from_env(&env, errors)?),
-        (None, None) => None,
-    };
-    let username = match raw.username {
-        Some(name) if name.value.is_empty() || name.value.contains(char::is_whitespace) => {
-            return Err(errors.at(
-                name.referenced,
-                "store.username",
-                "username must be a non-empty ACL user name without spaces",
-            ));
-        }
-        Some(name) => Some(name.value),
-        None => None,
-    };
-    if username.is_some() && password.is_none() {
-        return Err(errors.at(
-            Location::UNKNOWN,
-            "store.username",
-            "an ACL user needs its password: set `password_file` or `password_env`",
+    if urls.iter().any(|url| url_has_password(url)) {
+        // A sentinel's URL holds the sentinel's password, not the data nodes'.
+        let [_, file, env] = if url_field == "sentinels" {
+            SENTINEL_FIELDS
+        } else {
+            DATA_FIELDS
+        };
+        warnings.push(format!(
+            "store.{url_field}: the URL holds a password; it works, but anyone who can read the configuration can read it: use `{file}` or `{env}`"
         ));
     }
+    let Credentials { username, password } = credentials(raw.credentials, errors)?;
     let tls = match raw.tls {
         Some(tls) if tls_urls == 0 => {
             return Err(errors.at(
@@ -118,6 +111,46 @@ pub(super) fn access(
     })
 }
 
+/// Validates an ACL user and its password (read from its file or variable): one
+/// source of the password, not both; a user only with a password.
+pub(super) fn credentials(
+    raw: RawCredentials,
+    errors: &Errors<'_>,
+) -> Result<Credentials, ConfigError> {
+    let [user_field, file_field, env_field] = raw.names;
+    let password = match (raw.password_file, raw.password_env) {
+        (Some(_), Some(env)) => {
+            return Err(errors.at(
+                env.referenced,
+                format!("store.{env_field}"),
+                format!("give the password by `{file_field}` or by `{env_field}`, not both"),
+            ));
+        }
+        (Some(file), None) => Some(password_from_file(&file, file_field, errors)?),
+        (None, Some(env)) => Some(password_from_env(&env, env_field, errors)?),
+        (None, None) => None,
+    };
+    let username = match raw.username {
+        Some(name) if name.value.is_empty() || name.value.contains(char::is_whitespace) => {
+            return Err(errors.at(
+                name.referenced,
+                format!("store.{user_field}"),
+                format!("{user_field} must be a non-empty ACL user name without spaces"),
+            ));
+        }
+        Some(name) => Some(name.value),
+        None => None,
+    };
+    if username.is_some() && password.is_none() {
+        return Err(errors.at(
+            Location::UNKNOWN,
+            format!("store.{user_field}"),
+            format!("an ACL user needs its password: set `{file_field}` or `{env_field}`"),
+        ));
+    }
+    Ok(Credentials { username, password })
+}
+
 /// Whether `url` has a password in its user information (`redis://:pw@host`,
 /// `redis://user:pw@host`).
 fn url_has_password(url: &str) -> bool {
@@ -130,12 +163,17 @@ fn url_has_password(url: &str) -> bool {
     })
 }
 
-fn password_from_file(file: &Spanned<String>, errors: &Errors<'_>) -> Result<Secret, ConfigError> {
-    let bytes = errors.read(file.referenced, "store.password_file", &file.value)?;
+fn password_from_file(
+    file: &Spanned<String>,
+    field: &str,
+    errors: &Errors<'_>,
+) -> Result<Secret, ConfigError> {
+    let field = format!("store.{field}");
+    let bytes = errors.read(file.referenced, &field, &file.value)?;
     let text = String::from_utf8(bytes).map_err(|_| {
         errors.at(
             file.referenced,
-            "store.password_file",
+            &field,
             "the password file is not UTF-8 text",
         )
     })?;
@@ -145,24 +183,29 @@ fn password_from_file(file: &Spanned<String>, errors: &Errors<'_>) -> Result<Sec
     if password.is_empty() {
         return Err(errors.at(
             file.referenced,
-            "store.password_file",
+            field,
             format!("`{}` is empty", errors.resolve(&file.value).display()),
         ));
     }
     Ok(Secret::new(password))
 }
 
-fn password_from_env(env: &Spanned<String>, errors: &Errors<'_>) -> Result<Secret, ConfigError> {
+fn password_from_env(
+    env: &Spanned<String>,
+    field: &str,
+    errors: &Errors<'_>,
+) -> Result<Secret, ConfigError> {
+    let field = format!("store.{field}");
     match std::env::var(&env.value) {
         Ok(password) if !password.is_empty() => Ok(Secret::new(password)),
         Ok(_) => Err(errors.at(
             env.referenced,
-            "store.password_env",
+            field,
             format!("the environment variable `{}` is empty", env.value),
         )),
         Err(_) => Err(errors.at(
             env.referenced,
-            "store.password_env",
+            field,
             format!(
                 "the environment variable `{}` is not set (or not UTF-8)",
                 env.value

@@ -4,12 +4,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_saphyr::{Location, Spanned};
-use weir_store::{MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
+use weir_store::{Credentials, MemoryStoreConfig, RedisClock, RedisStoreConfig, RedisTarget};
 
 use super::ConfigError;
 use super::error::Errors;
 use super::file::{ClockName, RawStore, StoreKind as RawStoreKind};
-use super::redis_access::{self, RawAccess};
+use super::redis_access::{self, DATA_FIELDS, RawAccess, RawCredentials, SENTINEL_FIELDS};
 use crate::engine::StoreKind;
 
 /// The key prefix when none is configured.
@@ -69,10 +69,19 @@ pub(super) fn store(
     warnings: &mut Vec<String>,
 ) -> Result<StoreConfig, ConfigError> {
     let access = RawAccess {
-        username: raw.username.take(),
-        password_file: raw.password_file.take(),
-        password_env: raw.password_env.take(),
+        credentials: RawCredentials {
+            names: DATA_FIELDS,
+            username: raw.username.take(),
+            password_file: raw.password_file.take(),
+            password_env: raw.password_env.take(),
+        },
         tls: raw.tls.take(),
+    };
+    let sentinel_credentials = RawCredentials {
+        names: SENTINEL_FIELDS,
+        username: raw.sentinel_username.take(),
+        password_file: raw.sentinel_password_file.take(),
+        password_env: raw.sentinel_password_env.take(),
     };
     let fail = |at: Location, field: &str, message: String| {
         ConfigError::new(file, message)
@@ -95,6 +104,11 @@ pub(super) fn store(
         )),
         None => Ok(()),
     };
+    if kind != RawStoreKind::RedisSentinel
+        && let Some((field, at)) = sentinel_credentials.first_set()
+    {
+        foreign(Some(at), field, "redis_sentinel")?;
+    }
     match kind {
         RawStoreKind::Memory => {
             foreign(raw.url.as_ref().map(|s| s.referenced), "url", "redis")?;
@@ -155,10 +169,13 @@ pub(super) fn store(
                 .kind
                 .as_ref()
                 .map_or(Location::UNKNOWN, |k| k.referenced);
-            let (target, urls, url_field) = target(&mut raw, kind, section, file)?;
+            let (mut target, urls, url_field) = target(&mut raw, kind, section, file)?;
             let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-            let access =
-                redis_access::access(access, &urls, url_field, &Errors { file }, warnings)?;
+            let errors = Errors { file };
+            let access = redis_access::access(access, &urls, url_field, &errors, warnings)?;
+            if let RedisTarget::Sentinel { credentials, .. } = &mut target {
+                *credentials = redis_access::credentials(sentinel_credentials, &errors)?;
+            }
             let key_prefix = match raw.key_prefix {
                 Some(prefix) => {
                     let plain =
@@ -361,9 +378,11 @@ fn target(
                     "master_name must be a name without spaces".into(),
                 ));
             }
+            // The sentinels' credentials are read beside the data nodes'.
             let target = RedisTarget::Sentinel {
                 sentinels: sentinels.clone(),
                 master: master.value,
+                credentials: Credentials::default(),
             };
             Ok((target, sentinels, "sentinels"))
         }
