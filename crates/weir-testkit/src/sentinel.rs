@@ -1,5 +1,7 @@
 //! A primary, its replica and three Redis Sentinels watching them (as `mymaster`),
-//! quick to fail over: a primary is down after 500 ms without an answer.
+//! quick to fail over: a primary is down after 500 ms without an answer. The primary
+//! and the replica have the users of [`crate::acl`]; the sentinels reach them as the
+//! administrator, and have no password of their own.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -7,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use weir_store::{RedisAccess, Secret};
+
+use crate::acl;
 use crate::redis::{RedisServer, TlsSetup, program};
 use crate::tls::{CertFiles, TestCerts};
 
@@ -95,7 +100,18 @@ impl RedisSentinels {
         all
     }
 
-    /// The sentinels' URLs.
+    /// How weir reaches the data nodes: as the minimal ACL user (see [`crate::acl`];
+    /// the sentinels' own URLs carry no credentials, as the sentinels have none).
+    pub fn access() -> RedisAccess {
+        RedisAccess {
+            username: Some(acl::USER.to_owned()),
+            password: Some(Secret::new(acl::PASSWORD)),
+            tls: None,
+        }
+    }
+
+    /// The sentinels' URLs (no credentials: the sentinels have none; the data nodes'
+    /// are [`RedisSentinels::access`]).
     pub fn urls(&self) -> Vec<String> {
         self.sentinels
             .iter()
@@ -155,7 +171,7 @@ impl RedisSentinels {
         let mut all = vec!["-p".to_owned(), port.to_string()];
         all.extend(args.iter().map(|s| s.to_string()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        String::from_utf8_lossy(&crate::redis::redis_cli(&all).stdout).into_owned()
+        String::from_utf8_lossy(&crate::redis::redis_cli_unauthenticated(&all).stdout).into_owned()
     }
 }
 
@@ -168,8 +184,9 @@ fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>) -> Sentinel {
         let tls_port = tls.map(|_| RedisServer::free_port());
         let conf = dir.path().join("sentinel.conf");
         let mut text = format!(
-            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
-            dir.path().display()
+            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\nsentinel auth-pass {MASTER} {}\n",
+            dir.path().display(),
+            acl::ADMIN_PASSWORD
         );
         if let (Some((ca, server)), Some(tls_port)) = (tls, tls_port) {
             text.push_str(&format!(
@@ -192,7 +209,7 @@ fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>) -> Sentinel {
             if child.try_wait().ok().flatten().is_some() {
                 break;
             }
-            let out = crate::redis::redis_cli(&["-p", &port.to_string(), "PING"]);
+            let out = crate::redis::redis_cli_unauthenticated(&["-p", &port.to_string(), "PING"]);
             if String::from_utf8_lossy(&out.stdout).trim() == "PONG" {
                 return Sentinel {
                     child,
