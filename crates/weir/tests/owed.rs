@@ -453,7 +453,9 @@ async fn what_is_settled_during_a_sentinel_failover_is_written_once_on_the_new_p
     assert_eq!(acknowledged.trim(), "1", "the replica did not sync");
 
     set.server_on(old).kill();
+    let killed = Instant::now();
     weir.until_store_down().await;
+    let settled = killed.elapsed();
     weir.settle(&ana, 200, Some(600)).await;
     weir.settle(&bo, 200, None).await;
     assert_eq!(weir.metric("weir_settlements_owed"), 2);
@@ -490,7 +492,13 @@ async fn what_is_settled_during_a_sentinel_failover_is_written_once_on_the_new_p
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let switched = killed.elapsed();
     weir.until_nothing_owed().await;
+    eprintln!(
+        "after the kill: settled at {settled:?}, the sentinels switched at {switched:?}, \
+         nothing owed at {:?}",
+        killed.elapsed()
+    );
     let new = set.server(set.primary_port());
     assert_eq!(
         left(new, "tokens", TOKENS, "ana").await,
