@@ -921,6 +921,60 @@ async fn a_redis_user_allowed_only_the_readme_commands_does_everything() {
     assert!(watched.wait_connected(Duration::from_secs(2)).await);
 }
 
+/// A check on a Redis Cluster whose slot is being moved to another node (resharding)
+/// follows Redis's `ASK` redirection, which takes `ASKING` first: the guide's list
+/// grants it, and without it the check fails (after the store's timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_on_a_slot_being_migrated_follows_the_ask_redirection() {
+    let cluster = RedisCluster::start();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
+    let cfg = config(
+        RedisTarget::Cluster(cluster.urls()),
+        "migrate",
+        RedisClock::Local,
+    );
+    let redis = RedisStore::connect(&cfg, clock).await.unwrap();
+    let policy = Policy::new(Algorithm::Gcra, 10, Duration::from_secs(60), None).unwrap();
+    // Moving from node 0 to node 1; none of its keys exists yet, so node 0 answers
+    // `ASK` (not `TRYAGAIN`) for every check on it.
+    let moving = cluster.identity_on(0, "moving");
+    let slot = cluster.nodes()[0].cli(&["CLUSTER", "KEYSLOT", &moving]);
+    let id = |node: usize| cluster.nodes()[node].cli(&["CLUSTER", "MYID"]);
+    let (source, target) = (id(0), id(1));
+    let set = |node: usize, state: &str, other: &str| {
+        let said =
+            cluster.nodes()[node].cli(&["CLUSTER", "SETSLOT", slot.trim(), state, other.trim()]);
+        assert_eq!(said.trim(), "OK", "SETSLOT {state}: {said}");
+    };
+    set(1, "IMPORTING", &source);
+    set(0, "MIGRATING", &target);
+    let grant = |rule: &str| {
+        for node in cluster.nodes() {
+            let said = node.cli(&["ACL", "SETUSER", weir_testkit::acl::USER, rule]);
+            assert_eq!(said.trim(), "OK", "{said}");
+        }
+    };
+
+    grant("-asking");
+    let refused = redis.check(key(&moving), &policy, 1).await;
+    // redis-rs follows the redirection again and again, refused each time, until
+    // the store's timeout: the check is a store failure, never decided.
+    assert!(
+        refused.as_ref().is_err_and(|e| e.is_unavailable()),
+        "checked without ASKING: {refused:?}"
+    );
+    grant("+asking");
+    // Decided on node 1, which keeps the state: the second check counts on the first.
+    for left in [9, 8] {
+        let decision = redis.check(key(&moving), &policy, 1).await.unwrap();
+        assert!(
+            decision.allowed && decision.remaining == left,
+            "{decision:?}"
+        );
+    }
+    assert!(cluster.nodes()[1].calls("asking") >= 2);
+}
+
 /// A settlement sent again (its first answer lost) is written once: on a server, by
 /// Functions and by script, and on a cluster, where each identity's part is
 /// remembered apart; the state ends as the memory store's after one settlement.
@@ -1020,7 +1074,7 @@ async fn a_settlement_sent_twice_is_written_once() {
 }
 
 /// The commands of the minimal ACL for script mode (the guide's: Functions denied).
-const SCRIPT_MODE: [&str; 18] = [
+const SCRIPT_MODE: [&str; 19] = [
     "+evalsha",
     "+eval",
     "+incrby",
@@ -1039,6 +1093,7 @@ const SCRIPT_MODE: [&str; 18] = [
     "+role",
     "+cluster|slots",
     "+cluster|info",
+    "+asking",
 ];
 
 /// Makes ACL user `weir` (password `secret`, keys `weir:*`) allowed exactly

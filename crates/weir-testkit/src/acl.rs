@@ -29,7 +29,7 @@ pub const KEYS: &str = "~weir:*";
 pub(crate) const ADMIN_PASSWORD: &str = "weir-test-admin-password";
 
 /// The guide's Functions-mode list (Redis 7+), exactly.
-pub const COMMANDS: [&str; 23] = [
+pub const COMMANDS: [&str; 24] = [
     "+fcall",
     "+function|load",
     "+evalsha",
@@ -53,6 +53,7 @@ pub const COMMANDS: [&str; 23] = [
     "+role",
     "+cluster|slots",
     "+cluster|info",
+    "+asking",
 ];
 
 /// What the guide says bans (`on_limited: { ban }`) and rules of `algorithm:
