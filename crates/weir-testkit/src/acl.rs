@@ -10,10 +10,11 @@
 //! `algorithm: concurrency` need [`SORTED_SET_COMMANDS`] too, granted only where a
 //! test runs them ([`RedisServer::grant_bans_and_concurrency`](crate::RedisServer::grant_bans_and_concurrency)).
 //!
-//! The `default` user has a password of its own, known only to the testkit's
+//! The `default` user has a password of its own, known only to the testkit: its
 //! `redis-cli` (the administrator's paths: `FLUSHALL`, `DEBUG`, `CONFIG`, replication,
-//! `SHUTDOWN`), so a test that reached Redis without weir's user would be refused,
-//! not quietly run as the administrator.
+//! `SHUTDOWN`), the sentinels, and [`RedisServer::admin_url`](crate::RedisServer::admin_url)
+//! for a test's own client. So a test that reached Redis without weir's user would be
+//! refused, not quietly run as the administrator.
 
 /// The ACL user weir connects as.
 pub const USER: &str = "weir";
@@ -25,7 +26,8 @@ pub const PASSWORD: &str = "weir-test-acl-password";
 /// prefix of its own names it under `weir:`.
 pub const KEYS: &str = "~weir:*";
 
-/// The `default` user's password: the testkit's `redis-cli` only, and replication.
+/// The `default` user's password: the testkit's `redis-cli`, the sentinels,
+/// replication, and [`RedisServer::admin_url`](crate::RedisServer::admin_url).
 pub(crate) const ADMIN_PASSWORD: &str = "weir-test-admin-password";
 
 /// The guide's Functions-mode list (Redis 7+), exactly.

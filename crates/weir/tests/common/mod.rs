@@ -146,7 +146,7 @@ pub(crate) fn failure_policies(
 /// themselves have no credentials.
 pub(crate) fn sentinel_store(sentinels: &weir_testkit::RedisSentinels, dir: &Path) -> String {
     let password = dir.join("redis-password");
-    std::fs::write(&password, weir_testkit::acl::PASSWORD).expect("write the password");
+    std::fs::write(&password, weir_testkit::acl::PASSWORD).unwrap();
     format!(
         "  type: redis_sentinel\n  sentinels: [{}]\n  master_name: {}\n  username: {}\n  password_file: {}\n",
         sentinels.urls().join(", "),
