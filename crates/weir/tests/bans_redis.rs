@@ -96,8 +96,10 @@ fn a_ban_is_shared_across_instances_and_lifted_through_the_admin_api() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
     let config = dir.path().join("weir.yaml");
+    // A store timeout a loaded host never reaches: a check that timed out would be
+    // decided on the fail-open fallback, which knows no ban started on Redis.
     let text = format!(
-        "store:\n  type: redis\n  url: {}\nupstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n",
+        "store:\n  type: redis\n  url: {}\n  timeout: 2s\nupstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n",
         redis.url(),
         upstream()
     );
