@@ -63,7 +63,7 @@ async fn redis(
 ) -> Arc<dyn LeaseStore> {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
-        key_prefix: prefix.to_owned(),
+        key_prefix: format!("weir:{prefix}"),
         timeout: Duration::from_secs(5),
         clock: RedisClock::Local,
         window_counters: false,

@@ -227,7 +227,7 @@ impl Bench {
         let mut admin = self.admin.clone();
         redis::cmd("MEMORY")
             .arg("USAGE")
-            .arg(format!("alg:{{k0}}:{}", workload.rule()))
+            .arg(format!("weir:alg:{{k0}}:{}", workload.rule()))
             .arg("SAMPLES")
             .arg(0)
             .query_async(&mut admin)
@@ -296,7 +296,7 @@ fn main() {
 async fn run(server: &RedisServer) {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
-        key_prefix: "alg".into(),
+        key_prefix: "weir:alg".into(),
         timeout: Duration::from_secs(10),
         clock: RedisClock::Local,
         window_counters: false,
@@ -310,7 +310,7 @@ async fn run(server: &RedisServer) {
     let moving = RedisStore::connect(&config, moving_clock.clone())
         .await
         .unwrap();
-    let admin = redis::Client::open(server.url())
+    let admin = redis::Client::open(server.admin_url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await

@@ -382,7 +382,7 @@ async fn run(server: RedisServer) {
     .await;
     let weir_scripts = connect(config.clone()).await;
     weir_scripts.use_scripts();
-    let mut connection = redis::Client::open(server.url())
+    let mut connection = redis::Client::open(server.admin_url())
         .unwrap()
         .get_multiplexed_async_connection_with_config(
             &AsyncConnectionConfig::new().set_response_timeout(Some(TIMEOUT)),

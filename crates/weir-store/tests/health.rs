@@ -28,7 +28,7 @@ const MARGIN: Duration = Duration::from_millis(750);
 fn config(target: RedisTarget, timeout: Duration) -> RedisStoreConfig {
     RedisStoreConfig {
         target,
-        key_prefix: "health".into(),
+        key_prefix: "weir:health".into(),
         timeout,
         clock: RedisClock::Server,
         window_counters: false,
@@ -146,7 +146,7 @@ async fn an_idle_store_finds_a_cluster_primary_lost_and_back() {
     tokio::time::sleep(Duration::from_millis(600)).await;
 
     // Any primary: the probe pings every one, so no traffic to its slots is needed.
-    let owner = cluster.owner_of("health:{c}:r");
+    let owner = cluster.owner_of("weir:health:{c}:r");
     cluster.node_mut(owner).kill();
     until_ready(&breaker, false, "cluster primary killed").await;
     // Full coverage is required (Redis's default): once the node timeout (2 s) has
@@ -287,7 +287,7 @@ async fn a_seed_that_knows_no_slot_is_not_believed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_store_finds_a_promoted_replica() {
     let mut cluster = RedisCluster::start();
-    let owner = cluster.owner_of("health:{f}:r");
+    let owner = cluster.owner_of("weir:health:{f}:r");
     let replica = RedisServer::start_with(&[
         "--cluster-enabled",
         "yes",

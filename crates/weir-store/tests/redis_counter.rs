@@ -34,7 +34,7 @@ async fn connect(
 ) -> RedisStore {
     let config = RedisStoreConfig {
         target,
-        key_prefix: "c".to_owned(),
+        key_prefix: "weir:c".to_owned(),
         timeout: Duration::from_secs(2),
         clock: which,
         window_counters,
@@ -128,11 +128,11 @@ async fn one_unit_is_incrby_and_pexpire_and_denied_units_stay_counted() {
 
     // The window's own counter, denied units included, expires a second after the
     // window ends.
-    let counter = format!("c:{{u}}w{WINDOW}:r");
+    let counter = format!("weir:c:{{u}}w{WINDOW}:r");
     assert_eq!(server.cli(&["GET", &counter]).trim(), "5");
     let ttl: u64 = server.cli(&["PTTL", &counter]).trim().parse().unwrap();
     assert!((8_000..=9_000).contains(&ttl), "PTTL {ttl}");
-    assert_eq!(server.cli(&["EXISTS", "c:{u}:r"]).trim(), "0");
+    assert_eq!(server.cli(&["EXISTS", "weir:c:{u}:r"]).trim(), "0");
 
     // The denied units stay counted: a refund of a reserved unit leaves the window
     // full (the memory store, which never counted them, would admit one more).
@@ -146,7 +146,7 @@ async fn one_unit_is_incrby_and_pexpire_and_denied_units_stay_counted() {
     clock.advance(Duration::from_secs(8));
     let next_window = unit(&redis, &memory, &policy, "the next window").await;
     assert_eq!((next_window.allowed, next_window.remaining), (true, 2));
-    let next = format!("c:{{u}}w{}:r", WINDOW + 1);
+    let next = format!("weir:c:{{u}}w{}:r", WINDOW + 1);
     assert_eq!(server.cli(&["GET", &next]).trim(), "1");
     // Until a unit is denied, several units (by the Lua), refunds and peeks decide as
     // the memory store does, on the same counter.
@@ -305,7 +305,7 @@ async fn concurrent_units_admit_exactly_the_limit() {
     };
     assert_eq!(burst(64).await, 10);
     assert_eq!(server.calls("incrby"), 64);
-    let counter = format!("c:{{u}}w{}:r", START / 1_000 / 60_000_000);
+    let counter = format!("weir:c:{{u}}w{}:r", START / 1_000 / 60_000_000);
     assert_eq!(server.cli(&["GET", &counter]).trim(), "64");
     assert_eq!(burst(20).await, 0);
 }
@@ -331,7 +331,7 @@ async fn without_counters_a_fixed_window_stays_one_lua_call_under_the_rules_key(
             (1, 0),
             "{which:?}"
         );
-        assert!(server.cli(&["GET", "c:{u}:r"]).starts_with("f:"));
+        assert!(server.cli(&["GET", "weir:c:{u}:r"]).starts_with("f:"));
     }
 }
 

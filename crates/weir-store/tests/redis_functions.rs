@@ -24,7 +24,7 @@ const START: u64 = 1_796_032_800_000_000_000;
 async fn connect(target: RedisTarget, clock: Arc<dyn Clock>, which: RedisClock) -> RedisStore {
     let config = RedisStoreConfig {
         target,
-        key_prefix: "fn".to_owned(),
+        key_prefix: "weir:fn".to_owned(),
         timeout: Duration::from_secs(2),
         clock: which,
         window_counters: false,

@@ -34,7 +34,8 @@ async fn store_on(
 ) -> RedisStore {
     let config = RedisStoreConfig {
         target,
-        key_prefix: prefix.to_owned(),
+        // Within the testkit's ACL user's keys.
+        key_prefix: format!("weir:{prefix}"),
         timeout: Duration::from_secs(2),
         clock: which,
         window_counters: false,
@@ -240,11 +241,13 @@ async fn a_crashed_holders_units_come_back_after_the_hold_and_a_late_give_back_i
         .await
         .unwrap();
     assert!(held.lease.is_some());
-    let records = "lease:{reset}:r:leases";
+    let records = "weir:lease:{reset}:r:leases";
     assert_eq!(server.cli(&["EXISTS", records]).trim(), "1");
     redis.reset(k, &policy).await.unwrap();
     assert_eq!(
-        server.cli(&["EXISTS", records, "lease:{reset}:r"]).trim(),
+        server
+            .cli(&["EXISTS", records, "weir:lease:{reset}:r"])
+            .trim(),
         "0"
     );
     let full = redis.take(k, &policy, Take::check(0)).await.unwrap();
@@ -284,7 +287,7 @@ async fn leases_work_on_every_node_of_a_cluster_with_records_in_their_keys_slot(
             .await
             .unwrap();
         assert_eq!(grant.units, 8);
-        let state = format!("lease:{{{identity}}}:r");
+        let state = format!("weir:lease:{{{identity}}}:r");
         let records = format!("{state}:leases");
         assert_eq!(cluster.owner_of(&records), node);
         assert_eq!(cluster.owner_of(&state), node);

@@ -17,7 +17,7 @@ const NOW: u64 = 1_796_032_800_000;
 async fn store(target: RedisTarget) -> RedisStore {
     let config = RedisStoreConfig {
         target,
-        key_prefix: "led".to_owned(),
+        key_prefix: "weir:led".to_owned(),
         timeout: Duration::from_secs(2),
         clock: RedisClock::Local,
         window_counters: false,
@@ -69,12 +69,13 @@ async fn shared_between_two(a: &RedisStore, b: &RedisStore) {
 #[tokio::test]
 async fn a_ledger_is_shared_on_one_redis() {
     let server = RedisServer::start();
+    server.grant_bans_and_concurrency();
     let target = || RedisTarget::Single(server.url());
     let (a, b) = (store(target()).await, store(target()).await);
     shared_between_two(&a, &b).await;
     // The key lasts as long as its last member, no longer.
     let ttl: i64 = server
-        .cli(&["PTTL", "led:ledger{bans:login}"])
+        .cli(&["PTTL", "weir:led:ledger{bans:login}"])
         .trim()
         .parse()
         .unwrap();
@@ -84,6 +85,7 @@ async fn a_ledger_is_shared_on_one_redis() {
 #[tokio::test]
 async fn a_ledger_is_shared_on_a_cluster() {
     let cluster = RedisCluster::start();
+    cluster.grant_bans_and_concurrency();
     let target = || RedisTarget::Cluster(cluster.urls());
     let (a, b) = (store(target()).await, store(target()).await);
     shared_between_two(&a, &b).await;

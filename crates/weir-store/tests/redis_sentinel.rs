@@ -37,11 +37,11 @@ fn config(sentinels: &RedisSentinels) -> RedisStoreConfig {
             master: MASTER.to_owned(),
             credentials: Default::default(),
         },
-        key_prefix: "sentinel".to_owned(),
+        key_prefix: "weir:sentinel".to_owned(),
         timeout: TIMEOUT,
         clock: RedisClock::Server,
         window_counters: false,
-        access: Default::default(),
+        access: RedisSentinels::access(),
     }
 }
 
@@ -273,7 +273,7 @@ async fn a_sentinel_flooding_junk_costs_bounded_probes_and_a_dropped_subscriptio
     let mut junk = RedisServer::start();
     let mut cfg = config(&set);
     if let RedisTarget::Sentinel { sentinels, .. } = &mut cfg.target {
-        sentinels.push(junk.url());
+        sentinels.push(junk.admin_url());
     }
     let store = RedisStore::start(&cfg, clock());
     assert!(store.wait_connected(Duration::from_secs(5)).await);
@@ -282,7 +282,7 @@ async fn a_sentinel_flooding_junk_costs_bounded_probes_and_a_dropped_subscriptio
         subscribed(&junk).lines().nth(1) == Some("1")
     });
 
-    let client = redis::Client::open(junk.url()).unwrap();
+    let client = redis::Client::open(junk.admin_url()).unwrap();
     let mut publisher = client.get_multiplexed_async_connection().await.unwrap();
     let primary = set.server(set.primary_port());
     let probes_before = primary.calls("role");

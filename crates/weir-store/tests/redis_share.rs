@@ -142,7 +142,7 @@ async fn conform(redis: &RedisStore, clock: &Arc<ManualClock>, seed: u64) {
 async fn store(target: RedisTarget, clock: Arc<dyn Clock>) -> RedisStore {
     let config = RedisStoreConfig {
         target,
-        key_prefix: "share".to_owned(),
+        key_prefix: "weir:share".to_owned(),
         timeout: Duration::from_secs(2),
         clock: RedisClock::Local,
         window_counters: false,

@@ -26,7 +26,7 @@ const START: u64 = 1_796_032_800_000_000_000;
 async fn connect(server: &RedisServer, clock: Arc<dyn Clock>, timeout: Duration) -> RedisStore {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
-        key_prefix: "log".to_owned(),
+        key_prefix: "weir:log".to_owned(),
         timeout,
         clock: RedisClock::Local,
         window_counters: false,
@@ -174,7 +174,7 @@ async fn a_full_log_of_the_largest_limit_under_concurrency_answers_every_check_a
         clock.advance(Duration::from_micros(1));
     }
     assert_eq!(
-        server.cli(&["STRLEN", "log:{attacker}:login"]).trim(),
+        server.cli(&["STRLEN", "weir:log:{attacker}:login"]).trim(),
         "160050"
     );
     // From the oldest entry's expiry on, each microsecond frees one unit.
@@ -263,7 +263,7 @@ async fn a_log_in_the_former_format_is_kept_in_the_new_one() {
     // What an earlier weir wrote after admitting 2 at START and 1 a second later.
     let us = START / 1_000;
     let former = format!("l:{us}:2,{}:1", us + 1_000_000);
-    server.cli(&["SET", "log:{ana}:login", &former, "PX", "60000"]);
+    server.cli(&["SET", "weir:log:{ana}:login", &former, "PX", "60000"]);
     memory.check(key, &policy, 2).await.unwrap();
     clock.advance(Duration::from_secs(1));
     memory.check(key, &policy, 1).await.unwrap();
@@ -273,7 +273,7 @@ async fn a_log_in_the_former_format_is_kept_in_the_new_one() {
     let peek = redis.check(key, &policy, 0).await.unwrap();
     assert_eq!(peek, memory.check(key, &policy, 0).await.unwrap());
     assert_eq!(peek.remaining, 2);
-    assert_eq!(server.cli(&["GET", "log:{ana}:login"]).trim(), former);
+    assert_eq!(server.cli(&["GET", "weir:log:{ana}:login"]).trim(), former);
     for (gap, cost) in [(0, 2), (0, 1), (58, 1), (1, 3), (1, 1)] {
         clock.advance(Duration::from_secs(gap));
         assert_eq!(
@@ -282,6 +282,6 @@ async fn a_log_in_the_former_format_is_kept_in_the_new_one() {
             "{gap} s later, cost {cost}"
         );
     }
-    let value = server.cli(&["GETRANGE", "log:{ana}:login", "0", "1"]);
+    let value = server.cli(&["GETRANGE", "weir:log:{ana}:login", "0", "1"]);
     assert_eq!(value.trim(), "L:", "kept in the new format");
 }

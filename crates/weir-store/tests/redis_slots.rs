@@ -22,7 +22,7 @@ use weir_testkit::RedisServer;
 fn config(server: &RedisServer) -> RedisStoreConfig {
     RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
-        key_prefix: "slots".to_owned(),
+        key_prefix: "weir:slots".to_owned(),
         timeout: Duration::from_secs(5),
         clock: RedisClock::Server,
         window_counters: false,
@@ -68,6 +68,7 @@ fn score(server: &RedisServer, key: &str, id: u64) -> Option<i64> {
 #[tokio::test]
 async fn a_take_with_a_shorter_lease_never_shortens_the_set_under_a_longer_slot() {
     let server = RedisServer::start();
+    server.grant_bans_and_concurrency();
     let (a, b) = (connect(&server).await, connect(&server).await);
     let free = a
         .take_slots(&takes(2), 1, Duration::from_secs(10))
@@ -93,6 +94,7 @@ async fn a_take_with_a_shorter_lease_never_shortens_the_set_under_a_longer_slot(
 #[tokio::test]
 async fn a_renewal_with_a_shorter_lease_never_shortens_the_set_under_a_longer_slot() {
     let server = RedisServer::start();
+    server.grant_bans_and_concurrency();
     let a = connect(&server).await;
     let b = RedisStore::start(&config(&server), Arc::new(ManualClock::new(0)));
     a.take_slots(&takes(2), 1, Duration::from_secs(10))
@@ -154,6 +156,7 @@ async fn given_back(server: &RedisServer, releases: u64) {
 #[tokio::test]
 async fn a_take_answered_after_half_the_lease_is_refused_and_leaves_no_slot() {
     let server = RedisServer::start();
+    server.grant_bans_and_concurrency();
     let store = connect(&server).await;
     server.cli(&["CLIENT", "PAUSE", "1000", "WRITE"]);
     let lease = Duration::from_millis(400);
@@ -174,6 +177,7 @@ async fn a_take_answered_after_half_the_lease_is_refused_and_leaves_no_slot() {
 #[tokio::test]
 async fn a_take_that_fails_or_is_dropped_gives_its_slot_back() {
     let server = RedisServer::start();
+    server.grant_bans_and_concurrency();
     let store = RedisStore::connect(
         &RedisStoreConfig {
             timeout: Duration::from_millis(100),

@@ -27,7 +27,7 @@ const START: u64 = 1_796_032_800_000_000_000;
 fn config(target: RedisTarget, tls: RedisTls) -> RedisStoreConfig {
     RedisStoreConfig {
         target,
-        key_prefix: "tls".to_owned(),
+        key_prefix: "weir:tls".to_owned(),
         timeout: Duration::from_secs(2),
         clock: RedisClock::Server,
         window_counters: false,

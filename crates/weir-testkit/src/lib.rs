@@ -1,6 +1,7 @@
 //! Test support for weir: real `redis-server` processes (single and a local 3-master
-//! cluster) on free loopback ports, stopped by PID on `Drop`, and the conformance suites
-//! (checks, and leases) that every store must pass.
+//! cluster) on free loopback ports, stopped by PID on `Drop`, each reached as the
+//! guide's minimal ACL user ([`acl`]), and the conformance suites (checks, and leases)
+//! that every store must pass.
 //!
 //! Both programs are found on `PATH`, or in the directory named by `WEIR_REDIS_BIN_DIR`
 //! when that is set (an absolute path; it must then hold both). A missing
@@ -14,12 +15,14 @@
 )]
 #![deny(missing_docs)]
 
+pub mod acl;
 mod conformance;
 mod lease;
 mod redis;
 mod sentinel;
 mod tls;
 
+pub use acl::url_on;
 pub use conformance::{
     Action, Step, UnevenCalendar, XorShift, calendar_sequences, conformance_sequences,
     decisions_in_micros,

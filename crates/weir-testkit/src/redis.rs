@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::acl;
 use crate::tls::{CertFiles, TestCerts};
 
 const INSTALL: &str = "redis-server and redis-cli are needed: install them with `apt-get install redis-server redis-tools`, or run the tests with `scripts/test` (it installs them), or set WEIR_REDIS_BIN_DIR to the absolute path of a directory holding both";
@@ -72,6 +73,11 @@ impl ReservedPort {
         self.port
     }
 
+    /// The URL, as weir's ACL user, of the server to come.
+    pub fn url(&self) -> String {
+        acl::url_on(self.port)
+    }
+
     fn new() -> Self {
         use socket2::{Domain, Socket, Type};
         let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
@@ -96,13 +102,27 @@ fn free_port() -> u16 {
         .expect("no free loopback port")
 }
 
-/// Runs `redis-cli` with `args`, returning its output.
+/// Runs `redis-cli` with `args` as the administrator (the `default` user, whose
+/// password only the testkit knows), returning its output.
 pub fn redis_cli(args: &[&str]) -> Output {
-    let cli = program("redis-cli");
-    Command::new(&cli)
+    cli_command()
+        .env("REDISCLI_AUTH", acl::ADMIN_PASSWORD)
         .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {} ({e}); {INSTALL}", cli.display()))
+        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); {INSTALL}"))
+}
+
+/// Runs `redis-cli` with `args` and no password (for a sentinel, which has none).
+pub(crate) fn redis_cli_unauthenticated(args: &[&str]) -> Output {
+    cli_command()
+        .env_remove("REDISCLI_AUTH")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}); {INSTALL}"))
+}
+
+fn cli_command() -> Command {
+    Command::new(program("redis-cli"))
 }
 
 /// One `redis-server` on a free loopback port, in a temporary directory, killed on drop.
@@ -231,9 +251,9 @@ impl RedisServer {
         self.port == port || self.tls.as_ref().is_some_and(|(tls, _)| *tls == port)
     }
 
-    /// The `rediss://` URL of the TLS port.
+    /// The `rediss://` URL of the TLS port, as weir's ACL user.
     pub fn tls_url(&self) -> String {
-        format!("rediss://127.0.0.1:{}", self.tls_port())
+        acl::url("rediss", self.tls_port())
     }
 
     /// Starts on a free port, another each time one is taken before the server
@@ -270,6 +290,7 @@ impl RedisServer {
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(acl::server_args())
             .args(&self.extra)
             .args(
                 self.password
@@ -314,12 +335,34 @@ impl RedisServer {
         self.port
     }
 
-    /// The URL to connect to.
+    /// The URL to connect to, as weir's ACL user (see [`crate::acl`]).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        acl::url_on(self.port)
     }
 
-    /// Runs a command on this server with `redis-cli`; returns its standard output.
+    /// The URL to connect to as the administrator (the `default` user), for a test's
+    /// own client that drives Redis as no weir instance may (`MEMORY`, `SCRIPT`,
+    /// `PUBLISH`, a server standing in for a sentinel).
+    pub fn admin_url(&self) -> String {
+        format!(
+            "redis://default:{}@127.0.0.1:{}",
+            acl::ADMIN_PASSWORD,
+            self.port
+        )
+    }
+
+    /// Grants weir's ACL user what bans and rules of `algorithm: concurrency` need
+    /// beside the minimal list ([`acl::SORTED_SET_COMMANDS`]), for a test that runs
+    /// them.
+    pub fn grant_bans_and_concurrency(&self) {
+        let mut args = vec!["ACL", "SETUSER", acl::USER];
+        args.extend(acl::SORTED_SET_COMMANDS);
+        let said = self.cli(&args);
+        assert_eq!(said.trim(), "OK", "ACL SETUSER: {said}");
+    }
+
+    /// Runs a command on this server with `redis-cli`, as the administrator (the
+    /// `default` user); returns its standard output.
     pub fn cli(&self, args: &[&str]) -> String {
         let mut all = vec!["-p".to_owned(), self.port.to_string()];
         if let Some(password) = &self.password {
@@ -478,7 +521,8 @@ impl RedisCluster {
         Self::create(nodes, &addresses, &tls)
     }
 
-    /// The `rediss://` seed URLs of a cluster made by [`RedisCluster::start_tls`].
+    /// The `rediss://` seed URLs of a cluster made by [`RedisCluster::start_tls`], as
+    /// weir's ACL user.
     pub fn tls_urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::tls_url).collect()
     }
@@ -499,9 +543,16 @@ impl RedisCluster {
         cluster
     }
 
-    /// Seed URLs of every node.
+    /// Seed URLs of every node, as weir's ACL user.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// [`RedisServer::grant_bans_and_concurrency`] on every node.
+    pub fn grant_bans_and_concurrency(&self) {
+        self.nodes
+            .iter()
+            .for_each(RedisServer::grant_bans_and_concurrency);
     }
 
     /// The nodes.

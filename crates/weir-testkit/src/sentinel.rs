@@ -1,6 +1,8 @@
 //! A primary, its replica and three Redis Sentinels watching them (as `mymaster`),
-//! quick to fail over: a primary is down after 500 ms without an answer. Optionally
-//! with passwords: the sentinels' own, and another for the data nodes.
+//! quick to fail over: a primary is down after 500 ms without an answer. The primary
+//! and the replica have the users of [`crate::acl`]; the sentinels reach them as the
+//! administrator. Optionally with passwords: the sentinels' own, and another for the
+//! data nodes' administrator.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -8,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use weir_store::{RedisAccess, Secret};
+
+use crate::acl;
 use crate::redis::{RedisServer, TlsSetup, program};
 use crate::tls::{CertFiles, TestCerts};
 
@@ -144,7 +149,18 @@ impl RedisSentinels {
         all
     }
 
-    /// The sentinels' URLs.
+    /// How weir reaches the data nodes: as the minimal ACL user (see [`crate::acl`];
+    /// the sentinels' own URLs carry no credentials, as the sentinels have none).
+    pub fn access() -> RedisAccess {
+        RedisAccess {
+            username: Some(acl::USER.to_owned()),
+            password: Some(Secret::new(acl::PASSWORD)),
+            tls: None,
+        }
+    }
+
+    /// The sentinels' URLs (no credentials: the sentinels have none; the data nodes'
+    /// are [`RedisSentinels::access`]).
     pub fn urls(&self) -> Vec<String> {
         self.sentinels
             .iter()
@@ -219,7 +235,7 @@ fn sentinel_cli(port: u16, password: Option<&str>, args: &[&str]) -> String {
         all.extend(["-a", password, "--no-auth-warning"]);
     }
     all.extend(args);
-    String::from_utf8_lossy(&crate::redis::redis_cli(&all).stdout).into_owned()
+    String::from_utf8_lossy(&crate::redis::redis_cli_unauthenticated(&all).stdout).into_owned()
 }
 
 /// The passwords a sentinel has (`requirepass`) and gives the data nodes.
@@ -238,8 +254,9 @@ fn sentinel(primary: u16, tls: Option<(&Path, &CertFiles)>, auth: Auth<'_>) -> S
         let tls_port = tls.map(|_| RedisServer::free_port());
         let conf = dir.path().join("sentinel.conf");
         let mut text = format!(
-            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\n",
-            dir.path().display()
+            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 2\nsentinel down-after-milliseconds {MASTER} 500\nsentinel failover-timeout {MASTER} 5000\nsentinel parallel-syncs {MASTER} 1\nsentinel auth-pass {MASTER} {}\n",
+            dir.path().display(),
+            acl::ADMIN_PASSWORD
         );
         if let Some(password) = auth.sentinels {
             text.push_str(&format!("requirepass {password}\n"));

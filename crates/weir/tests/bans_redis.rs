@@ -92,11 +92,14 @@ fn upstream() -> std::net::SocketAddr {
 #[test]
 fn a_ban_is_shared_across_instances_and_lifted_through_the_admin_api() {
     let redis = RedisServer::start();
+    redis.grant_bans_and_concurrency();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), format!("{TOKEN}\n")).unwrap();
     let config = dir.path().join("weir.yaml");
+    // A store timeout a loaded host never reaches: a check that timed out would be
+    // decided on the fail-open fallback, which knows no ban started on Redis.
     let text = format!(
-        "store:\n  type: redis\n  url: {}\nupstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n",
+        "store:\n  type: redis\n  url: {}\n  timeout: 2s\nupstream:\n  url: http://{}\nadmin:\n  token_file: token\nrules:\n  - name: api\n    match: {{ path_prefix: /api }}\n    algorithm: gcra\n    limit: 2\n    period: 1m\n    on_limited: {{ ban: 15m, after: 3, within: 10m }}\n",
         redis.url(),
         upstream()
     );
@@ -190,12 +193,14 @@ fn admin_json(server: &Server, method: &str, path: &str, body: &str) -> (u16, Va
 #[test]
 fn a_ban_tripped_on_one_instance_is_listed_and_lifted_by_another_that_never_met_it() {
     let redis = RedisServer::start();
+    redis.grant_bans_and_concurrency();
     listed_and_lifted_by_another(&format!("  type: redis\n  url: {}\n", redis.url()));
 }
 
 #[test]
 fn on_a_redis_cluster_a_ban_is_listed_and_lifted_by_another_instance() {
     let cluster = RedisCluster::start();
+    cluster.grant_bans_and_concurrency();
     let nodes = cluster.urls().join(", ");
     listed_and_lifted_by_another(&format!("  type: redis_cluster\n  nodes: [{nodes}]\n"));
 }

@@ -284,7 +284,7 @@ async fn calendar_windows_on_redis() {
     let clock = Arc::new(ManualClock::new(0));
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
-        key_prefix: "weir-calendar".into(),
+        key_prefix: "weir:calendar".into(),
         timeout: Duration::from_secs(2),
         clock: RedisClock::Local,
         window_counters: false,
@@ -297,7 +297,7 @@ async fn calendar_windows_on_redis() {
     // Each window is its own key, expiring a second after the window's end by the
     // instances' clocks: New York's 2027-11-08 window ends at 2027-11-09 05:00 UTC.
     let start_us = at("2027-11-08T05:00:00Z") / 1_000;
-    let name = format!("weir-calendar:{{n}}c{start_us}:new-york-daily");
+    let name = format!("weir:calendar:{{n}}c{start_us}:new-york-daily");
     let ttl: u64 = server.cli(&["PTTL", &name]).trim().parse().unwrap();
     assert!(
         (DAY_MS..=DAY_MS + 1_000).contains(&ttl),
@@ -386,7 +386,7 @@ async fn two_instances_a_second_apart_at_a_boundary_count_each_window_once() {
     let instance = |clock: Arc<ManualClock>| {
         let config = RedisStoreConfig {
             target: RedisTarget::Single(server.url()),
-            key_prefix: "weir-two".into(),
+            key_prefix: "weir:two".into(),
             timeout: Duration::from_secs(2),
             clock: RedisClock::Local,
             window_counters: false,

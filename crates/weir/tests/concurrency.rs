@@ -323,6 +323,7 @@ fn until_status(weir: &Server, path: &str, key: &str, status: u16, within: Durat
 #[test]
 fn two_instances_share_the_slots_and_a_killed_ones_expire_within_the_lease() {
     let redis = RedisServer::start();
+    redis.grant_bans_and_concurrency();
     let upstream = Upstream::start();
     let dir = tempfile::tempdir().unwrap();
     let lease = Duration::from_millis(600);

@@ -146,7 +146,7 @@ impl Weir {
             Some(redis) => {
                 let config = RedisStoreConfig {
                     target: RedisTarget::Single(redis.url()),
-                    key_prefix: "weir-costs".into(),
+                    key_prefix: "weir:costs".into(),
                     timeout: Duration::from_secs(2),
                     clock: RedisClock::Local,
                     window_counters: false,

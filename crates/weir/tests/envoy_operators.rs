@@ -176,6 +176,7 @@ fn two_on_redis(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ban_is_shared_on_redis_listed_and_lifted_by_the_limits_name() {
     let redis = RedisServer::start();
+    redis.grant_bans_and_concurrency();
     let (a, b, _dir) = two_on_redis(&redis, &[("edge.yaml", BANNING.to_owned())]);
     assert_eq!(ask(&a).await, Code::Ok);
     assert_eq!(ask(&b).await, Code::Ok);
@@ -542,6 +543,7 @@ async fn a_store_that_cannot_answer_follows_the_descriptors_failure_policy() {
         "on_limited: { ban: 15m, after: 3, within: 10m }\n      failure: open",
     );
     let mut redis = RedisServer::start();
+    redis.grant_bans_and_concurrency();
     let closed = in_process_on_redis(&redis, &[("edge.yaml", BANNING.to_owned())]).await;
     let opened = in_process_on_redis(&redis, &[("edge.yaml", open)]).await;
     assert_eq!(code(&closed.ask("edge", &[CLIENT]).await), Code::Ok);

@@ -178,9 +178,10 @@ async fn failing_open_decides_on_this_instances_share_while_redis_is_down() {
 async fn weir_starts_while_redis_is_down_and_answers_once_it_is_back() {
     // Held (connections refused) until the server takes it, so nothing else can.
     let reserved = RedisServer::reserve_port();
-    let port = reserved.port();
-    let store =
-        format!("store:\n  type: redis\n  url: redis://127.0.0.1:{port}\n  timeout: 100ms\n");
+    let store = format!(
+        "store:\n  type: redis\n  url: {}\n  timeout: 100ms\n",
+        reserved.url()
+    );
     let dir = config_dir(&[fixture("basic_config.yaml")], "", &store);
     let config = Config::load(&dir.path().join("weir.yaml")).unwrap();
     let service = weir::instance(&config).await.unwrap();

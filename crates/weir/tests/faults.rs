@@ -290,12 +290,13 @@ async fn a_slow_redis_costs_at_most_the_rules_timeout_and_recovers() {
     let redis = RedisServer::start();
     let delay_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let proxy = latency_proxy(redis.port(), delay_ms.clone()).await;
+    let url = weir_testkit::url_on(proxy);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
     std::fs::write(
         &path,
         format!(
-            "store:\n  type: redis\n  url: redis://127.0.0.1:{proxy}\n  timeout: 5s\nupstream:\n  url: http://{upstream}\nrules:\n\
+            "store:\n  type: redis\n  url: {url}\n  timeout: 5s\nupstream:\n  url: http://{upstream}\nrules:\n\
              \x20 - name: open\n    match: {{ path_prefix: /open }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    store_timeout: 100ms\n\
              \x20 - name: closed\n    match: {{ path_prefix: /closed }}\n    algorithm: gcra\n    limit: 1000000\n    period: 1m\n    failure: closed\n    store_timeout: 100ms\n"
         ),

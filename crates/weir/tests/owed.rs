@@ -29,7 +29,7 @@ use weir_store::{
     Breaker, BreakerConfig, Key, RedisClock, RedisStore, RedisStoreConfig, RedisTarget, Store,
     SystemClock,
 };
-use weir_testkit::RedisServer;
+use weir_testkit::{RedisSentinels, RedisServer};
 
 /// 2026-11-30 00:00:00 UTC.
 const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
@@ -37,18 +37,28 @@ const MIDNIGHT: u64 = 1_796_083_200_000_000_000;
 /// A day's budget, so that nothing refills while a test runs.
 const TOKENS: u64 = 1_000;
 
+/// The store's timeout.
+const TIMEOUT: Duration = Duration::from_millis(200);
+
 /// Two rules: tokens priced by the answer (`cost_from`, 100 reserved up front), and
-/// failed logins counted by outcome (a 200 gives the unit back).
+/// failed logins counted by outcome (a 200 gives the unit back); and two never
+/// limited, one on `/open` failing open, one on `/closed` failing closed.
 fn config(redis: &RedisServer, max_owed: usize) -> Config {
     Config::parse(&config_text(redis, max_owed), Path::new("owed.yaml")).unwrap()
 }
 
 fn config_text(redis: &RedisServer, max_owed: usize) -> String {
+    config_text_on(
+        &format!("  type: redis\n  url: {}\n", redis.url()),
+        max_owed,
+    )
+}
+
+/// [`config_text`] on the store of `store`'s (indented) lines.
+fn config_text_on(store: &str, max_owed: usize) -> String {
     format!(
         r"store:
-  type: redis
-  url: {url}
-  timeout: 200ms
+{store}  timeout: 200ms
 settlements:
   max_owed: {max_owed}
 identities:
@@ -70,8 +80,19 @@ rules:
     limit: 10
     period: 1d
     count_statuses: [401]
-",
-        url = redis.url()
+  - name: open
+    match: {{ path: /open }}
+    algorithm: gcra
+    limit: 1000000
+    period: 1m
+    failure: open
+  - name: closed
+    match: {{ path: /closed }}
+    algorithm: gcra
+    limit: 1000000
+    period: 1m
+    failure: closed
+"
     )
 }
 
@@ -82,7 +103,11 @@ struct Weir {
 
 impl Weir {
     async fn start(redis: &RedisServer, max_owed: usize) -> Self {
-        let instance = weir::instance(&config(redis, max_owed)).await.unwrap();
+        Self::start_on(&config(redis, max_owed)).await
+    }
+
+    async fn start_on(config: &Config) -> Self {
+        let instance = weir::instance(config).await.unwrap();
         let api = api_router(instance.engine.clone());
         Self { instance, api }
     }
@@ -103,6 +128,13 @@ impl Weir {
 
     /// Decides `user`'s request to `path`; its settlement's id.
     async fn decide(&self, path: &str, user: &str) -> String {
+        let (status, verdict) = self.decision(path, user).await;
+        assert_eq!(status, StatusCode::OK, "{verdict}");
+        verdict["settlement"].as_str().unwrap().to_owned()
+    }
+
+    /// The answer of `/v1/decide` for `user`'s request to `path`.
+    async fn decision(&self, path: &str, user: &str) -> (StatusCode, Value) {
         let facts = json!({
             "method": "POST",
             "path": path,
@@ -110,9 +142,7 @@ impl Weir {
             "headers": {"x-user-id": user},
             "client_ip": "203.0.113.7",
         });
-        let (status, verdict) = self.post("/v1/decide", &facts).await;
-        assert_eq!(status, StatusCode::OK, "{verdict}");
-        verdict["settlement"].as_str().unwrap().to_owned()
+        self.post("/v1/decide", &facts).await
     }
 
     async fn settle(&self, settlement: &str, status: u16, cost: Option<u64>) {
@@ -136,9 +166,18 @@ impl Weir {
 
     /// Waits until weir's health loop has seen the store go (10 s at most).
     async fn until_store_down(&self) {
+        self.until_store(false, "weir never saw Redis go").await;
+    }
+
+    /// Waits until weir's health loop has found the store (10 s at most).
+    async fn until_store_up(&self) {
+        self.until_store(true, "weir never connected").await;
+    }
+
+    async fn until_store(&self, ready: bool, never: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.instance.engine.current().store().is_ready() {
-            assert!(Instant::now() < deadline, "weir never saw Redis go");
+        while self.instance.engine.current().store().is_ready() != ready {
+            assert!(Instant::now() < deadline, "{never}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -358,7 +397,7 @@ async fn a_settlement_that_may_have_been_written_too_long_ago_is_given_up() {
     let redis_config = RedisStoreConfig {
         target: RedisTarget::Single(redis.url()),
         key_prefix: "weir".into(),
-        timeout: Duration::from_millis(200),
+        timeout: TIMEOUT,
         clock: RedisClock::Server,
         window_counters: false,
         access: Default::default(),
@@ -390,4 +429,101 @@ async fn a_settlement_that_may_have_been_written_too_long_ago_is_given_up() {
         let series = format!(r#"weir_settlements_retried_total{{outcome="{outcome}"}}"#);
         assert_eq!(weir.metric(&series), 0, "{outcome}");
     }
+}
+
+/// Across a Sentinel failover (the primary killed): a charge (`cost_from`) and a
+/// refund (counted by outcome) settled after the kill and before the sentinels
+/// promote the replica are kept, and written once on the new primary; meanwhile a
+/// fail-closed rule answers 503 and a fail-open one admits, neither waiting past the
+/// store's timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_settled_during_a_sentinel_failover_is_written_once_on_the_new_primary() {
+    let mut set = RedisSentinels::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sentinel_store(&set, dir.path());
+    let config =
+        Config::parse(&config_text_on(&store, 100), &dir.path().join("owed.yaml")).unwrap();
+    let weir = Weir::start_on(&config).await;
+    weir.until_store_up().await;
+    let old = set.primary_port();
+    let ana = weir.decide("/v1/chat", "ana").await;
+    let bo = weir.decide("/login", "bo").await;
+    // The replica has both reservations before its primary dies.
+    let acknowledged = set.server(old).cli(&["WAIT", "1", "2000"]);
+    assert_eq!(acknowledged.trim(), "1", "the replica did not sync");
+
+    set.server_on(old).kill();
+    let killed = Instant::now();
+    weir.until_store_down().await;
+    let settled = killed.elapsed();
+    weir.settle(&ana, 200, Some(600)).await;
+    weir.settle(&bo, 200, None).await;
+    assert_eq!(weir.metric("weir_settlements_owed"), 2);
+    // No primary: each rule's failure policy, at once or within the store's timeout.
+    for (path, expected) in [
+        ("/closed", StatusCode::SERVICE_UNAVAILABLE),
+        ("/open", StatusCode::OK),
+    ] {
+        let asked = Instant::now();
+        let (status, verdict) = weir.decision(path, "cy").await;
+        let took = asked.elapsed();
+        assert_eq!(status, expected, "{path}: {verdict}");
+        if status == StatusCode::OK {
+            assert_eq!(verdict["allowed"], true, "{path}: {verdict}");
+        }
+        assert!(
+            took < TIMEOUT + Duration::from_millis(300),
+            "{path} took {took:?}, past the store's timeout"
+        );
+    }
+    assert_eq!(
+        set.primary_port(),
+        old,
+        "the sentinels promoted the replica before the settlements were made"
+    );
+
+    // The sentinels promote the replica (1.4-1.7 s after the kill); weir follows and
+    // writes what it owes there.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while set.primary_port() == old {
+        assert!(
+            Instant::now() < deadline,
+            "the sentinels promoted no replica"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let switched = killed.elapsed();
+    weir.until_nothing_owed().await;
+    eprintln!(
+        "after the kill: settled at {settled:?}, the sentinels switched at {switched:?}, \
+         nothing owed at {:?}",
+        killed.elapsed()
+    );
+    let new = set.server(set.primary_port());
+    assert_eq!(
+        left(new, "tokens", TOKENS, "ana").await,
+        TOKENS - 600,
+        "ana's 500 tokens beyond the estimate charged once, on the new primary"
+    );
+    assert_eq!(
+        left(new, "failed-logins", 10, "bo").await,
+        10,
+        "bo's login given back on the new primary"
+    );
+    assert_eq!(
+        weir.metric(r#"weir_settlements_retried_total{outcome="written"}"#),
+        2
+    );
+    assert_eq!(
+        weir.metric(r#"weir_settlements_retried_total{outcome="repeated"}"#),
+        0
+    );
+    for outcome in ["full", "stale", "shutdown"] {
+        let series = format!(r#"weir_settlements_dropped_total{{reason="{outcome}"}}"#);
+        assert_eq!(weir.metric(&series), 0, "{outcome}");
+    }
+    // The limits are shared again: the fail-closed rule decides on the new primary.
+    weir.until_store_up().await;
+    let (status, verdict) = weir.decision("/closed", "cy").await;
+    assert_eq!(status, StatusCode::OK, "{verdict}");
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use common::Server;
 use weir_core::Algorithm;
-use weir_testkit::{MASTER, RedisCluster, RedisSentinels, RedisServer};
+use weir_testkit::{RedisCluster, RedisSentinels, RedisServer};
 
 const LIMIT: u64 = 30;
 const CLIENTS: usize = 32;
@@ -61,7 +61,11 @@ fn admitted(instances: &[Server; 2], rule: &str) -> u64 {
 
 fn exactly_the_limit_across_instances(store: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config(dir.path(), store);
+    exactly_the_limit_across_instances_in(dir.path(), store);
+}
+
+fn exactly_the_limit_across_instances_in(dir: &Path, store: &str) {
+    let config = config(dir, store);
     let instances = [Server::start(&config), Server::start(&config)];
     for algorithm in Algorithm::ALL {
         assert_eq!(admitted(&instances, algorithm.name()), LIMIT, "{algorithm}");
@@ -84,22 +88,21 @@ fn two_instances_on_a_redis_cluster_admit_exactly_the_limit() {
 #[test]
 fn two_instances_through_redis_sentinel_admit_exactly_the_limit() {
     let sentinels = RedisSentinels::start();
-    let urls = sentinels.urls().join(", ");
-    exactly_the_limit_across_instances(&format!(
-        "  type: redis_sentinel\n  sentinels: [{urls}]\n  master_name: {MASTER}\n"
-    ));
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sentinel_store(&sentinels, dir.path());
+    exactly_the_limit_across_instances_in(dir.path(), &store);
 }
 
 #[test]
 fn serve_starts_degraded_while_redis_is_down_and_recovers_by_itself() {
     // Held (connections refused) until the server takes it, so nothing else can.
     let reserved = RedisServer::reserve_port();
-    let port = reserved.port();
+    let url = reserved.url();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weir.yaml");
     std::fs::write(
         &path,
-        format!("store:\n  type: redis\n  url: redis://127.0.0.1:{port}\n  timeout: 100ms\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1m\n"),
+        format!("store:\n  type: redis\n  url: {url}\n  timeout: 100ms\nrules:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1m\n"),
     )
     .unwrap();
     let weir = Server::start(&path);
@@ -193,7 +196,14 @@ fn a_store_failure_tells_callers_nothing_of_the_store() {
                 "{door}: {reply}"
             );
             let port = redis.url().rsplit(':').next().unwrap().to_owned();
-            for leak in ["redis", "refused", "timed out", "127.0.0.1", port.as_str()] {
+            for leak in [
+                "redis",
+                "refused",
+                "timed out",
+                "127.0.0.1",
+                port.as_str(),
+                weir_testkit::acl::PASSWORD,
+            ] {
                 assert!(
                     !reply.to_lowercase().contains(leak),
                     "{door} says {leak:?}: {reply}"

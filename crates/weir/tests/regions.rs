@@ -133,7 +133,7 @@ fn config(dir: &Path, region: usize, redis: &[RedisServer], proxies: &[Option<Pr
         .filter(|&j| j != region)
         .map(|j| {
             let port = proxies[j].as_ref().unwrap().port;
-            format!("    {}: redis://127.0.0.1:{port}\n", REGIONS[j])
+            format!("    {}: {}\n", REGIONS[j], weir_testkit::url_on(port))
         })
         .collect();
     let yaml = format!(

@@ -63,7 +63,7 @@ impl Backend {
     async fn store(&self, clock: Arc<ManualClock>) -> Arc<dyn BackingStore> {
         let redis = |target| RedisStoreConfig {
             target,
-            key_prefix: "weir-test".into(),
+            key_prefix: "weir:test".into(),
             timeout: Duration::from_secs(2),
             clock: RedisClock::Local,
             window_counters: false,

@@ -197,6 +197,7 @@ async fn until_open(weir: &Server, key: &str, within: Duration) -> (Socket, Dura
 #[tokio::test]
 async fn on_redis_open_sockets_count_at_every_instance_and_a_killed_ones_free_within_the_lease() {
     let redis = RedisServer::start();
+    redis.grant_bans_and_concurrency();
     let upstream = echo().await;
     let dir = tempfile::tempdir().unwrap();
     let lease = Duration::from_millis(600);

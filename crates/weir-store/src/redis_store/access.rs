@@ -279,7 +279,7 @@ pub(super) fn refused_in(said: &str, user: &str) -> Option<String> {
 fn denied_in(said: &str) -> Option<&'static str> {
     if said.contains("can't run this command") {
         Some(
-            "a command weir's Lua runs (it needs GET, SET, GETRANGE, SETRANGE, DEL, PEXPIRE, HGETALL, HSET, HDEL, TIME and INFO)",
+            "a command weir's Lua runs (it needs GET, SET, GETRANGE, SETRANGE, DEL, PEXPIRE, PTTL, HGET, HGETALL, HSET, HDEL, INCR, TIME and INFO; bans and concurrency rules also ZADD, ZCARD, ZRANGE, ZREVRANGE, ZREMRANGEBYSCORE, ZSCORE and ZREM)",
         )
     } else if said.contains("NOPERM") || said.contains("no permissions") {
         Some("a command weir needs")

@@ -42,7 +42,8 @@ impl LeaseEvents for Counted {
     }
 }
 
-/// A Redis store on `server` whose time is `clock` (`clock: local`), under `prefix`.
+/// A Redis store on `server` whose time is `clock` (`clock: local`), under
+/// `weir:<prefix>` (within the testkit's ACL user's keys).
 pub(crate) async fn redis_with(
     server: &RedisServer,
     clock: Arc<dyn Clock>,
@@ -51,7 +52,7 @@ pub(crate) async fn redis_with(
 ) -> Arc<dyn LeaseStore> {
     let config = RedisStoreConfig {
         target: RedisTarget::Single(server.url()),
-        key_prefix: prefix.to_owned(),
+        key_prefix: format!("weir:{prefix}"),
         timeout,
         clock: RedisClock::Local,
         window_counters: false,

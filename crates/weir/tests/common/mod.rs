@@ -141,6 +141,21 @@ pub(crate) fn failure_policies(
     )
 }
 
+/// The `store` section's lines (indented) for the primary that `sentinels` name,
+/// reached as the testkit's ACL user (its password written to `dir`); the sentinels
+/// themselves have no credentials.
+pub(crate) fn sentinel_store(sentinels: &weir_testkit::RedisSentinels, dir: &Path) -> String {
+    let password = dir.join("redis-password");
+    std::fs::write(&password, weir_testkit::acl::PASSWORD).unwrap();
+    format!(
+        "  type: redis_sentinel\n  sentinels: [{}]\n  master_name: {}\n  username: {}\n  password_file: {}\n",
+        sentinels.urls().join(", "),
+        weir_testkit::MASTER,
+        weir_testkit::acl::USER,
+        password.display()
+    )
+}
+
 /// One HTTP/1.1 request to `addr` (a JSON `body`), with `Authorization: Bearer` and
 /// `token` when given: the status code and the body. The admin API's tests' call.
 pub(crate) fn call_with_token(
