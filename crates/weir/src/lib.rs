@@ -71,12 +71,12 @@ mod admin;
 mod api;
 mod auth;
 mod config;
-#[cfg(feature = "simulate")]
 #[doc(hidden)]
 pub mod demo;
 mod edge;
 mod engine;
 mod envoy;
+#[cfg(feature = "simulate")]
 #[doc(hidden)]
 pub mod fleet;
 mod gateway;
