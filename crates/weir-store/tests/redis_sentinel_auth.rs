@@ -204,7 +204,7 @@ async fn a_sentinel_that_refuses_the_credentials_is_a_refusal_naming_it() {
         assert!(matches!(error, StoreError::Refused(_)), "{text}");
         for url in set.urls() {
             assert!(
-                text.contains(&format!("{url}: the sentinel refused the credentials: ")),
+                text.contains(&format!("{url}: the sentinel refused weir: ")),
                 "{password:?}: {url} not named: {text}"
             );
             assert!(text.contains(&port(&url)));
@@ -250,8 +250,5 @@ async fn a_sentinel_that_refuses_the_credentials_is_a_refusal_naming_it() {
         .unwrap_err();
     let text = error.to_string();
     assert!(matches!(error, StoreError::Refused(_)), "{text}");
-    assert!(
-        text.contains("the sentinel refused the credentials"),
-        "{text}"
-    );
+    assert!(text.contains("the sentinel refused weir"), "{text}");
 }

@@ -318,11 +318,11 @@ fn a_sentinel_that_refuses_the_credentials_stops_the_start_naming_it() {
     for (sentinel_password, reason) in [
         (
             "  sentinel_password_file: wrong\n",
-            "the sentinel refused the credentials: the password of ACL user default was not accepted",
+            "the sentinel refused weir: the password of ACL user default was not accepted",
         ),
         (
             "",
-            "the sentinel refused the credentials: ACL user default needs a password, and none was given",
+            "the sentinel refused weir: ACL user default needs a password, and none was given",
         ),
     ] {
         let path = config(
@@ -659,4 +659,59 @@ fn check_config_connect_reports_a_redis_that_is_not_there_and_passes_the_memory_
     assert!(
         String::from_utf8_lossy(&checked.stdout).contains("store: memory, nothing to connect to")
     );
+}
+
+#[test]
+fn a_password_of_two_lines_is_refused_and_a_malformed_url_never_shows_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    // A single line end is the file's; a second line would silently become part of
+    // the password, which Redis then refuses with no hint.
+    std::fs::write(dir.path().join("one"), format!("{PASSWORD}\r\n")).unwrap();
+    std::fs::write(dir.path().join("two"), format!("{PASSWORD}\n\n")).unwrap();
+    let url = "  type: redis\n  url: rediss://127.0.0.1:6379\n";
+    let checked = check_config(&config(dir.path(), &format!("{url}  password_file: one\n")));
+    assert!(checked.status.success(), "{checked:?}");
+    let checked = check_config(&config(dir.path(), &format!("{url}  password_file: two\n")));
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success());
+    assert!(
+        said.contains("store.password_file") && said.contains("holds more than one line"),
+        "{said}"
+    );
+    assert_never_said("check-config", &said);
+    let path = config(
+        dir.path(),
+        &format!("{url}  password_env: WEIR_TEST_NEWLINE\n"),
+    );
+    let checked = weir()
+        .args(["check-config"])
+        .arg(&path)
+        .env("WEIR_TEST_NEWLINE", format!("{PASSWORD}\n"))
+        .env(TOKEN_ENV, ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(!checked.status.success());
+    assert!(
+        said.contains("store.password_env") && said.contains("holds a line end"),
+        "{said}"
+    );
+    assert_never_said("check-config", &said);
+    // A user without its password is reported at the user's line.
+    let checked = check_config(&config(dir.path(), &format!("{url}  username: weir\n")));
+    let said = String::from_utf8_lossy(&checked.stderr);
+    assert!(said.contains("weir.yaml:4:"), "{said}");
+    assert!(said.contains("an ACL user needs its password"), "{said}");
+    // Generated passwords hold `/`: unescaped, the URL does not parse, and the error
+    // saying so hides the password anyway.
+    for store in [
+        format!("  type: redis\n  url: redis://weir:{PASSWORD}/x@127.0.0.1:6379\n"),
+        format!("  type: redis\n  url: redis://:{PASSWORD}?x@127.0.0.1:6379\n"),
+        format!("  type: redis_cluster\n  nodes: [redis://:ab/{PASSWORD}@127.0.0.1:1]\n"),
+    ] {
+        let checked = check_config(&config(dir.path(), &store));
+        let said = String::from_utf8_lossy(&checked.stderr);
+        assert!(said.contains("<redacted>"), "{store}: {said}");
+        assert_never_said("check-config", &said);
+    }
 }

@@ -182,18 +182,23 @@ pub fn check_redis_url(url: &str) -> Result<(), String> {
 }
 
 /// `url` with the password of its user information, if any, replaced by
-/// `<redacted>`, for printing.
+/// `<redacted>`, for printing (borrowed when there is none to hide).
+///
+/// The user information ends at the authority's last `@`; in a URL that does not
+/// parse (a password with an unescaped `/` or `?`, as generated ones have), at the
+/// last `@` of all, so such a password is hidden too, with whatever came between.
 pub fn redacted(url: &str) -> std::borrow::Cow<'_, str> {
     let start = url.find("://").map_or(0, |i| i + 3);
-    let authority_end = url[start..]
-        .find(['/', '?'])
-        .map_or(url.len(), |i| start + i);
-    let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i) else {
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@').or_else(|| rest.rfind('@')) else {
         return url.into();
     };
-    match url[start..at].find(':').map(|i| start + i) {
-        Some(colon) => format!("{}:<redacted>{}", &url[..colon], &url[at..]).into(),
-        None => url.into(),
+    match rest[..at].find(':') {
+        Some(colon) if colon + 1 < at => {
+            format!("{}:<redacted>{}", &url[..start + colon], &url[start + at..]).into()
+        }
+        _ => url.into(),
     }
 }
 
@@ -352,7 +357,18 @@ mod tests {
         );
         assert_eq!(redacted("redis://:hunter2@h:1"), "redis://:<redacted>@h:1");
         assert_eq!(redacted("redis://weir@h:1"), "redis://weir@h:1");
-        assert_eq!(redacted("redis://h:1/?a=b@c"), "redis://h:1/?a=b@c");
+        // A password with an unescaped `/` or `?` ends at the last `@` of all; an `@`
+        // in a query, which no password needs, is over-redacted with it.
+        assert_eq!(redacted("redis://:ab/cd@h:1"), "redis://:<redacted>@h:1");
+        assert_eq!(redacted("redis://:ab?cd@h:1"), "redis://:<redacted>@h:1");
+        assert_eq!(
+            redacted("rediss://u:p/q?r@h:1/0"),
+            "rediss://u:<redacted>@h:1/0"
+        );
+        assert_eq!(redacted("redis://u:12/x@h:1"), "redis://u:<redacted>@h:1");
+        assert_eq!(redacted("redis://h:1/?a=b@c"), "redis://h:<redacted>@c");
+        assert_eq!(redacted("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(redacted("redis://weir:@h:1"), "redis://weir:@h:1");
         let target = super::super::RedisTarget::Cluster(vec!["redis://:hunter2@h:1".into()]);
         assert!(!format!("{target:?}").contains("hunter2"));
         let target = super::super::RedisTarget::Sentinel {

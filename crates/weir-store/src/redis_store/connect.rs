@@ -134,8 +134,9 @@ pub(super) async fn open(
 
 impl RedisStore {
     /// Whether Redis lets weir in: one connection opened, weir's Lua prepared and one
-    /// check previewed (it writes nothing) on a key of weir's own, all within the
-    /// first connection's time, then dropped. Fails with [`StoreError::Refused`] only,
+    /// check previewed (it writes nothing) on a key of weir's own (the connection
+    /// within the first connection's time, each step after it within the store's
+    /// `timeout`), then dropped. Fails with [`StoreError::Refused`] only,
     /// when Redis refused weir (a certificate that does not verify, credentials it
     /// rejects, an ACL user that may not run what a check runs), which waiting does
     /// not mend; a Redis that cannot be reached is an outage, for the health loop of
@@ -165,8 +166,11 @@ impl RedisStore {
         // A server that wants a password weir was not given answers `NOAUTH` to a
         // `PING`; asked first, as Redis 7 closes the connection of a client not yet
         // logged in on a command as long as weir's library (a bare "broken pipe").
-        // One that does not answer it in time will not answer the rest either.
-        if let Err(error) = store.query(&redis::cmd("PING")).await?
+        // Not on a cluster: opening it sent `CLUSTER SLOTS`, which answered `NOAUTH`
+        // already, and a `PING` there waits for every primary. A `PING` not answered
+        // in time leaves the verdict to the preview below.
+        if !matches!(config.target, RedisTarget::Cluster(_))
+            && let Ok(Err(error)) = store.query(&redis::cmd("PING")).await
             && let Some(reason) = access::refusal(&error, &user)
         {
             return Err(StoreError::Refused(reason));

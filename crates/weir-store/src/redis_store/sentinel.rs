@@ -110,7 +110,7 @@ async fn ask(
     let user = access::user(access, sentinel);
     let failed = |error: redis::RedisError| match access::refusal(&error, &user) {
         Some(reason) if reason.starts_with("TLS") => Failure::Refused(reason),
-        Some(reason) => Failure::Refused(format!("the sentinel refused the credentials: {reason}")),
+        Some(reason) => Failure::Refused(format!("the sentinel refused weir: {reason}")),
         None => Failure::Down(error.to_string()),
     };
     let (client, pinned) = access::single_client(sentinel, access).map_err(failed)?;

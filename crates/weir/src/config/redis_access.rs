@@ -138,29 +138,23 @@ pub(super) fn credentials(
                 format!("{user_field} must be a non-empty ACL user name without spaces"),
             ));
         }
+        Some(name) if password.is_none() => {
+            return Err(errors.at(
+                name.referenced,
+                format!("store.{user_field}"),
+                format!("an ACL user needs its password: set `{file_field}` or `{env_field}`"),
+            ));
+        }
         Some(name) => Some(name.value),
         None => None,
     };
-    if username.is_some() && password.is_none() {
-        return Err(errors.at(
-            Location::UNKNOWN,
-            format!("store.{user_field}"),
-            format!("an ACL user needs its password: set `{file_field}` or `{env_field}`"),
-        ));
-    }
     Ok(Credentials { username, password })
 }
 
 /// Whether `url` has a password in its user information (`redis://:pw@host`,
-/// `redis://user:pw@host`).
+/// `redis://user:pw@host`): what printing it would hide.
 fn url_has_password(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
-        userinfo
-            .split_once(':')
-            .is_some_and(|(_, pw)| !pw.is_empty())
-    })
+    matches!(weir_store::redacted(url), std::borrow::Cow::Owned(_))
 }
 
 fn password_from_file(
@@ -187,6 +181,16 @@ fn password_from_file(
             format!("`{}` is empty", errors.resolve(&file.value).display()),
         ));
     }
+    if password.contains(['\r', '\n']) {
+        return Err(errors.at(
+            file.referenced,
+            field,
+            format!(
+                "`{}` holds more than one line: a password is one line (a single line end after it is allowed)",
+                errors.resolve(&file.value).display()
+            ),
+        ));
+    }
     Ok(Secret::new(password))
 }
 
@@ -197,6 +201,14 @@ fn password_from_env(
 ) -> Result<Secret, ConfigError> {
     let field = format!("store.{field}");
     match std::env::var(&env.value) {
+        Ok(password) if password.contains(['\r', '\n']) => Err(errors.at(
+            env.referenced,
+            field,
+            format!(
+                "the environment variable `{}` holds a line end: a password is one line (was it made from a file ending in a newline?)",
+                env.value
+            ),
+        )),
         Ok(password) if !password.is_empty() => Ok(Secret::new(password)),
         Ok(_) => Err(errors.at(
             env.referenced,
