@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::http::uri::{self, PathAndQuery};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, Version, header};
 use axum::response::{IntoResponse, Response};
 
@@ -39,14 +40,20 @@ pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         return;
     }
     // Headers the Connection header names are hop-by-hop too (those not already
-    // listed: usually none, so nothing is allocated).
+    // listed: usually none, so nothing is allocated; a listed one, `keep-alive` most
+    // often, is told by its text, not parsed into a name of its own).
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .filter(|name| !HOP_BY_HOP.contains(name))
+        .map(str::trim)
+        .filter(|name| {
+            !HOP_BY_HOP
+                .iter()
+                .any(|hop| hop.as_str().eq_ignore_ascii_case(name))
+        })
+        .filter_map(|name| HeaderName::try_from(name).ok())
         .collect();
     let listed = HOP_BY_HOP
         .iter()
@@ -114,6 +121,18 @@ fn duration_ns(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// The target of `uri` in origin form (its path and query, else `/`): what the upstream
+/// is sent. Moved out of the request's target, not written out and parsed again.
+pub(super) fn origin_form(uri: Uri) -> Option<Uri> {
+    let mut origin = uri::Parts::default();
+    origin.path_and_query = Some(
+        uri.into_parts()
+            .path_and_query
+            .unwrap_or_else(|| PathAndQuery::from_static("/")),
+    );
+    Uri::from_parts(origin).ok()
+}
+
 /// Sends the request to the upstream and returns its answer, or `Err` with weir's own
 /// answer when the upstream gave none (a 502 or 504 problem, or a 400 for a target
 /// that cannot be forwarded).
@@ -126,10 +145,9 @@ pub(super) async fn forward(
     let (mut parts, body) = request.into_parts();
     // Origin form (`/path?query`) on the connection to the upstream; the client's Host
     // is kept, or the upstream's given when the client sent none.
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    parts.uri = match path.parse::<Uri>() {
-        Ok(uri) => uri,
-        Err(_) => {
+    parts.uri = match origin_form(std::mem::take(&mut parts.uri)) {
+        Some(uri) => uri,
+        None => {
             return Err(
                 Problem::invalid_request("the request target cannot be forwarded").into_response(),
             );
