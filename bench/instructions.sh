@@ -21,6 +21,9 @@
 # differ by a few million instructions: use 8,000 requests or more (the default) so
 # that this stays under 1%. Needs valgrind (and nginx for the gateway or the peer, h2load
 # for grpc).
+# With AB_PROFILE=DIR, both runs' callgrind outputs are kept there (A-8000.out,
+# A-16000.out, ...) for bench/per_function.sh, which splits a request's instructions by
+# function.
 side_path() { [[ $1 == nginx ]] && echo nginx || realpath "$1" 2>/dev/null || true; }
 a=$(side_path "${1:-}"); b=$(side_path "${2:-}")
 runnable() { [[ $1 == nginx || -x $1 ]]; }
@@ -136,6 +139,7 @@ count() {
   fi
   client "$address" "$2"
   kill -TERM "$pid"; wait "$pid" || true
+  [[ -z ${AB_PROFILE:-} ]] || cp "$out" "$AB_PROFILE/$side-$2.out"
   awk '/^summary:/ {print $2}' "$out"
 }
 

@@ -6,6 +6,8 @@
 //! input is a problem+json 400, an unknown rule 404, an oversized body 413, and a store
 //! that cannot decide 503 (never a denial).
 
+use std::borrow::Cow;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -25,16 +27,19 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 /// The longest key accepted, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
-/// One check: spend `cost` units of `key`'s budget under `rule`.
+/// One check: spend `cost` units of `key`'s budget under `rule`. The strings are
+/// borrowed from the body unless JSON escapes in them must be undone: no copy per check.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CheckRequest {
+pub(crate) struct CheckRequest<'b> {
     /// The rule's name, as in the configuration.
     #[schema(example = "api", pattern = "^[A-Za-z0-9_.-]{1,64}$")]
-    rule: String,
+    #[serde(borrow)]
+    rule: Cow<'b, str>,
     /// Whose budget: any identity of at most 1024 bytes, compared byte for byte.
     #[schema(example = "user-42", min_length = 1, max_length = 1024)]
-    key: String,
+    #[serde(borrow)]
+    key: Cow<'b, str>,
     /// The units this request spends (default 1); 0 reads the state without spending.
     #[serde(default = "one")]
     #[schema(default = 1, minimum = 0)]
@@ -121,8 +126,11 @@ pub(super) async fn check(State(engine): State<Reloadable<Engine>>, body: Body) 
 }
 
 /// The check asked for, and its rule.
-fn read<'e>(engine: &'e Engine, bytes: &[u8]) -> Result<(&'e NamedPolicy, CheckRequest), Problem> {
-    let request: CheckRequest =
+fn read<'e, 'b>(
+    engine: &'e Engine,
+    bytes: &'b [u8],
+) -> Result<(&'e NamedPolicy, CheckRequest<'b>), Problem> {
+    let request: CheckRequest<'_> =
         json::read(bytes, "a check", r#"{"rule": "api", "key": "user-42"}"#)?;
     if request.key.is_empty() {
         return Err(Problem::invalid_request("`key` must not be empty"));

@@ -2,14 +2,14 @@
 //! be, and what the body should look like, never serde's own ("expected ident at line
 //! 1 column 2", "invalid type: floating point `1.5`, expected u64").
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use super::Problem;
 
 /// `bytes` read as a `T`, or a 400 saying what is wrong. `what` names the request (`a
 /// check`), `example` shows a good body.
-pub(crate) fn read<T: DeserializeOwned>(
-    bytes: &[u8],
+pub(crate) fn read<'b, T: Deserialize<'b>>(
+    bytes: &'b [u8],
     what: &str,
     example: &str,
 ) -> Result<T, Problem> {
@@ -21,6 +21,15 @@ pub(crate) fn read<T: DeserializeOwned>(
             "the body of {what} must be a JSON object, like {example}"
         )));
     }
+    // Read plainly first: tracking the path to a field costs as much again as the
+    // reading, and only an error needs it.
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    if let Ok(value) = T::deserialize(&mut reader)
+        && reader.end().is_ok()
+    {
+        return Ok(value);
+    }
+    // The same reading again, for the field at fault.
     let mut reader = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut reader).map_err(|error| {
         let field = error.path().to_string();

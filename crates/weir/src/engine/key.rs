@@ -156,6 +156,8 @@ pub(crate) fn single_identity_key(name: &str, value: &str) -> String {
 /// Appends `name=value` to a key, `&`-separated, with `%` and `&` in the value escaped,
 /// so that different lists of identities never make the same key.
 pub(super) fn push_tagged(key: &mut String, name: &str, value: &str) {
+    // Room for the pair at once (escapes aside), not grown piece by piece.
+    key.reserve(name.len() + value.len() + 2);
     if !key.is_empty() {
         key.push('&');
     }

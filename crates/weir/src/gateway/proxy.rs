@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::http::uri::{self, PathAndQuery};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Uri, Version, header};
 use axum::response::{IntoResponse, Response};
 
@@ -27,26 +28,48 @@ static HOP_BY_HOP: [HeaderName; 7] = [
     header::UPGRADE,
 ];
 
+/// The place of `name` in [`HOP_BY_HOP`]. Told by its text: a `match` is a length test
+/// for most names, where comparing a name with each of the seven costs several times
+/// more, on every message both ways.
+fn hop_by_hop(name: &HeaderName) -> Option<usize> {
+    Some(match name.as_str() {
+        "connection" => 0,
+        "keep-alive" => 1,
+        "proxy-authenticate" => 2,
+        "proxy-authorization" => 3,
+        "te" => 4,
+        "transfer-encoding" => 5,
+        "upgrade" => 6,
+        _ => return None,
+    })
+}
+
 pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none, the others one or two (`Connection`): one pass over the
     // names, without hashing or allocating, finds which (a bit each), and only those
     // are removed.
     let present = headers
         .keys()
-        .filter_map(|name| HOP_BY_HOP.iter().position(|hop| hop == name))
+        .filter_map(hop_by_hop)
         .fold(0u8, |present, i| present | 1 << i);
     if present == 0 {
         return;
     }
     // Headers the Connection header names are hop-by-hop too (those not already
-    // listed: usually none, so nothing is allocated).
+    // listed: usually none, so nothing is allocated; a listed one, `keep-alive` most
+    // often, is told by its text, not parsed into a name of its own).
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .filter(|name| !HOP_BY_HOP.contains(name))
+        .map(str::trim)
+        .filter(|name| {
+            !HOP_BY_HOP
+                .iter()
+                .any(|hop| hop.as_str().eq_ignore_ascii_case(name))
+        })
+        .filter_map(|name| HeaderName::try_from(name).ok())
         .collect();
     let listed = HOP_BY_HOP
         .iter()
@@ -114,6 +137,18 @@ fn duration_ns(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// The target of `uri` in origin form (its path and query, else `/`): what the upstream
+/// is sent. Moved out of the request's target, not written out and parsed again.
+pub(super) fn origin_form(uri: Uri) -> Option<Uri> {
+    let mut origin = uri::Parts::default();
+    origin.path_and_query = Some(
+        uri.into_parts()
+            .path_and_query
+            .unwrap_or_else(|| PathAndQuery::from_static("/")),
+    );
+    Uri::from_parts(origin).ok()
+}
+
 /// Sends the request to the upstream and returns its answer, or `Err` with weir's own
 /// answer when the upstream gave none (a 502 or 504 problem, or a 400 for a target
 /// that cannot be forwarded).
@@ -126,10 +161,9 @@ pub(super) async fn forward(
     let (mut parts, body) = request.into_parts();
     // Origin form (`/path?query`) on the connection to the upstream; the client's Host
     // is kept, or the upstream's given when the client sent none.
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    parts.uri = match path.parse::<Uri>() {
-        Ok(uri) => uri,
-        Err(_) => {
+    parts.uri = match origin_form(std::mem::take(&mut parts.uri)) {
+        Some(uri) => uri,
+        None => {
             return Err(
                 Problem::invalid_request("the request target cannot be forwarded").into_response(),
             );
@@ -187,6 +221,15 @@ mod tests {
             map.append(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn each_hop_by_hop_name_is_told_by_its_place() {
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop(name), Some(i), "{name}");
+        }
+        assert_eq!(hop_by_hop(&header::HOST), None);
+        assert_eq!(hop_by_hop(&HeaderName::from_static("keep-alive-x")), None);
     }
 
     #[test]

@@ -17,14 +17,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, Request, StatusCode, Uri, Version, header};
+use axum::http::{HeaderValue, Method, Request, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::pool::UpstreamPool;
-use super::proxy::{FailureLog, strip_hop_by_hop};
+use super::proxy::{FailureLog, origin_form, strip_hop_by_hop};
 use crate::config::Upstream;
 use crate::edge::Problem;
 use crate::engine::HeldSlots;
@@ -61,8 +61,7 @@ pub(super) async fn forward(
 ) -> Response {
     let client = hyper::upgrade::on(&mut request);
     let (mut parts, body) = request.into_parts();
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let Ok(uri) = path.parse::<Uri>() else {
+    let Some(uri) = origin_form(std::mem::take(&mut parts.uri)) else {
         let answer =
             Problem::invalid_request("the request target cannot be forwarded").into_response();
         return unsettled.finish(Err(answer)).await;

@@ -70,7 +70,7 @@ impl Engine {
                     .zip(&addresses)
                     .map(|(&(k, v), keyed)| (k, keyed.as_deref().unwrap_or(v)))
                     .collect();
-                key::stored_form(&identity(ask.domain, &entries, shared)).into_owned()
+                key::stored(identity(ask.domain, &entries, shared))
             })
             .collect()
     }

@@ -119,38 +119,27 @@ fn split(text: &str, at: char) -> Result<Vec<String>, String> {
 }
 
 impl Engine {
-    /// Each limit with the override in force for its key, if its name has one (not a
+    /// Puts in each limit's place the override in force for its key, if its name has one (not a
     /// rule's name: a rule's overrides are its own; not a leased limit, whose
     /// leases are planned for its own limit).
-    pub(super) fn descriptor_overrides<'l>(
-        &self,
-        applied: Vec<Applied<'l>>,
-        keys: &[String],
-    ) -> Vec<Applied<'l>> {
-        applied
-            .into_iter()
-            .zip(keys)
-            .map(|(limit, key)| {
-                let Some(l) = limit.as_deref() else {
-                    return limit;
-                };
-                let (Some(name), Quota::Counted(base)) = (&l.name, l.quota) else {
-                    return limit;
-                };
-                if l.lease.is_some() || self.rule(name).is_some() {
-                    return limit;
-                }
-                match self.overrides.policy(name, key, &base) {
-                    Some(policy) => {
-                        let mut owned = l.clone();
-                        owned.quota = Quota::Counted(policy);
-                        owned.requests_per_unit = u32::try_from(policy.limit()).unwrap_or(u32::MAX);
-                        Some(Cow::Owned(owned))
-                    }
-                    None => limit,
-                }
-            })
-            .collect()
+    pub(super) fn descriptor_overrides(&self, applied: &mut [Applied<'_>], keys: &[String]) {
+        for (limit, key) in applied.iter_mut().zip(keys) {
+            let Some(l) = limit.as_deref() else {
+                continue;
+            };
+            let (Some(name), Quota::Counted(base)) = (&l.name, l.quota) else {
+                continue;
+            };
+            if l.lease.is_some() || self.rule(name).is_some() {
+                continue;
+            }
+            if let Some(policy) = self.overrides.policy(name, key, &base) {
+                let mut owned = l.clone();
+                owned.quota = Quota::Counted(policy);
+                owned.requests_per_unit = u32::try_from(policy.limit()).unwrap_or(u32::MAX);
+                *limit = Some(Cow::Owned(owned));
+            }
+        }
     }
 }
 

@@ -50,7 +50,7 @@ impl Engine {
         }
         // An allowed caller: counted, reported, never over (nor banned).
         let allowed = listed == Listed::Allowed;
-        let (applied, shared) = applied(limits, ask);
+        let (mut applied, shared) = applied(limits, ask);
         // A key only for the descriptors that can be over their limit.
         let keys: Vec<String> = ask
             .descriptors
@@ -60,14 +60,14 @@ impl Engine {
             .map(
                 |((d, limit), shared)| match limit.as_deref().map(|l| l.quota) {
                     Some(Quota::Counted(_) | Quota::Zero) => {
-                        key::stored_form(&identity(ask.domain, &d.entries, shared)).into_owned()
+                        key::stored(identity(ask.domain, &d.entries, shared))
                     }
                     _ => String::new(),
                 },
             )
             .collect();
         // A named limit's override for the descriptor's key (`weir override set`).
-        let applied = self.descriptor_overrides(applied, &keys);
+        self.descriptor_overrides(&mut applied, &keys);
         // The descriptors banned (`x-weir: { on_limited }`): over, charging nothing.
         let ban_keys = self.ban_keys(limits, ask, &applied, &shared);
         let banned = match self
@@ -480,12 +480,15 @@ pub(super) fn identity(domain: &str, entries: &[(&str, &str)], shared: &[(usize,
 }
 
 fn escape(out: &mut String, text: &str) {
-    for c in text.chars() {
-        if matches!(c, '\\' | '|' | '=') {
-            out.push('\\');
-        }
-        out.push(c);
+    // Run by run between the characters escaped (usually none): not char by char.
+    let mut rest = text;
+    while let Some(at) = rest.find(['\\', '|', '=']) {
+        out.push_str(&rest[..at]);
+        out.push('\\');
+        out.push_str(&rest[at..=at]);
+        rest = &rest[at + 1..];
     }
+    out.push_str(rest);
 }
 
 #[cfg(test)]
