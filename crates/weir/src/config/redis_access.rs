@@ -152,9 +152,16 @@ pub(super) fn credentials(
 }
 
 /// Whether `url` has a password in its user information (`redis://:pw@host`,
-/// `redis://user:pw@host`): what printing it would hide.
+/// `redis://user:pw@host`). (A URL whose password has an unescaped `/` or `?` does
+/// not parse, and is refused, its password hidden, before any warning.)
 fn url_has_password(url: &str) -> bool {
-    matches!(weir_store::redacted(url), std::borrow::Cow::Owned(_))
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority.rsplit_once('@').is_some_and(|(userinfo, _)| {
+        userinfo
+            .split_once(':')
+            .is_some_and(|(_, pw)| !pw.is_empty())
+    })
 }
 
 fn password_from_file(
