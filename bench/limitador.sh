@@ -214,7 +214,128 @@ domains=(one three one_over three_over)
 [[ -n ${ALLOWED_ONLY:-} ]] && domains=(one three)
 results=$dir/results
 : > "$results"
+
+# ENVOY=W: behind a real Envoy instead ($WEIR_ENVOY, else Envoy's wheel at
+# target/envoy-venv/bin/envoy) with W worker threads (each holds one HTTP/2 connection
+# to the server), its rate limit filter asking for the domain of the listener (one
+# listener per domain, the descriptors' values from the header x-key) before a
+# listener of its own that answers 200. wrk (2 threads, 64 connections, each waiting
+# PACE_MS, default 10, between requests, x-key: user-1) drives Envoy; per row: the
+# rate, wrk's p50/p99 through Envoy, and the server's CPU per call.
+envoy_config() { # the server's gRPC port
+  local domain n i app=$(free_port)
+  echo "static_resources:"
+  echo "  listeners:"
+  for domain in "${domains[@]}"; do
+    n=1; [[ $domain == three* ]] && n=3
+    cat <<YAML
+    - name: $domain
+      address: { socket_address: { address: 127.0.0.1, port_value: ${port_of[$domain]} } }
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                stat_prefix: $domain
+                route_config:
+                  virtual_hosts: [ { name: all, domains: ["*"], routes: [ { match: { prefix: "/" }, route: { cluster: app } } ] } ]
+                http_filters:
+                  - name: envoy.filters.http.ratelimit
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+                      domain: $domain
+                      failure_mode_deny: true
+                      timeout: 1s
+                      rate_limit_service:
+                        transport_api_version: V3
+                        grpc_service: { envoy_grpc: { cluster_name: rls } }
+                      rate_limits:
+YAML
+    for ((i = 0; i < n; i++)); do
+      echo "                        - actions: [ { request_headers: { header_name: x-key, descriptor_key: d$i } } ]"
+    done
+    cat <<YAML
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+YAML
+  done
+  cat <<YAML
+    - name: app
+      address: { socket_address: { address: 127.0.0.1, port_value: $app } }
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                stat_prefix: app
+                route_config:
+                  virtual_hosts: [ { name: all, domains: ["*"], routes: [ { match: { prefix: "/" }, direct_response: { status: 200, body: { inline_string: "ok" } } } ] } ]
+                http_filters:
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+    - name: rls
+      type: STATIC
+      connect_timeout: 1s
+      typed_extension_protocol_options:
+        envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+          "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+          explicit_http_config: { http2_protocol_options: {} }
+      load_assignment:
+        cluster_name: rls
+        endpoints: [ { lb_endpoints: [ { endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: $1 } } } } ] } ]
+    - name: app
+      type: STATIC
+      connect_timeout: 1s
+      load_assignment:
+        cluster_name: app
+        endpoints: [ { lb_endpoints: [ { endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: $app } } } } ] } ]
+YAML
+}
+if [[ -n ${ENVOY:-} ]]; then
+  envoy=${WEIR_ENVOY:-/work/main/target/envoy-venv/bin/envoy}
+  [[ -x $envoy ]] || envoy=target/envoy-venv/bin/envoy
+  pace=${PACE_MS:-10}
+  declare -A port_of
+  for domain in "${domains[@]}"; do port_of[$domain]=$(free_port); done
+  echo "Envoy ($envoy) with $ENVOY workers; wrk -t2 -c64, each connection waiting $pace ms between requests"
+  for ((round = 1; round <= rounds; round++)); do
+    order=(weir limitador); ((round % 2)) || order=(limitador weir)
+    for store in memory redis; do
+      for server in "${order[@]}"; do
+        start "$server" "$store"
+        envoy_config "${grpc##*:}" > "$dir/envoy.yaml"
+        "$envoy" -c "$dir/envoy.yaml" --concurrency "$ENVOY" --base-id "${port_of[one]}" -l error > "$dir/envoy.log" 2>&1 &
+        envoy_pid=$!
+        pids+=("$envoy_pid")
+        until curl -sf -o /dev/null -H 'x-key: warm' "http://127.0.0.1:${port_of[one]}/"; do
+          kill -0 "$envoy_pid" 2>/dev/null || { cat "$dir/envoy.log" >&2; exit 1; }
+          sleep 0.1
+        done
+        for domain in "${domains[@]}"; do
+          url="http://127.0.0.1:${port_of[$domain]}/"
+          WRK_DELAY_MS=$pace wrk -t2 -c64 -d1s -H 'x-key: user-1' -s bench/paced.lua "$url" > /dev/null
+          w0=$(cpu "$pid")
+          out=$(WRK_DELAY_MS=$pace wrk -t2 -c64 -d"${secs}s" --latency -H 'x-key: user-1' -s bench/paced.lua "$url")
+          w1=$(cpu "$pid")
+          requests=$(echo "$out" | sed -n 's/^ *\([0-9]*\) requests in.*/\1/p')
+          non2xx=$(echo "$out" | sed -n 's/^ *Non-2xx or 3xx responses: *//p')
+          ms() { awk -v p="$1" '$1 == p {v = $2; if (v ~ /us$/) v = v / 1000; else if (v ~ /ms$/) v = v + 0; else if (v ~ /s$/) v = v * 1000; print v}'; }
+          row="$((requests / secs)) $(echo "$out" | ms 50%) $(echo "$out" | ms 99%) $(python3 -c "print(f'{($w1 - $w0) / 100 / $requests * 1e6:.2f}')") 0"
+          echo "round $round $store $domain envoy$ENVOY $server $row (non-2xx: ${non2xx:-0})"
+          echo "round $round $store $domain envoy$ENVOY $server $row" >> "$results"
+        done
+        kill "$envoy_pid"; wait "$envoy_pid" 2>/dev/null || true
+        stop
+      done
+    done
+  done
+fi
+
 for ((round = 1; round <= rounds; round++)); do
+  [[ -z ${ENVOY:-} ]] || break
   order=(weir limitador); ((round % 2)) || order=(limitador weir)
   for store in memory redis; do
     for server in "${order[@]}"; do
@@ -258,5 +379,6 @@ for (store, domain, shape), rounds in rows.items():
     w = med([r["weir"][3] for r in rs]); l = med([r["limitador"][3] for r in rs])
     n = "1" if domain.startswith("one") else "3"
     limit = "over" if domain.endswith("_over") else "allowed"
-    print(f"| {store} | {n}, {limit} | {shape.replace('x', ' x ')} | {fmt(ratio(0))} | {fmt(ratio(1))} | {fmt(ratio(2))} | {fmt(ratio(3, True))} | {w:.1f} / {l:.1f} |")
+    shape = f"Envoy, {shape[5:]} workers" if shape.startswith("envoy") else shape.replace("x", " x ")
+    print(f"| {store} | {n}, {limit} | {shape} | {fmt(ratio(0))} | {fmt(ratio(1))} | {fmt(ratio(2))} | {fmt(ratio(3, True))} | {w:.1f} / {l:.1f} |")
 PY
