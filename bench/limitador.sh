@@ -11,8 +11,10 @@
 # (`over`: 1,000 a minute, so after the first 1,000 calls of a run nearly every call is
 # answered OVER_LIMIT). Both servers are given the same limits on the same
 # descriptors: weir an envoyproxy/ratelimit configuration (domains `one`, `three`,
-# `one_over`, `three_over`), Limitador the same namespaces with a limit per
-# descriptor whose variable is that descriptor's entry (`descriptors[i].di`).
+# `one_over`, `three_over`) with `all_or_nothing: true` (Limitador's semantics: a call
+# over one limit consumes nothing from the others), Limitador the same namespaces with
+# a limit per descriptor whose variable is that descriptor's entry (`descriptors[i].di`).
+# ALLOWED_ONLY=1 leaves out the `over` rows.
 # Per row and round: calls/s and p50/p99 from h2load (its --log-file, every call), the
 # server's CPU (utime + stime from /proc/PID/stat, before and after) per call, and on
 # Redis redis-server's CPU per call; then the ratios weir/Limitador of the round, and
@@ -25,7 +27,8 @@
 # LIMITADOR_SRC (a checkout of Kuadrant/limitador) when the binary is missing:
 #   CARGO_TARGET_DIR=/work/limitador-target cargo build --release -j 1 -p limitador-server
 # (needs protoc and clang: Debian's protobuf-compiler and clang). Everything listens on
-# loopback only.
+# loopback only. Two other modes, described where they run: COUNT=N (instructions per
+# call under callgrind, by crate) and ENVOY=W (both behind a real Envoy).
 build_limitador=${no_build:-yes}
 # A weir given is used as it is; else this checkout's, built by common.sh.
 if [[ -n ${WEIR:-} ]]; then WEIR=$(realpath "$WEIR"); no_build=1; else WEIR=./target/dist/weir; fi
