@@ -170,6 +170,7 @@ measure() {
   h2load -c "$2" -m "$3" -D 1 -d "$dir/$1.call" -H 'content-type: application/grpc' -H 'te: trailers' \
     "http://$grpc$path" > /dev/null
   w0=$(cpu "$pid"); [[ -z $redis_pid ]] || r0=$(cpu "$redis_pid")
+  rm -f "$dir/log"  # h2load appends to its log file
   out=$(h2load -c "$2" -m "$3" -D "$secs" --log-file="$dir/log" -d "$dir/$1.call" \
     -H 'content-type: application/grpc' -H 'te: trailers' "http://$grpc$path")
   w1=$(cpu "$pid"); [[ -z $redis_pid ]] || r1=$(cpu "$redis_pid")
