@@ -18,7 +18,7 @@ use weir_store::{
     RedisTarget, Settled, Store, StoreError,
 };
 use weir_testkit::{
-    RedisCluster, RedisServer, calendar_sequences, conformance_sequences, decisions_in_micros,
+    RedisCluster, RedisServer, acl, calendar_sequences, conformance_sequences, decisions_in_micros,
 };
 
 /// 2026-11-30 10:00:00 UTC, in nanoseconds (whole microseconds).
@@ -1073,28 +1073,14 @@ async fn a_settlement_sent_twice_is_written_once() {
     }
 }
 
-/// The commands of the minimal ACL for script mode (the guide's: Functions denied).
-const SCRIPT_MODE: [&str; 19] = [
-    "+evalsha",
-    "+eval",
-    "+incrby",
-    "+pexpire",
-    "+del",
-    "+ping",
-    "+get",
-    "+set",
-    "+getrange",
-    "+setrange",
-    "+hgetall",
-    "+hset",
-    "+hdel",
-    "+time",
-    "+info",
-    "+role",
-    "+cluster|slots",
-    "+cluster|info",
-    "+asking",
-];
+/// The commands of the minimal ACL for script mode: the guide's Functions list
+/// ([`acl::COMMANDS`]) without `FCALL` and `FUNCTION LOAD`, as its Scripts line is.
+fn script_mode() -> Vec<&'static str> {
+    acl::COMMANDS
+        .into_iter()
+        .filter(|c| !matches!(*c, "+fcall" | "+function|load"))
+        .collect()
+}
 
 /// Makes ACL user `weir` (password `secret`, keys `weir:*`) allowed exactly
 /// `commands`; its URL.
@@ -1110,7 +1096,7 @@ fn acl_user(server: &RedisServer, commands: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_user_denied_functions_checks_by_script() {
     let server = RedisServer::start();
-    let url = acl_user(&server, &SCRIPT_MODE);
+    let url = acl_user(&server, &script_mode());
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
     let cfg = config(RedisTarget::Single(url), "acl", RedisClock::Server);
     RedisStore::admitted(&cfg, clock.clone()).await.unwrap();
@@ -1133,9 +1119,8 @@ async fn a_redis_user_lacking_a_command_weir_needs_is_refused_at_admission_namin
     let server = RedisServer::start();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(START));
     for (missing, named) in [("+get", "GET"), ("+evalsha", "'evalsha'")] {
-        let commands: Vec<&str> = SCRIPT_MODE
-            .iter()
-            .copied()
+        let commands: Vec<&str> = script_mode()
+            .into_iter()
             .filter(|c| *c != missing)
             .collect();
         let url = acl_user(&server, &commands);
