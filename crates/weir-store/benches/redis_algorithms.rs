@@ -34,7 +34,7 @@
 #[path = "measure/mod.rs"]
 mod measure;
 
-use measure::{load_average, median, pin_apart};
+use measure::median;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -279,18 +279,7 @@ fn clock_now(clock: &ManualClock) -> u64 {
 
 fn main() {
     let server = RedisServer::start();
-    let pinned = pin_apart(server.pid().expect("redis-server is running"));
-    println!(
-        "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
-        if pinned { "pinned" } else { "not pinned" },
-        load_average()
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(run(&server));
-    println!("load average after: {}", load_average());
+    measure::run_pinned(server.pid().expect("redis-server is running"), run(&server));
 }
 
 async fn run(server: &RedisServer) {

@@ -38,7 +38,7 @@
 #[path = "measure/mod.rs"]
 mod measure;
 
-use measure::{cpu_ns, load_average, median, pin_apart};
+use measure::{cpu_ns, median};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -342,19 +342,8 @@ async fn round(client: &Arc<Client>, server: &RedisServer, workload: Workload) -
 
 fn main() {
     let server = RedisServer::start();
-    let pinned = pin_apart(server.pid().expect("redis-server is running"));
-    println!(
-        "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
-        if pinned { "pinned" } else { "not pinned" },
-        load_average()
-    );
-    // One thread: the client stays on its CPU, and tasks share one connection each way.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(run(server));
-    println!("load average after: {}", load_average());
+    let pid = server.pid().expect("redis-server is running");
+    measure::run_pinned(pid, run(server));
 }
 
 async fn run(server: RedisServer) {

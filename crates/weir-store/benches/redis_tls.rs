@@ -23,7 +23,7 @@
 #[path = "measure/mod.rs"]
 mod measure;
 
-use measure::{cpu_ns, load_average, median, pin_apart};
+use measure::{cpu_ns, median};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,18 +92,10 @@ fn main() {
         mutual: false,
     };
     let server = RedisServer::start_tls(&setup, &[]);
-    let pinned = pin_apart(server.pid().expect("redis-server is running"));
-    println!(
-        "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
-        if pinned { "pinned" } else { "not pinned" },
-        load_average()
+    measure::run_pinned(
+        server.pid().expect("redis-server is running"),
+        run(&server, &certs),
     );
-    // One thread: the client stays on its CPU.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(run(&server, &certs));
 }
 
 async fn run(server: &RedisServer, certs: &TestCerts) {
@@ -176,5 +168,4 @@ async fn run(server: &RedisServer, certs: &TestCerts) {
         ratio(|s| s.client_cpu_us),
         ratio(|s| s.checks_per_s)
     );
-    println!("load average after: {}", load_average());
 }

@@ -22,6 +22,24 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// Runs `benchmark` on one thread (so the client stays on its CPU) beside the
+/// redis-server of `pid`, pinned apart where the machine allows, saying so and the
+/// machine's load before and after.
+pub(crate) fn run_pinned(pid: u32, benchmark: impl std::future::Future<Output = ()>) {
+    let pinned = pin_apart(pid);
+    println!(
+        "redis-server on CPU 0, this client on CPU 1: {}; load average before: {}",
+        if pinned { "pinned" } else { "not pinned" },
+        load_average()
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(benchmark);
+    println!("load average after: {}", load_average());
+}
+
 /// Pins `redis` to CPU 0 and this process to CPU 1, on a machine of two CPUs or more;
 /// says whether it could.
 pub(crate) fn pin_apart(redis: u32) -> bool {
