@@ -224,71 +224,83 @@ async fn a_ban_is_shared_on_redis_listed_and_lifted_by_the_limits_name() {
     }
 }
 
-/// `check-config` on `descriptors` (one file) with `more` after the `envoy` section:
-/// its standard error when it fails.
-fn refused(descriptors: &str, more: &str) -> String {
-    let dir = config_dir(&[("edge.yaml", descriptors.to_owned())], "", more);
-    let out = weir()
+/// `check-config` on `descriptors` (one file), with `envoy` lines and `more` after the
+/// `envoy` section.
+fn check_config(descriptors: &str, envoy: &str, more: &str) -> std::process::Output {
+    let dir = config_dir(&[("edge.yaml", descriptors.to_owned())], envoy, more);
+    weir()
         .arg("check-config")
         .arg("weir.yaml")
         .current_dir(dir.path())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// [`check_config`] with `more`, which must fail: its standard error.
+fn refused(descriptors: &str, more: &str) -> String {
+    let out = check_config(descriptors, "", more);
     assert!(!out.status.success(), "accepted: {descriptors}");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// [`check_config`] with `envoy` lines, which must pass.
+fn accepted(descriptors: &str, envoy: &str) {
+    let out = check_config(descriptors, envoy, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn check_config_refuses_a_ban_that_cannot_be_addressed_or_is_a_weapon() {
-    let unnamed = BANNING.replace("name: per_client, ", "");
-    let error = refused(&unnamed, "");
-    assert!(
-        error.contains(
-            "descriptors[0].rate_limit.name: a descriptor limit with `on_limited` needs a `name`"
-        ),
-        "{error}"
-    );
     // Keyed on what a caller writes (a user header), without the address.
     let weapon = BANNING.replace("key: remote_address", "key: user");
-    let error = refused(&weapon, "");
-    assert!(
-        error.contains("descriptors[0].x-weir.on_limited: a ban on the entries `user` alone"),
-        "{error}"
-    );
-    let status = BANNING.replace("within: 10m", "within: 10m, status: 403");
-    let error = refused(&status, "");
-    assert!(
-        error.contains("descriptors[0].x-weir.on_limited.status:"),
-        "{error}"
-    );
-    let after = BANNING.replace("after: 3", "after: 0");
-    let error = refused(&after, "");
-    assert!(
-        error.contains("descriptors[0].x-weir.on_limited.after: `after` must be between 1 and"),
-        "{error}"
-    );
-    let leased = BANNING.replace("within: 10m }", "within: 10m }\n      lease: auto");
-    let error = refused(&leased, "");
-    assert!(
-        error.contains(
-            "descriptors[0].x-weir.lease: a descriptor with `on_limited` is never leased"
-        ),
-        "{error}"
-    );
     let twice = format!(
         "{BANNING}  - key: remote_address\n    value: 10.0.0.1\n    rate_limit: {{ name: per_client, requests_per_unit: 1, unit: second }}\n    x-weir:\n      on_limited: {{ ban: 1m, after: 1, within: 1m }}\n"
     );
-    let error = refused(&twice, "");
-    assert!(
-        error.contains("descriptors[2].rate_limit.name: two descriptor limits with `on_limited` are named `per_client`"),
-        "{error}"
-    );
     let clash = "rules:\n  - name: per_client\n    match: { path_prefix: / }\n    algorithm: gcra\n    limit: 1\n    period: 1s\n";
-    let error = refused(BANNING, clash);
-    assert!(
-        error.contains("named `per_client`, as a rule is"),
-        "{error}"
-    );
+    for (descriptors, more, expected) in [
+        (
+            BANNING.replace("name: per_client, ", ""),
+            "",
+            "descriptors[0].rate_limit.name: a descriptor limit with `on_limited` needs a `name`",
+        ),
+        (
+            weapon.clone(),
+            "",
+            "descriptors[0].x-weir.on_limited: a ban on the entries `user` alone",
+        ),
+        (
+            BANNING.replace("within: 10m", "within: 10m, status: 403"),
+            "",
+            "descriptors[0].x-weir.on_limited.status:",
+        ),
+        (
+            BANNING.replace("after: 3", "after: 0"),
+            "",
+            "descriptors[0].x-weir.on_limited.after: `after` must be between 1 and",
+        ),
+        (
+            BANNING.replace("within: 10m }", "within: 10m }\n      lease: auto"),
+            "",
+            "descriptors[0].x-weir.lease: a descriptor with `on_limited` is never leased",
+        ),
+        (
+            twice,
+            "",
+            "descriptors[2].rate_limit.name: two descriptor limits with `on_limited` are named `per_client`",
+        ),
+        (
+            BANNING.to_owned(),
+            clash,
+            "named `per_client`, as a rule is",
+        ),
+    ] {
+        let error = refused(&descriptors, more);
+        assert!(error.contains(expected), "{error}");
+    }
     // Under an address entry, a ban on a user's calls is one client's.
     let nested = "domain: edge
 descriptors:
@@ -299,35 +311,9 @@ descriptors:
         x-weir:
           on_limited: { ban: 15m, after: 3, within: 10m }
 ";
-    let dir = config_dir(&[("edge.yaml", nested.to_owned())], "", "");
-    let out = weir()
-        .arg("check-config")
-        .arg("weir.yaml")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    accepted(nested, "");
     // The address under another key, said in `caller`.
-    let dir = config_dir(
-        &[("edge.yaml", weapon.clone())],
-        "  caller:\n    address: user\n",
-        "",
-    );
-    let out = weir()
-        .arg("check-config")
-        .arg("weir.yaml")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    accepted(&weapon, "  caller:\n    address: user\n");
 }
 
 /// Named limits to override: per client and path (2 an hour), per tenant (a shared
