@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Unit;
+use super::{PerDescriptor, Unit};
 
 /// A request: its domain and descriptors.
 #[derive(Debug, Clone)]
@@ -11,14 +11,14 @@ pub(crate) struct EnvoyAsk<'a> {
     /// The configuration domain the descriptors are looked up in.
     pub domain: &'a str,
     /// The descriptors, each decided (and answered) in order.
-    pub descriptors: Vec<DescriptorAsk<'a>>,
+    pub descriptors: PerDescriptor<DescriptorAsk<'a>>,
 }
 
 /// One descriptor of a request.
 #[derive(Debug, Clone)]
 pub(crate) struct DescriptorAsk<'a> {
     /// Its entries, `(key, value)`, in order.
-    pub entries: Vec<(&'a str, &'a str)>,
+    pub entries: PerDescriptor<(&'a str, &'a str)>,
     /// A limit sent with the descriptor (Envoy's `limit` override): used instead of
     /// the configuration's.
     pub limit: Option<(u32, Unit)>,
@@ -34,7 +34,7 @@ pub(crate) struct EnvoyAnswer {
     /// shadow mode is over, and global shadow mode is off.
     pub over_limit: bool,
     /// One status per descriptor, in the request's order.
-    pub statuses: Vec<DescriptorAnswer>,
+    pub statuses: PerDescriptor<DescriptorAnswer>,
 }
 
 /// One descriptor's status.

@@ -18,3 +18,8 @@ pub(crate) use self::ask::{CurrentLimit, DescriptorAnswer, DescriptorAsk, EnvoyA
 pub(crate) use self::limits::{DescriptorLimit, Descriptors, NodeId, Quota, Unit};
 pub(crate) use self::overrides::{descriptor_key, named as named_limit};
 pub(crate) use self::should_rate_limit::RULE as ENVOY_RULE;
+
+/// One value per descriptor of a call (or per entry of a descriptor), kept inline for
+/// the usual few: Envoy's route actions send one to three descriptors of a few entries,
+/// and a call then allocates none of its bookkeeping.
+pub(crate) type PerDescriptor<T> = smallvec::SmallVec<[T; 4]>;
