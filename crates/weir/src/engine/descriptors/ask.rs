@@ -11,7 +11,7 @@ pub(crate) struct EnvoyAsk<'a> {
     /// The configuration domain the descriptors are looked up in.
     pub domain: &'a str,
     /// The descriptors, each decided (and answered) in order.
-    pub descriptors: PerDescriptor<DescriptorAsk<'a>>,
+    pub descriptors: Vec<DescriptorAsk<'a>>,
 }
 
 /// One descriptor of a request.
@@ -34,7 +34,7 @@ pub(crate) struct EnvoyAnswer {
     /// shadow mode is over, and global shadow mode is off.
     pub over_limit: bool,
     /// One status per descriptor, in the request's order.
-    pub statuses: PerDescriptor<DescriptorAnswer>,
+    pub statuses: Vec<DescriptorAnswer>,
 }
 
 /// One descriptor's status.

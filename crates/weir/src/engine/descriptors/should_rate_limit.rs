@@ -122,8 +122,9 @@ impl Engine {
                 }) && over(i, &[])
             });
         // Each descriptor's decisions, one per counted limit (none: not decided).
-        let mut decisions: PerDescriptor<Decided> =
-            std::iter::repeat_with(Decided::new).take(applied.len()).collect();
+        let mut decisions: PerDescriptor<Decided> = std::iter::repeat_with(Decided::new)
+            .take(applied.len())
+            .collect();
         let mut fell_back = false;
         // All-or-nothing binds the enforcing limits together; quota and shadow limits
         // are counted apart, so that they never hold the others back.
@@ -187,7 +188,7 @@ impl Engine {
                 decisions[i].push(decision);
             }
         }
-        let mut statuses: PerDescriptor<DescriptorAnswer> = applied
+        let mut statuses: Vec<DescriptorAnswer> = applied
             .iter()
             .zip(&decisions)
             .zip(&ask.descriptors)
@@ -412,8 +413,8 @@ impl Engine {
 fn applied<'l>(
     limits: &'l Descriptors,
     ask: &EnvoyAsk<'_>,
-) -> (PerDescriptor<Applied<'l>>, PerDescriptor<Shared<'l>>) {
-    let (mut applied, shared): (PerDescriptor<Applied<'l>>, PerDescriptor<Shared<'l>>) = ask
+) -> (Vec<Applied<'l>>, PerDescriptor<Shared<'l>>) {
+    let (mut applied, shared): (Vec<Applied<'l>>, PerDescriptor<Shared<'l>>) = ask
         .descriptors
         .iter()
         .map(|d| match d.limit {
