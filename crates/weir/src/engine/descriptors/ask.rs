@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Unit;
+use super::{PerDescriptor, Unit};
 
 /// A request: its domain and descriptors.
 #[derive(Debug, Clone)]
@@ -18,7 +18,7 @@ pub(crate) struct EnvoyAsk<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct DescriptorAsk<'a> {
     /// Its entries, `(key, value)`, in order.
-    pub entries: Vec<(&'a str, &'a str)>,
+    pub entries: PerDescriptor<(&'a str, &'a str)>,
     /// A limit sent with the descriptor (Envoy's `limit` override): used instead of
     /// the configuration's.
     pub limit: Option<(u32, Unit)>,

@@ -21,7 +21,9 @@ use std::time::Duration;
 use weir_store::{Store, StoreError};
 
 use super::should_rate_limit::identity;
-use super::{CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAsk};
+use super::{
+    CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAsk, PerDescriptor,
+};
 use crate::engine::{Engine, OnLimited, key};
 use crate::request::ip_key;
 
@@ -45,7 +47,7 @@ impl Engine {
         ask: &EnvoyAsk<'_>,
         applied: &[Applied<'_>],
         shared: &[Vec<(usize, &str)>],
-    ) -> Vec<String> {
+    ) -> PerDescriptor<String> {
         let prefix = self.routing.ipv6_prefix;
         ask.descriptors
             .iter()
@@ -86,8 +88,8 @@ impl Engine {
         applied: &[Applied<'_>],
         keys: &[String],
         allowed: bool,
-    ) -> Result<Vec<Option<Duration>>, StoreError> {
-        let mut banned = vec![None; applied.len()];
+    ) -> Result<PerDescriptor<Option<Duration>>, StoreError> {
+        let mut banned: PerDescriptor<Option<Duration>> = smallvec::smallvec![None; applied.len()];
         if allowed {
             return Ok(banned);
         }

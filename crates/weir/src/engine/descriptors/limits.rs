@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use compact_str::CompactString;
 use weir_core::{Algorithm, Policy};
 use weir_store::LeasePlan;
 
@@ -359,7 +360,8 @@ impl Descriptors {
         let last = entries.len().checked_sub(1)?;
         let mut found = None;
         let mut shared = Vec::new();
-        let mut composite = String::new();
+        // Inline up to 24 bytes: a usual entry's `key_value` costs no allocation.
+        let mut composite = CompactString::default();
         for (i, (key, value)) in entries.enumerate() {
             let node = &self.nodes[at];
             composite.clear();
@@ -367,7 +369,7 @@ impl Descriptors {
             composite.push_str(key);
             composite.push('_');
             composite.push_str(value);
-            let exact = node.children.get(&composite).copied();
+            let exact = node.children.get(composite.as_str()).copied();
             let wildcard = || {
                 node.wildcards
                     .iter()

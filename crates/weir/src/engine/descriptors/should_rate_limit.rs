@@ -20,8 +20,8 @@ use super::bans;
 use super::groups::{self, Charge, Group};
 use super::lists::{Listed, denied_status};
 use super::{
-    CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk, Quota,
-    also,
+    CurrentLimit, DescriptorAnswer, DescriptorLimit, Descriptors, EnvoyAnswer, EnvoyAsk,
+    PerDescriptor, Quota, also,
 };
 use crate::engine::{Engine, key};
 use crate::metrics::EnvoyOutcome;
@@ -52,7 +52,7 @@ impl Engine {
         let allowed = listed == Listed::Allowed;
         let (mut applied, shared) = applied(limits, ask);
         // A key only for the descriptors that can be over their limit.
-        let keys: Vec<String> = ask
+        let keys: PerDescriptor<String> = ask
             .descriptors
             .iter()
             .zip(&applied)
@@ -122,13 +122,15 @@ impl Engine {
                 }) && over(i, &[])
             });
         // Each descriptor's decisions, one per counted limit (none: not decided).
-        let mut decisions: Vec<Vec<Decision>> = vec![Vec::new(); applied.len()];
+        let mut decisions: PerDescriptor<Decided> = std::iter::repeat_with(Decided::new)
+            .take(applied.len())
+            .collect();
         let mut fell_back = false;
         // All-or-nothing binds the enforcing limits together; quota and shadow limits
         // are counted apart, so that they never hold the others back.
         for &group in Group::order(limits) {
-            let indexes: Vec<usize> = counted(group).map(|(i, ..)| i).collect();
-            let checks: Vec<Check<'_>> = counted(group)
+            let indexes: PerDescriptor<usize> = counted(group).map(|(i, ..)| i).collect();
+            let checks: PerDescriptor<Check<'_>> = counted(group)
                 .map(|(i, policy, rule)| Check {
                     key: Key {
                         rule,
@@ -408,8 +410,11 @@ impl Engine {
 /// one stays (it is answered as such); a named limit that another matched limit
 /// `replaces` is dropped. With each, the entries a `share_threshold` wildcard matched
 /// (their places, and the wildcard value they are counted as).
-fn applied<'l>(limits: &'l Descriptors, ask: &EnvoyAsk<'_>) -> (Vec<Applied<'l>>, Vec<Shared<'l>>) {
-    let (mut applied, shared): (Vec<Applied<'l>>, Vec<Shared<'l>>) = ask
+fn applied<'l>(
+    limits: &'l Descriptors,
+    ask: &EnvoyAsk<'_>,
+) -> (Vec<Applied<'l>>, PerDescriptor<Shared<'l>>) {
+    let (mut applied, shared): (Vec<Applied<'l>>, PerDescriptor<Shared<'l>>) = ask
         .descriptors
         .iter()
         .map(|d| match d.limit {
@@ -451,6 +456,9 @@ fn applied<'l>(limits: &'l Descriptors, ask: &EnvoyAsk<'_>) -> (Vec<Applied<'l>>
 
 /// A descriptor's limit, if one applies.
 type Applied<'l> = Option<Cow<'l, DescriptorLimit>>;
+
+/// A descriptor's decisions, one per counted limit (its own, then its `also`).
+type Decided = smallvec::SmallVec<[Decision; 2]>;
 
 /// The entries of a descriptor a `share_threshold` wildcard matched: their places, and
 /// the wildcard value each is counted as.
