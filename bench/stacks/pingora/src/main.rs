@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use http::{HeaderMap, HeaderValue, Request, Response, Uri};
+use http::{HeaderMap, Request, Response};
 use http_body_util::BodyExt;
 use pingora_core::server::Server;
 use pingora_core::server::configuration::ServerConf;
@@ -41,9 +41,21 @@ use weir::{Config, WeirLayer, WeirService};
 #[derive(Debug, Clone, Copy)]
 struct GoAhead;
 
-/// What the go-ahead carries: the target to send upstream.
+/// What the go-ahead carries: the request to send upstream, as weir's step made it.
 #[derive(Debug, Clone)]
-struct Target(Uri);
+struct Target(http::request::Parts);
+
+/// The fields of one connection, which a proxy does not pass on (weir's gateway strips
+/// the same).
+const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "transfer-encoding",
+    "upgrade",
+];
 
 impl tower::Service<Request<Body>> for GoAhead {
     type Response = Response<Body>;
@@ -57,7 +69,7 @@ impl tower::Service<Request<Body>> for GoAhead {
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let mut response = Response::new(Body::empty());
         let (parts, _) = request.into_parts();
-        response.extensions_mut().insert(Target(parts.uri));
+        response.extensions_mut().insert(Target(parts));
         ready(Ok(response))
     }
 }
@@ -73,10 +85,8 @@ struct Gate {
 /// One request's state between Pingora's phases.
 #[derive(Default)]
 struct Decided {
-    /// The client's address.
-    peer: Option<SocketAddr>,
-    /// The canonical target weir decided on.
-    target: Option<Uri>,
+    /// The request weir let go on, to send upstream.
+    target: Option<Target>,
     /// The fields weir adds to the upstream's answer.
     fields: HeaderMap,
 }
@@ -99,24 +109,30 @@ impl ProxyHttp for Gate {
             session.respond_error(500).await?;
             return Ok(true);
         };
-        ctx.peer = Some(peer);
         let mut request = Request::from_parts(session.req_header().as_owned_parts(), Body::empty());
         request.extensions_mut().insert(ConnectInfo(peer));
         let Ok(response) = self.weir.clone().oneshot(request).await;
         let (parts, body) = response.into_parts();
-        if let Some(Target(target)) = parts.extensions.get::<Target>() {
-            ctx.target = Some(target.clone());
+        let (mut parts, body) = (parts, body);
+        if let Some(target) = parts.extensions.remove::<Target>() {
+            ctx.target = Some(target);
             ctx.fields = parts.headers;
             return Ok(false);
         }
         // weir's own answer (429, 400, 503...).
-        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let body = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
         let mut answer = ResponseHeader::build(parts.status, Some(parts.headers.len() + 1))?;
         for (name, value) in &parts.headers {
             answer.append_header(name.clone(), value.clone())?;
         }
         answer.set_content_length(body.len())?;
-        session.write_response_header(Box::new(answer), false).await?;
+        session
+            .write_response_header(Box::new(answer), false)
+            .await?;
         session.write_response_body(Some(body), true).await?;
         Ok(true)
     }
@@ -135,26 +151,14 @@ impl ProxyHttp for Gate {
         upstream: &mut RequestHeader,
         ctx: &mut Decided,
     ) -> pingora_core::Result<()> {
-        if let Some(target) = ctx.target.take() {
-            upstream.set_uri(target);
-        }
-        // The forwarding fields weir's gateway writes (its defaults: the client's
-        // address appended to X-Forwarded-For, Forwarded, X-Real-IP and
-        // X-Forwarded-Proto).
-        if let Some(peer) = ctx.peer {
-            let ip = peer.ip().to_string();
-            let xff = match upstream.headers.get("x-forwarded-for") {
-                Some(prior) => format!("{}, {ip}", prior.to_str().unwrap_or_default()),
-                None => ip.clone(),
-            };
-            upstream.insert_header("x-forwarded-for", xff)?;
-            let forwarded = match peer.ip() {
-                std::net::IpAddr::V4(_) => format!("for={ip};proto=http"),
-                std::net::IpAddr::V6(_) => format!("for=\"[{ip}]\";proto=http"),
-            };
-            upstream.insert_header("forwarded", forwarded)?;
-            upstream.insert_header("x-real-ip", ip)?;
-            upstream.insert_header("x-forwarded-proto", HeaderValue::from_static("http"))?;
+        // The request as weir's step left it: its canonical target, and the forwarding
+        // fields it wrote (X-Forwarded-For, Forwarded, X-Real-IP, X-Forwarded-Proto by
+        // default); less the hop-by-hop fields, as weir's gateway strips them.
+        if let Some(Target(mut parts)) = ctx.target.take() {
+            for name in HOP_BY_HOP {
+                parts.headers.remove(name);
+            }
+            *upstream = RequestHeader::from(parts);
         }
         Ok(())
     }
@@ -202,8 +206,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conf = ServerConf {
         threads,
         work_stealing: std::env::var("PINGORA_WORK_STEALING").is_ok_and(|v| v == "1"),
-        pid_file: dir.join(format!("weir-pingora-{}.pid", std::process::id())).display().to_string(),
-        upgrade_sock: dir.join(format!("weir-pingora-{}.sock", std::process::id())).display().to_string(),
+        pid_file: dir
+            .join(format!("weir-pingora-{}.pid", std::process::id()))
+            .display()
+            .to_string(),
+        upgrade_sock: dir
+            .join(format!("weir-pingora-{}.sock", std::process::id()))
+            .display()
+            .to_string(),
         grace_period_seconds: Some(0),
         graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
