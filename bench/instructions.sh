@@ -4,7 +4,8 @@
 # change of a few percent shows where wrk's timings (±10% between rounds on two shared
 # cores) cannot.
 #   [AB_DOOR=gateway|api|api429|grpc] bench/instructions.sh A B [requests]
-# A and B are weir binaries, or `nginx` for the peer the door is measured against:
+# A and B are weir binaries, `nginx` for the peer the door is measured against, or
+# `pingora:BINARY` for weir's engine on Pingora (bench/stacks/pingora, gateway only):
 # - gateway: GET / through to nginx answering "ok"; the peer is nginx with
 #   `limit_req` (a rate nothing reaches) and `proxy_pass` with keep-alive.
 # - api: POST /v1/check for 10,000 keys in turn, every check admitted (weir only).
@@ -24,10 +25,16 @@
 # With AB_PROFILE=DIR, both runs' callgrind outputs are kept there (A-8000.out,
 # A-16000.out, ...) for bench/per_function.sh, which splits a request's instructions by
 # function.
-side_path() { [[ $1 == nginx ]] && echo nginx || realpath "$1" 2>/dev/null || true; }
+side_path() {
+  case $1 in
+    nginx) echo nginx ;;
+    pingora:*) echo "pingora:$(realpath "${1#pingora:}" 2>/dev/null)" ;;
+    *) realpath "$1" 2>/dev/null || true ;;
+  esac
+}
 a=$(side_path "${1:-}"); b=$(side_path "${2:-}")
-runnable() { [[ $1 == nginx || -x $1 ]]; }
-runnable "$a" && runnable "$b" || { echo "usage: [AB_DOOR=gateway|api|api429|grpc] bench/instructions.sh A B [requests]  (A, B: weir binaries or nginx)" >&2; exit 2; }
+runnable() { [[ $1 == nginx || ( $1 == pingora:* && -x ${1#pingora:} ) || -x $1 ]]; }
+runnable "$a" && runnable "$b" || { echo "usage: [AB_DOOR=gateway|api|api429|grpc] bench/instructions.sh A B [requests]  (A, B: weir binaries, nginx, or pingora:BINARY)" >&2; exit 2; }
 no_build=1
 source "$(dirname "$0")/common.sh"
 n=${3:-8000}
@@ -122,6 +129,14 @@ count() {
       > "$dir/out" 2>/dev/null &
     pid=$!
     # A connection alone, no request: the runs must differ by their requests only.
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.1; done
+    address="http://127.0.0.1:$port"
+  elif [[ $1 == pingora:* ]]; then
+    [[ $door == gateway ]] || { echo "pingora: AB_DOOR=gateway only" >&2; exit 2; }
+    local port; port=$(free_port)
+    valgrind --tool=callgrind --callgrind-out-file="$out" "${1#pingora:}" "127.0.0.1:$port" \
+      "127.0.0.1:$upstream" "$dir/weir.yaml" > "$dir/out" 2>/dev/null &
+    pid=$!
     until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.1; done
     address="http://127.0.0.1:$port"
   else

@@ -61,6 +61,36 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
 }
 
+/// The header timeout counts from a keep-alive connection's last answer: a client that
+/// asks again within it is served for as long as it likes, and one that goes quiet is
+/// closed once it has passed.
+#[test]
+fn a_keep_alive_connection_has_the_header_timeout_from_each_answer() {
+    let weir = Server::start_with(
+        &example("basic.yaml"),
+        &["--header-timeout-ms", "300"],
+        std::process::Stdio::null(),
+    );
+    let mut stream = TcpStream::connect(&weir.addr).unwrap();
+    let opened = Instant::now();
+    // A request every 150 ms, for twice the header timeout and more.
+    for i in 0..5 {
+        send_check(&mut stream, &format!("k{i}"));
+        let reply = first_bytes(&mut stream, Duration::from_secs(10)).expect("answered");
+        assert!(
+            reply.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(opened.elapsed() >= Duration::from_millis(600));
+    // Quiet from now on: closed about 300 ms after the last answer.
+    let (rest, after) = read_until_closed(stream, Instant::now());
+    assert_eq!(rest, "", "nothing more is sent");
+    assert!(after < Duration::from_secs(3), "closed after {after:?}");
+}
+
 #[test]
 fn oversized_headers_are_refused() {
     let server = Server::start(&example("basic.yaml"));

@@ -145,6 +145,24 @@ async fn frames_pass_both_ways_and_the_fourth_socket_of_a_key_is_refused() {
     assert!(matches!(open(&weir, "k").await, Err(Error::Http(r)) if r.status() == 429));
 }
 
+/// Once answered `101`, the connection is a WebSocket's: the header timeout, which
+/// closes a quiet HTTP/1.1 connection, no longer applies (the socket's own idle
+/// timeout does).
+#[tokio::test]
+async fn a_socket_quiet_past_the_header_timeout_stays_open() {
+    let upstream = echo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let weir = Server::start_with(
+        &write_config(dir.path(), upstream, "60s", ""),
+        &["--header-timeout-ms", "200"],
+        std::process::Stdio::null(),
+    );
+    let mut socket = open(&weir, "k").await.unwrap();
+    round_trip(&mut socket, Message::text("before")).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    round_trip(&mut socket, Message::text("after three header timeouts")).await;
+}
+
 #[tokio::test]
 async fn an_idle_socket_is_closed_at_the_idle_timeout() {
     let upstream = echo().await;

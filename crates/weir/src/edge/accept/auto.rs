@@ -3,7 +3,8 @@
 //! sends the same preface) or anything else, read as HTTP/1.1. hyper-util's `auto`
 //! server reads them; the connection is held to the preface deadline until they tell
 //! (a silent connection holds no slot past the header timeout), then to the
-//! version's own bounds.
+//! version's own bounds: HTTP/1.1's header deadline and HTTP/2's idle one, both kept
+//! by [`super::idle`].
 //!
 //! HTTP/2's bounds, each against a known attack on HTTP/2 servers:
 //! - at most [`MAX_CONCURRENT_STREAMS`] streams open at once on a connection;
@@ -64,10 +65,12 @@ impl Version for Auto {
 
     fn open<I: Io>(self, io: I) -> AutoConnection<I> {
         let mut builder = auto::Builder::new(TokioExecutor::new());
+        // hyper's header timer is off: it costs a timer per request, and the
+        // connection's idle deadline keeps HTTP/1.1's header deadline with one timer
+        // per connection (`super::idle`).
         builder
             .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.header_timeout)
+            .header_read_timeout(None)
             .max_buf_size(self.max_header_bytes.max(8192));
         builder
             .http2()
@@ -79,7 +82,12 @@ impl Version for Auto {
         let streams = Streams::new();
         let io = PrefaceDeadline::new(io, self.header_timeout);
         AutoConnection {
-            io: TokioIo::new(IdleDeadline::new(io, streams.clone(), self.idle_timeout)),
+            io: TokioIo::new(IdleDeadline::new(
+                io,
+                streams.clone(),
+                self.idle_timeout,
+                self.header_timeout,
+            )),
             builder,
             streams,
         }
@@ -113,8 +121,8 @@ impl<I: Io> AutoConnection<I> {
             streams: self.streams,
         };
         // With upgrades: a WebSocket handshake the gateway passed on becomes the
-        // spliced connection once answered 101 (HTTP/1.1: the idle deadline, which
-        // holds HTTP/2 connections only, never closes it).
+        // spliced connection once answered 101 (the idle deadline, which holds an
+        // HTTP/1.1 connection to its heads' deadline, lets it be from then on).
         let connection = self
             .builder
             .serve_connection_with_upgrades(self.io, service);

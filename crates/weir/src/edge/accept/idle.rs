@@ -3,6 +3,16 @@
 //! slots with connections that ask nothing (its PINGs answered, its preface and
 //! SETTINGS sent in time), until no other client gets one.
 //!
+//! An HTTP/1.1 connection with no request in flight must send a request's whole head
+//! within the header timeout (of its opening, or of its last answer's end): a client
+//! that drips its headers (slowloris) or keeps a connection open asking nothing is
+//! closed there. This is the deadline hyper's `header_read_timeout` keeps, kept here
+//! instead because hyper's costs a timer per request (a boxed `Sleep` made, entered in
+//! tokio's timer wheel and taken out again: about 1,600 instructions of a 30,000
+//! instruction request, `BENCHMARKS.md`). Here each connection has one timer, left
+//! where it is while requests come (each moves the deadline later) and set again only
+//! when it fires: a connection that is served wakes once a header timeout at most.
+//!
 //! A connection's streams are counted from a request's arrival to the end of its
 //! answer's body (a guard in the body, dropped when it ends or the stream is reset).
 //! Its reads fail with [`io::ErrorKind::TimedOut`] once none has been in flight for
@@ -11,20 +21,21 @@
 //! headers made, its body not asked for: hyper asks for a frame only when the client's
 //! flow-control window has room) is not kept busy by that: when every stream in
 //! flight has waited so for the timeout, the connection is closed too, or a client
-//! announcing a window of 0 would hold its connection for ever. HTTP/1.1 connections are left to their header deadline, which
-//! closes an idle keep-alive connection sooner; a connection upgraded to another
-//! protocol (WebSocket) is HTTP/1.1 and is never closed here.
+//! announcing a window of 0 would hold its connection for ever. An HTTP/1.1 request is
+//! in flight from its head's arrival to its answer's end; a client that stops reading
+//! that answer is the send timeout's. A connection upgraded to another protocol
+//! (WebSocket: answered `101`) is never closed here.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::service::Service;
-use hyper::{Request, Response};
+use hyper::{Request, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
@@ -50,6 +61,9 @@ pub(crate) struct Streams {
     /// Milliseconds from `start` to the last time a stream moved (began, had its
     /// answer, had a body frame asked for).
     moved_ms: AtomicU64,
+    /// Whether a request was answered `101`: the connection is another protocol's from
+    /// then on (a WebSocket's), with bounds of its own.
+    upgraded: AtomicBool,
 }
 
 impl Streams {
@@ -61,6 +75,7 @@ impl Streams {
             idle_since_ms: AtomicU64::new(0),
             waiting_on_client: AtomicUsize::new(0),
             moved_ms: AtomicU64::new(0),
+            upgraded: AtomicBool::new(false),
         })
     }
 
@@ -89,35 +104,51 @@ impl Streams {
         Some(self.start + Duration::from_millis(since) + timeout)
     }
 
-    fn began(self: &Arc<Self>) -> InFlight {
+    /// A request in flight; `http2` for a stream, whose waits for the client are
+    /// counted too (an HTTP/1.1 client that does not take its answer is the send
+    /// timeout's).
+    fn began(self: &Arc<Self>, http2: bool) -> InFlight {
         self.open.fetch_add(1, Ordering::AcqRel);
-        self.moved();
-        InFlight(Arc::clone(self))
+        if http2 {
+            self.moved();
+        }
+        InFlight {
+            streams: Arc::clone(self),
+            http2,
+        }
     }
 }
 
-/// One stream in flight, until dropped.
+/// One request (an HTTP/2 stream) in flight, until dropped.
 #[derive(Debug)]
-struct InFlight(Arc<Streams>);
+struct InFlight {
+    streams: Arc<Streams>,
+    http2: bool,
+}
 
 impl InFlight {
-    /// Counts the stream as waiting for the client (`true`) or not.
+    /// Counts the stream as waiting for the client (`true`) or not (HTTP/2's only).
     fn wait_on_client(&self, waiting: bool) {
-        if waiting {
-            self.0.waiting_on_client.fetch_add(1, Ordering::AcqRel);
-        } else {
-            self.0.waiting_on_client.fetch_sub(1, Ordering::AcqRel);
+        if !self.http2 {
+            return;
         }
-        self.0.moved();
+        let streams = &self.streams;
+        if waiting {
+            streams.waiting_on_client.fetch_add(1, Ordering::AcqRel);
+        } else {
+            streams.waiting_on_client.fetch_sub(1, Ordering::AcqRel);
+        }
+        streams.moved();
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0
+        let streams = &self.streams;
+        streams
             .idle_since_ms
-            .fetch_max(self.0.now_ms(), Ordering::AcqRel);
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+            .fetch_max(streams.now_ms(), Ordering::AcqRel);
+        streams.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -140,7 +171,7 @@ where
     type Future = CountedAnswer<S::Future>;
 
     fn call(&self, request: Request<hyper::body::Incoming>) -> Self::Future {
-        let in_flight = Some(self.streams.began());
+        let in_flight = Some(self.streams.began(request.version() == Version::HTTP_2));
         CountedAnswer {
             answer: self.inner.call(request),
             in_flight,
@@ -171,6 +202,9 @@ where
         let Some(in_flight) = this.in_flight.take() else {
             return Poll::Pending;
         };
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+            in_flight.streams.upgraded.store(true, Ordering::Release);
+        }
         // The answer's headers are made: it waits for the client to take them and to
         // ask for its body.
         in_flight.wait_on_client(true);
@@ -233,25 +267,56 @@ impl<B: Body + Unpin> Body for CountedBody<B> {
 }
 
 /// `inner` (a connection whose preface is watched), whose reads fail once it speaks
-/// HTTP/2 and has had no stream in flight for `timeout`.
+/// HTTP/2 and has had no stream in flight for `timeout`, or speaks HTTP/1.1 and has
+/// had no request in flight for `header_timeout`.
 #[derive(Debug)]
 pub(crate) struct IdleDeadline<T> {
     inner: PrefaceDeadline<T>,
     streams: Arc<Streams>,
     timeout: Duration,
+    header_timeout: Duration,
     /// Wakes the reader at the deadline (or at the next check while a stream is in
-    /// flight).
+    /// flight). HTTP/1.1's is never later than its deadline: it starts at the first
+    /// one (the header timeout from the opening), and each request moves the
+    /// deadline later.
     timer: Pin<Box<Sleep>>,
 }
 
 impl<T> IdleDeadline<T> {
-    pub(crate) fn new(inner: PrefaceDeadline<T>, streams: Arc<Streams>, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        inner: PrefaceDeadline<T>,
+        streams: Arc<Streams>,
+        timeout: Duration,
+        header_timeout: Duration,
+    ) -> Self {
         Self {
-            timer: Box::pin(tokio::time::sleep(timeout)),
+            timer: Box::pin(tokio::time::sleep(timeout.min(header_timeout))),
             inner,
             streams,
             timeout,
+            header_timeout,
         }
+    }
+
+    /// Whether an HTTP/1.1 connection is past its head's deadline: checked when the
+    /// timer fires, and the timer set again to the deadline as it is then (the header
+    /// timeout from now while a request is in flight). Not at all once upgraded.
+    fn head_late(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.streams.upgraded.load(Ordering::Acquire) {
+            return false;
+        }
+        while self.timer.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            let due = self
+                .streams
+                .idle_deadline(self.header_timeout)
+                .unwrap_or(now + self.header_timeout);
+            if due <= now {
+                return true;
+            }
+            self.timer.as_mut().reset(due);
+        }
+        false
     }
 
     /// Whether the connection has been idle past its deadline; else the timer is set
@@ -285,6 +350,17 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleDeadline<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.inner.speaks_http1() {
+            // Checked only when nothing is there to read: a head that keeps coming
+            // fills the header bound first (431).
+            return match Pin::new(&mut this.inner).poll_read(cx, buf) {
+                Poll::Pending if this.head_late(cx) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no request head within the header timeout",
+                ))),
+                read => read,
+            };
+        }
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Pending if this.expired(cx) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -300,3 +376,114 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleDeadline<T> {
 }
 
 writes_through!(IdleDeadline);
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, duplex};
+
+    use super::*;
+
+    const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// An HTTP/1.1 connection whose first bytes (part of a request's head) were read at
+    /// its opening, its requests counted in the `Streams` returned.
+    async fn http1() -> (DuplexStream, IdleDeadline<DuplexStream>, Arc<Streams>) {
+        let (mut client, server) = duplex(1024);
+        let streams = Streams::new();
+        let mut connection = IdleDeadline::new(
+            PrefaceDeadline::new(server, HEADER_TIMEOUT),
+            Arc::clone(&streams),
+            IDLE_TIMEOUT,
+            HEADER_TIMEOUT,
+        );
+        client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(connection.read(&mut buf).await.unwrap(), 16);
+        (client, connection, streams)
+    }
+
+    /// How long the next read of `connection` takes to fail with `TimedOut` (a
+    /// connection that neither fails nor ends within ten idle timeouts fails the test).
+    async fn fails_after(connection: &mut IdleDeadline<DuplexStream>) -> Duration {
+        let start = Instant::now();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(10 * IDLE_TIMEOUT, connection.read(&mut buf))
+            .await
+            .expect("the read neither failed nor ended");
+        assert_eq!(read.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        start.elapsed()
+    }
+
+    /// Whether the next read of `connection` is still waiting after `wait`.
+    async fn still_open_after(connection: &mut IdleDeadline<DuplexStream>, wait: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        tokio::time::timeout(wait, connection.read(&mut buf))
+            .await
+            .is_err()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_not_in_by_the_header_timeout_fails_there_not_before() {
+        let (_client, mut connection, _streams) = http1().await;
+        assert_eq!(fails_after(&mut connection).await, HEADER_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_has_no_deadline_and_its_end_starts_the_next() {
+        let (_client, mut connection, streams) = http1().await;
+        // The head came: answering it takes three header timeouts.
+        let in_flight = streams.began(false);
+        assert!(still_open_after(&mut connection, 3 * HEADER_TIMEOUT).await);
+        drop(in_flight);
+        // The next head has the header timeout from the answer's end.
+        assert_eq!(fails_after(&mut connection).await, HEADER_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_request_moves_the_deadline() {
+        let (_client, mut connection, streams) = http1().await;
+        // A request every 8 s (each answered at once) for 40 s: never closed between.
+        for _ in 0..5 {
+            assert!(still_open_after(&mut connection, Duration::from_secs(8)).await);
+            drop(streams.began(false));
+        }
+        assert_eq!(fails_after(&mut connection).await, HEADER_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bytes_dripped_do_not_move_the_deadline() {
+        // A head sent a byte a second (slowloris) is cut at the header timeout.
+        let (mut client, mut connection, _streams) = http1().await;
+        let drip = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if client.write_all(b"x").await.is_err() {
+                    return;
+                }
+            }
+        });
+        let start = Instant::now();
+        let mut buf = [0u8; 64];
+        let failed = loop {
+            match connection.read(&mut buf).await {
+                Ok(n) => assert_eq!(n, 1),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(failed.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), HEADER_TIMEOUT);
+        drip.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_upgraded_connection_has_no_deadline() {
+        let (mut client, mut connection, streams) = http1().await;
+        drop(streams.began(false));
+        // Answered 101: a WebSocket from now on, quiet as long as it likes.
+        streams.upgraded.store(true, Ordering::Release);
+        assert!(still_open_after(&mut connection, 10 * IDLE_TIMEOUT).await);
+        client.write_all(b"frame").await.unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(connection.read(&mut buf).await.unwrap(), 5);
+    }
+}

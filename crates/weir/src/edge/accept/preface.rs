@@ -56,6 +56,12 @@ impl<T> PrefaceDeadline<T> {
     pub(crate) fn speaks_http2(&self) -> bool {
         self.http2
     }
+
+    /// Whether the connection's first bytes were not the HTTP/2 preface: it is read
+    /// as HTTP/1.1 (or the client closed before they told).
+    pub(crate) fn speaks_http1(&self) -> bool {
+        self.pending.is_none() && !self.http2
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for PrefaceDeadline<T> {
