@@ -280,6 +280,11 @@ fn four_instances_lease_a_hot_key_with_a_small_burst_within_the_bucket() {
     eprintln!("burst 200: Redis calls per request: {with:.4} leased, {without:.4} without");
 }
 
+/// Four periods, the first the bucket's own burst: the share admitted is measured over
+/// the other three. Over one (a run of two periods) it moved between 95.5% and 103.6%
+/// from run to run on an idle machine: the burst is not quite spent when the period
+/// ends, and each instance holds up to a batch at any instant, so a window's count is
+/// off by that much; over 24 s of a 5-period run it was 99.5% and 100.7%.
 #[test]
 fn four_instances_on_a_redis_cluster_lease_a_hot_key_within_the_bucket() {
     let _serial = one_at_a_time();
@@ -287,7 +292,7 @@ fn four_instances_on_a_redis_cluster_lease_a_hot_key_within_the_bucket() {
     let nodes = cluster.urls().join(", ");
     let store = format!("  type: redis_cluster\n  nodes: [{nodes}]\n");
     let servers: Vec<&RedisServer> = cluster.nodes().iter().collect();
-    let (with, without) = hammered(&store, &servers, 2, None, 50.0);
+    let (with, without) = hammered(&store, &servers, 4, None, 50.0);
     eprintln!("Redis Cluster calls per request: {with:.4} leased, {without:.4} without");
 }
 
