@@ -27,6 +27,26 @@ serve_weir() {
   url=$(sed -n 's/^weir listening on //p' "$dir/out")
 }
 
+# Starts nginx (2 workers, no access log, errors from `crit` up: a 429 of `limit_req`
+# is not logged) with the `http` block's body $1; its configuration is $dir/$2.conf
+# (default nginx). Callers wait for the ports they serve.
+start_nginx() {
+  local conf="$dir/${2:-nginx}.conf"
+  mkdir -p "$dir/logs"
+  cat > "$conf" <<NGINX
+worker_processes 2;
+error_log $dir/logs/${2:-nginx}.log crit;
+pid $dir/${2:-nginx}.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+$1
+}
+NGINX
+  nginx -p "$dir" -c "$conf" -g 'daemon off;' &
+  pids+=($!)
+}
+
 # Starts nginx answering "ok" itself on a free port with $1 workers (default 2); sets
 # upstream.
 start_upstream() {

@@ -11,22 +11,13 @@ source "$(dirname "$0")/common.sh"
 rounds=${2:-5}
 
 nginx_port=$(free_port)
-mkdir -p "$dir/logs"
-cat > "$dir/nginx.conf" <<NGINX
-worker_processes 2;
-error_log $dir/logs/error.log crit;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
+start_nginx "$(cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=perip:10m rate=1r/m;
   limit_req_status 429;
   # A content handler, not a return directive (which runs before the limit_req phase).
   server { listen 127.0.0.1:$nginx_port; location / { limit_req zone=perip; empty_gif; } }
-}
 NGINX
-nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+)"
 until curl -s -o /dev/null "http://127.0.0.1:$nginx_port/"; do sleep 0.05; done
 
 printf 'rules:\n  - {name: api, algorithm: gcra, limit: 1, period: 1d}\n' > "$dir/weir.yaml"

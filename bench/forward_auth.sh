@@ -18,13 +18,7 @@ start_upstream 2
 proxy=$(free_port); limited=$(free_port); fronted=$(free_port); auth=$(free_port)
 
 # 2 and 3: nginx alone and nginx limit_req, one nginx of 2 workers.
-cat > "$dir/nginx.conf" <<NGINX
-worker_processes 2;
-error_log $dir/logs/error.log warn;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
+start_nginx "$(cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
   upstream app { server 127.0.0.1:$upstream; keepalive 64; }
   server {
@@ -38,10 +32,8 @@ http {
       proxy_pass http://app; proxy_http_version 1.1; proxy_set_header Connection "";
     }
   }
-}
 NGINX
-nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+)"
 
 # 4: the shipped example, its ports moved, no access log (as 2 and 3), 2 workers.
 sed -e "s/127.0.0.1:8082/127.0.0.1:$auth/; s/127.0.0.1:8000/127.0.0.1:$upstream/" \

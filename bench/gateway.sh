@@ -9,14 +9,7 @@
 source "$(dirname "$0")/common.sh"
 
 upstream=$(free_port); proxy=$(free_port)
-mkdir -p "$dir/logs"
-cat > "$dir/nginx.conf" <<NGINX
-worker_processes 2;
-error_log $dir/logs/error.log warn;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
+start_nginx "$(cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
   upstream app { server 127.0.0.1:$upstream; keepalive 64; }
   server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } }
@@ -29,10 +22,8 @@ http {
       proxy_set_header Connection "";
     }
   }
-}
 NGINX
-nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+)"
 until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
 
 write_gateway_config

@@ -23,13 +23,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
 
 start_upstream 1
 nginx_port=$(free_port)
-cat > "$dir/nginx.conf" <<NGINX
-worker_processes 2;
-error_log $dir/logs/error.log warn;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
+start_nginx "$(cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
   limit_conn_zone \$binary_remote_addr zone=inflight:10m;
   upstream app { server 127.0.0.1:$upstream; keepalive 64; }
@@ -51,10 +45,8 @@ http {
       proxy_pass http://app;
     }
   }
-}
 NGINX
-nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+)"
 until curl -sk "https://127.0.0.1:$nginx_port/" >/dev/null; do sleep 0.05; done
 
 {

@@ -38,14 +38,7 @@ start_weir() {
 }
 
 upstream=$(free_port); proxy=$(free_port); nginx429=$(free_port)
-mkdir -p "$dir/logs"
-cat > "$dir/nginx.conf" <<NGINX
-worker_processes 2;
-error_log $dir/logs/error.log crit;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
+start_nginx "$(cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
   limit_req_zone \$binary_remote_addr zone=deny:10m rate=1r/m;
   limit_req_status 429;
@@ -62,10 +55,8 @@ http {
   }
   # A content handler, not a return directive (which runs before the limit_req phase).
   server { listen 127.0.0.1:$nginx429; location / { limit_req zone=deny; empty_gif; } }
-}
 NGINX
-nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' &
-pids+=($!)
+)"
 until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
 curl -s -o /dev/null "http://127.0.0.1:$nginx429/"
 
