@@ -22,8 +22,9 @@
 //! flow-control window has room) is not kept busy by that: when every stream in
 //! flight has waited so for the timeout, the connection is closed too, or a client
 //! announcing a window of 0 would hold its connection for ever. An HTTP/1.1 request is
-//! in flight from its head's arrival to its answer's end; a client that stops reading
-//! that answer is the send timeout's. A connection upgraded to another protocol
+//! in flight from its head's arrival to its answer's end: its body's end, or when its
+//! last bytes left for the socket if they had to wait for the client to read; a
+//! client that stops reading is the send timeout's. A connection upgraded to another protocol
 //! (WebSocket: answered `101`) is never closed here.
 
 use std::io;
@@ -36,7 +37,7 @@ use std::time::Duration;
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::service::Service;
 use hyper::{Request, Response, StatusCode, Version};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use super::preface::PrefaceDeadline;
@@ -85,6 +86,14 @@ impl Streams {
 
     fn moved(&self) {
         self.moved_ms.fetch_max(self.now_ms(), Ordering::AcqRel);
+    }
+
+    /// The last bytes waiting on the socket went out: with no request in flight, the
+    /// next head's deadline counts from now (an answer ends when the client has it,
+    /// not when its body was made).
+    fn sent(&self) {
+        self.idle_since_ms
+            .fetch_max(self.now_ms(), Ordering::AcqRel);
     }
 
     /// When the connection may be closed if no stream starts before: `None` while
@@ -280,6 +289,10 @@ pub(crate) struct IdleDeadline<T> {
     /// one (the header timeout from the opening), and each request moves the
     /// deadline later.
     timer: Pin<Box<Sleep>>,
+    /// Whether the last write (or flush) waited on the socket: an answer still going
+    /// out to a client that reads slowly, whose head deadline has not started (the
+    /// send timeout bounds that wait).
+    sending: bool,
 }
 
 impl<T> IdleDeadline<T> {
@@ -295,6 +308,7 @@ impl<T> IdleDeadline<T> {
             streams,
             timeout,
             header_timeout,
+            sending: false,
         }
     }
 
@@ -307,10 +321,11 @@ impl<T> IdleDeadline<T> {
         }
         while self.timer.as_mut().poll(cx).is_ready() {
             let now = Instant::now();
-            let due = self
-                .streams
-                .idle_deadline(self.header_timeout)
-                .unwrap_or(now + self.header_timeout);
+            let due = match self.sending {
+                true => None,
+                false => self.streams.idle_deadline(self.header_timeout),
+            }
+            .unwrap_or(now + self.header_timeout);
             if due <= now {
                 return true;
             }
@@ -375,7 +390,54 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleDeadline<T> {
     }
 }
 
-writes_through!(IdleDeadline);
+impl<T: AsyncWrite + Unpin> IdleDeadline<T> {
+    /// What a write or flush that returned `result` returns, noting whether it waits
+    /// on the socket; the wait's end is an answer's end ([`Streams::sent`]).
+    fn follow<R>(&mut self, result: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        match (&result, self.sending) {
+            (Poll::Pending, _) => self.sending = true,
+            (Poll::Ready(_), true) => {
+                self.sending = false;
+                self.streams.sent();
+            }
+            (Poll::Ready(_), false) => {}
+        }
+        result
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for IdleDeadline<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.follow(result)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.follow(result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_flush(cx);
+        self.follow(result)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -404,7 +466,7 @@ mod tests {
 
     /// How long the next read of `connection` takes to fail with `TimedOut` (a
     /// connection that neither fails nor ends within ten idle timeouts fails the test).
-    async fn fails_after(connection: &mut IdleDeadline<DuplexStream>) -> Duration {
+    async fn fails_after(connection: &mut (impl AsyncRead + Unpin)) -> Duration {
         let start = Instant::now();
         let mut buf = [0u8; 64];
         let read = tokio::time::timeout(10 * IDLE_TIMEOUT, connection.read(&mut buf))
@@ -415,7 +477,7 @@ mod tests {
     }
 
     /// Whether the next read of `connection` is still waiting after `wait`.
-    async fn still_open_after(connection: &mut IdleDeadline<DuplexStream>, wait: Duration) -> bool {
+    async fn still_open_after(connection: &mut (impl AsyncRead + Unpin), wait: Duration) -> bool {
         let mut buf = [0u8; 64];
         tokio::time::timeout(wait, connection.read(&mut buf))
             .await
@@ -473,6 +535,28 @@ mod tests {
         assert_eq!(failed.kind(), io::ErrorKind::TimedOut);
         assert_eq!(start.elapsed(), HEADER_TIMEOUT);
         drip.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_waiting_on_a_slow_reader_has_no_deadline_until_it_is_out() {
+        let (mut client, connection, streams) = http1().await;
+        let (mut reader, mut writer) = tokio::io::split(connection);
+        // An answer of 64 KiB on a socket that holds 1 KiB: its body ends (the request
+        // is no longer in flight) while most of it waits for the client to read.
+        let in_flight = streams.began(false);
+        let sending = tokio::spawn(async move {
+            writer.write_all(&[b'a'; 64 * 1024]).await.unwrap();
+            writer
+        });
+        tokio::task::yield_now().await;
+        drop(in_flight);
+        // The client reads nothing for three header timeouts: not closed.
+        assert!(still_open_after(&mut reader, 3 * HEADER_TIMEOUT).await);
+        let mut answer = vec![0u8; 64 * 1024];
+        client.read_exact(&mut answer).await.unwrap();
+        let _writer = sending.await.unwrap();
+        // The next head has the header timeout from the answer's last bytes.
+        assert_eq!(fails_after(&mut reader).await, HEADER_TIMEOUT);
     }
 
     #[tokio::test(start_paused = true)]
