@@ -395,3 +395,29 @@ async fn identities_cannot_reach_another_rules_state() {
         9
     );
 }
+
+/// A body announced and not sent (a part of it, then nothing): each endpoint that
+/// reads one answers 408 once it has waited 10 s, and does not hold the request, nor
+/// its connection, longer.
+#[tokio::test(start_paused = true)]
+async fn a_body_that_stops_coming_is_answered_408_after_ten_seconds() {
+    use futures_util::StreamExt;
+    let (_, app) = service(None);
+    for path in ["/v1/check", "/v1/decide", "/v1/settle"] {
+        let part: Result<&[u8], std::io::Error> = Ok(b"{\"rule\": ");
+        let stalled = futures_util::stream::iter([part]).chain(futures_util::stream::pending());
+        let started = tokio::time::Instant::now();
+        let reply = tokio::time::timeout(
+            Duration::from_secs(60),
+            send(&app, "POST", path, Body::from_stream(stalled)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{path}: no answer in a minute"));
+        assert_eq!(reply.status, StatusCode::REQUEST_TIMEOUT, "{path}");
+        assert_eq!(reply.body["type"], "/problems/body-timeout", "{path}");
+        assert_eq!(started.elapsed(), Duration::from_secs(10), "{path}");
+    }
+    // A body in with its head is read at once, without the timer.
+    let reply = check(&app, json!({"rule": "api", "key": "on-time"})).await;
+    assert_eq!(reply.status, StatusCode::OK);
+}

@@ -15,7 +15,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use weir_core::Decision;
 
-use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable, UnknownRule};
+use crate::edge::contract::{
+    BodyTimeout, BodyTooLarge, InvalidRequest, StoreUnavailable, UnknownRule,
+};
 use crate::edge::{Problem, Quota, ceil_millis, insert_ratelimit, json};
 use crate::engine::{Engine, NamedPolicy};
 use crate::metrics::Door;
@@ -94,6 +96,7 @@ fn one() -> u64 {
             )),
         (status = 400, response = InvalidRequest),
         (status = 404, response = UnknownRule),
+        (status = 408, response = BodyTimeout),
         (status = 413, response = BodyTooLarge),
         (status = 503, response = StoreUnavailable),
     )
@@ -104,8 +107,9 @@ pub(super) async fn check(State(engine): State<Reloadable<Engine>>, body: Body) 
     // Awaits in this one function, the rest in plain ones: a nested future is copied
     // whole when it is made, on every request.
     let response = 'answer: {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-            break 'answer Problem::body_too_large(MAX_BODY_BYTES).into_response();
+        let bytes = match super::read_body(body, MAX_BODY_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(problem) => break 'answer problem.into_response(),
         };
         let (rule, request) = match read(&engine, &bytes) {
             Ok(read) => read,

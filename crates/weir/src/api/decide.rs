@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, he
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use crate::edge::contract::{BodyTooLarge, InvalidRequest, StoreUnavailable};
+use crate::edge::contract::{BodyTimeout, BodyTooLarge, InvalidRequest, StoreUnavailable};
 use crate::edge::{self, Answer, Problem, ProblemJson, ceil_millis, json};
 use crate::engine::{Engine, RuleDecision, SettlementId, Verdict};
 use crate::metrics::Door;
@@ -157,6 +157,7 @@ pub(crate) struct DecideResponse<'a> {
         (status = 200, description = "Allowed: go on. The same fields are on this answer and in `headers`.", body = DecideResponse),
         (status = 429, description = "Denied: answer the client 429 with `headers`.", body = DecideResponse),
         (status = 400, response = InvalidRequest),
+        (status = 408, response = BodyTimeout),
         (status = 413, response = BodyTooLarge),
         (status = 415, description = "A rule keys on a body field this body does not give (not JSON or a form).", body = ProblemJson, content_type = "application/problem+json"),
         (status = 421, description = "No rule names this host, and the configuration refuses unknown hosts.", body = ProblemJson, content_type = "application/problem+json"),
@@ -176,9 +177,7 @@ pub(super) async fn decide(State(engine): State<Reloadable<Engine>>, body: Body)
 }
 
 async fn read(body: Body) -> Result<DecideRequest, Problem> {
-    let bytes = axum::body::to_bytes(body, MAX_DECIDE_BYTES)
-        .await
-        .map_err(|_| Problem::body_too_large(MAX_DECIDE_BYTES))?;
+    let bytes = super::read_body(body, MAX_DECIDE_BYTES).await?;
     json::read(
         &bytes,
         "a decide request",
@@ -329,13 +328,14 @@ pub(crate) struct SettleRequest {
         (status = 204, description = "Settled."),
         (status = 400, response = InvalidRequest),
         (status = 404, description = "No settlement waits under this id (settled already, expired, or made before a reload); its reservations stay counted.", body = ProblemJson, content_type = "application/problem+json"),
+        (status = 408, response = BodyTimeout),
         (status = 413, response = BodyTooLarge),
     )
 )]
 pub(super) async fn settle(State(engine): State<Reloadable<Engine>>, body: Body) -> Response {
     let engine = engine.current();
-    let request: SettleRequest = match axum::body::to_bytes(body, 1024).await {
-        Err(_) => return Problem::body_too_large(1024).into_response(),
+    let request: SettleRequest = match super::read_body(body, 1024).await {
+        Err(problem) => return problem.into_response(),
         Ok(bytes) => match json::read(
             &bytes,
             "a settlement",

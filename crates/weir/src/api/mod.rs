@@ -6,7 +6,13 @@
 mod check;
 mod decide;
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -30,6 +36,26 @@ pub fn router(engine: Reloadable<Engine>) -> Router {
         .fallback(|uri: Uri| async move { Problem::not_found(uri.path()).into_response() })
         .method_not_allowed_fallback(|| async { Problem::method_not_allowed().into_response() })
         .with_state(engine)
+}
+
+/// How long a request's body may take to arrive after its head: a client announcing a
+/// body and sending none (or `Expect: 100-continue` and nothing after) would otherwise
+/// hold its connection, and a listener's slot, for as long as it likes.
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request's body of at most `limit` bytes, or the problem to answer: 413 when it is
+/// larger (or cannot be read), 408 when it is not in within [`BODY_TIMEOUT`]. A body
+/// that came with its head is read without a timer.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, Problem> {
+    let mut read = pin!(axum::body::to_bytes(body, limit));
+    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    let read = match first {
+        Poll::Ready(read) => read,
+        Poll::Pending => tokio::time::timeout(BODY_TIMEOUT, read)
+            .await
+            .map_err(|_| Problem::body_timeout(BODY_TIMEOUT))?,
+    };
+    read.map_err(|_| Problem::body_too_large(limit))
 }
 
 /// The decision API's part of the OpenAPI document: the operations above.

@@ -42,6 +42,7 @@ macro_rules! problem_answers {
 problem_answers! {
     InvalidRequest: "The request is malformed, or weir cannot read it one way (400); `detail` says what is wrong.";
     BodyTooLarge: "The body is larger than this endpoint reads (413).";
+    BodyTimeout: "The body did not arrive within 10 s of the request's head (408).";
     UnknownRule: "No rule has the name asked for (404).";
     UnknownOverride: "No rule has the name asked for (`unknown-rule`), or the key has no override in force (`unknown-override`) (404).";
     UnknownListEntry: "No list entry set at runtime matches (`unknown-list-entry`) (404).";
