@@ -47,6 +47,26 @@ NGINX
   pids+=($!)
 }
 
+# The gateway's peer, for start_nginx: nginx answering "ok" on port $upstream, and on
+# $proxy a reverse proxy to it with `limit_req` by client address (a limit nothing
+# reaches) and keep-alive to the upstream.
+limit_req_proxy() {
+  cat <<NGINX
+  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
+  upstream app { server 127.0.0.1:$upstream; keepalive 64; }
+  server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } }
+  server {
+    listen 127.0.0.1:$proxy;
+    location / {
+      limit_req zone=perip burst=1000000 nodelay;
+      proxy_pass http://app;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+NGINX
+}
+
 # Starts nginx answering "ok" itself on a free port with $1 workers (default 2); sets
 # upstream.
 start_upstream() {

@@ -9,21 +9,7 @@
 source "$(dirname "$0")/common.sh"
 
 upstream=$(free_port); proxy=$(free_port)
-start_nginx "$(cat <<NGINX
-  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
-  upstream app { server 127.0.0.1:$upstream; keepalive 64; }
-  server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } }
-  server {
-    listen 127.0.0.1:$proxy;
-    location / {
-      limit_req zone=perip burst=1000000 nodelay;
-      proxy_pass http://app;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-NGINX
-)"
+start_nginx "$(limit_req_proxy)"
 until curl -s "http://127.0.0.1:$upstream/" >/dev/null; do sleep 0.05; done
 
 write_gateway_config

@@ -38,21 +38,9 @@ start_weir() {
 }
 
 upstream=$(free_port); proxy=$(free_port); nginx429=$(free_port)
-start_nginx "$(cat <<NGINX
-  limit_req_zone \$binary_remote_addr zone=perip:10m rate=1000000r/s;
+start_nginx "$(limit_req_proxy; cat <<NGINX
   limit_req_zone \$binary_remote_addr zone=deny:10m rate=1r/m;
   limit_req_status 429;
-  upstream app { server 127.0.0.1:$upstream; keepalive 64; }
-  server { listen 127.0.0.1:$upstream; location / { return 200 "ok\n"; } }
-  server {
-    listen 127.0.0.1:$proxy;
-    location / {
-      limit_req zone=perip burst=1000000 nodelay;
-      proxy_pass http://app;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
   # A content handler, not a return directive (which runs before the limit_req phase).
   server { listen 127.0.0.1:$nginx429; location / { limit_req zone=deny; empty_gif; } }
 NGINX
