@@ -6,9 +6,6 @@
 mod check;
 mod decide;
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use axum::Router;
@@ -18,7 +15,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::edge::{Problem, ProblemJson};
+use crate::edge::{self, Problem, ProblemJson};
 use crate::engine::Engine;
 use crate::reloadable::Reloadable;
 
@@ -47,15 +44,10 @@ pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// larger (or cannot be read), 408 when it is not in within [`BODY_TIMEOUT`]. A body
 /// that came with its head is read without a timer.
 async fn read_body(body: Body, limit: usize) -> Result<Bytes, Problem> {
-    let mut read = pin!(axum::body::to_bytes(body, limit));
-    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
-    let read = match first {
-        Poll::Ready(read) => read,
-        Poll::Pending => tokio::time::timeout(BODY_TIMEOUT, read)
-            .await
-            .map_err(|_| Problem::body_timeout(BODY_TIMEOUT))?,
-    };
-    read.map_err(|_| Problem::body_too_large(limit))
+    edge::to_bytes_within(body, limit, BODY_TIMEOUT)
+        .await
+        .ok_or_else(|| Problem::body_timeout(BODY_TIMEOUT))?
+        .map_err(|_| Problem::body_too_large(limit))
 }
 
 /// The decision API's part of the OpenAPI document: the operations above.

@@ -4,6 +4,9 @@
 //! across requests (`max_buffered_bytes` held at once, else a busy 503), so that slow
 //! or large bodies cannot hold the memory of the process.
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -61,9 +64,9 @@ impl BodyReader {
                 Problem::busy("too many request bodies are being read; try again").into_response(),
             );
         };
-        match tokio::time::timeout(self.body_timeout, axum::body::to_bytes(body, limit)).await {
-            Ok(Ok(bytes)) => Ok(bytes),
-            Ok(Err(error)) => {
+        match to_bytes_within(body, limit, self.body_timeout).await {
+            Some(Ok(bytes)) => Ok(bytes),
+            Some(Err(error)) => {
                 let too_large = std::error::Error::source(&error)
                     .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
                 Err(if too_large {
@@ -72,7 +75,22 @@ impl BodyReader {
                     Problem::invalid_request("the request body could not be read").into_response()
                 })
             }
-            Err(_) => Err(Problem::body_timeout(self.body_timeout).into_response()),
+            None => Err(Problem::body_timeout(self.body_timeout).into_response()),
         }
+    }
+}
+
+/// `body` read whole, at most `limit` bytes, given `timeout` to arrive: `None` when it
+/// did not. A body already in (a small one usually comes with its head) is read
+/// without starting a timer, which would cost every such request one.
+pub(crate) async fn to_bytes_within(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+) -> Option<Result<Bytes, axum::Error>> {
+    let mut read = pin!(axum::body::to_bytes(body, limit));
+    match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
+        Poll::Ready(read) => Some(read),
+        Poll::Pending => tokio::time::timeout(timeout, read).await.ok(),
     }
 }

@@ -22,7 +22,7 @@ pub(crate) use self::accept::{
     Accept, Auto, AutoConnection, Certificates, Connection, Http1, Http1Connection, Http2,
     IDLE_TIMEOUT, Io, OverTls, Protocol, SEND_TIMEOUT, Tls, Version, server_config,
 };
-pub(crate) use self::body::BodyReader;
+pub(crate) use self::body::{BodyReader, to_bytes_within};
 pub(crate) use self::cost::settle;
 pub(crate) use self::forwarding::{host_of_target, write_forwarding};
 pub(crate) use self::grpc::{for_grpc, is_grpc};
