@@ -321,17 +321,37 @@ impl<T> IdleDeadline<T> {
         }
         while self.timer.as_mut().poll(cx).is_ready() {
             let now = Instant::now();
-            let due = match self.sending {
-                true => None,
-                false => self.streams.idle_deadline(self.header_timeout),
-            }
-            .unwrap_or(now + self.header_timeout);
+            let due = if self.sending {
+                None
+            } else {
+                self.streams.idle_deadline(self.header_timeout)
+            };
+            let due = due.unwrap_or(now + self.header_timeout);
             if due <= now {
                 return true;
             }
             self.timer.as_mut().reset(due);
         }
         false
+    }
+
+    /// What a write or flush that returned `result` returns, noting (HTTP/1.1 only)
+    /// whether it waits on the socket; the wait's end is an answer's end
+    /// ([`Streams::sent`]). HTTP/2's idle deadline counts streams alone: a client
+    /// must not keep its connection by making weir's writes (its PINGs' answers) wait.
+    fn follow<R>(&mut self, result: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if !self.inner.speaks_http1() {
+            return result;
+        }
+        match (&result, self.sending) {
+            (Poll::Pending, _) => self.sending = true,
+            (Poll::Ready(_), true) => {
+                self.sending = false;
+                self.streams.sent();
+            }
+            (Poll::Ready(_), false) => {}
+        }
+        result
     }
 
     /// Whether the connection has been idle past its deadline; else the timer is set
@@ -387,22 +407,6 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleDeadline<T> {
             ))),
             read => read,
         }
-    }
-}
-
-impl<T: AsyncWrite + Unpin> IdleDeadline<T> {
-    /// What a write or flush that returned `result` returns, noting whether it waits
-    /// on the socket; the wait's end is an answer's end ([`Streams::sent`]).
-    fn follow<R>(&mut self, result: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
-        match (&result, self.sending) {
-            (Poll::Pending, _) => self.sending = true,
-            (Poll::Ready(_), true) => {
-                self.sending = false;
-                self.streams.sent();
-            }
-            (Poll::Ready(_), false) => {}
-        }
-        result
     }
 }
 
@@ -557,6 +561,41 @@ mod tests {
         let _writer = sending.await.unwrap();
         // The next head has the header timeout from the answer's last bytes.
         assert_eq!(fails_after(&mut reader).await, HEADER_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http2_answer_waiting_on_the_client_does_not_move_the_idle_deadline() {
+        let (mut client, server) = duplex(1024);
+        let connection = IdleDeadline::new(
+            PrefaceDeadline::new(server, HEADER_TIMEOUT),
+            Streams::new(),
+            IDLE_TIMEOUT,
+            HEADER_TIMEOUT,
+        );
+        let opened = Instant::now();
+        // The preface and a SETTINGS frame's header: HTTP/2 from here.
+        client
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        client
+            .write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0])
+            .await
+            .unwrap();
+        let (mut reader, mut writer) = tokio::io::split(connection);
+        reader.read_exact(&mut [0u8; 33]).await.unwrap();
+        // 64 KiB written (PINGs' answers, say) wait half the idle timeout for the
+        // client to read them; no stream is in flight all along.
+        let sending = tokio::spawn(async move {
+            writer.write_all(&[0u8; 64 * 1024]).await.unwrap();
+            writer
+        });
+        tokio::time::sleep(IDLE_TIMEOUT / 2).await;
+        client.read_exact(&mut vec![0u8; 64 * 1024]).await.unwrap();
+        let _writer = sending.await.unwrap();
+        // Still closed at the idle timeout from the opening.
+        fails_after(&mut reader).await;
+        assert_eq!(opened.elapsed(), IDLE_TIMEOUT);
     }
 
     #[tokio::test(start_paused = true)]
