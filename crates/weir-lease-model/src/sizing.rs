@@ -4,8 +4,8 @@
 //! `lease: auto` sizes a batch from the key's demand where the store sees it: the
 //! store reports with every grant the units leased on the key by every instance in a
 //! recent second, and an instance's batch is its part of those takes times the
-//! capacity (at least a sixteenth of it), at most its own demand in a second and the
-//! key's refill in a second. So a batch may be anything from one unit to the whole
+//! capacity (at least a sixteenth of it), at most its own demand expected while a
+//! lease may be spent and the key's refill in that time. So a batch may be anything from one unit to the whole
 //! capacity (an instance alone on a key), and it changes from one take to the next as
 //! the instances' demand moves.
 //!

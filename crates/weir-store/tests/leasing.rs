@@ -339,6 +339,107 @@ async fn denials_are_answered_here_until_the_retry_time() {
     assert_eq!(script_calls(&server), calls + 3);
 }
 
+/// `lease: auto` on a lukewarm key (the seed's pro plan, 1,000 a minute, asked a few
+/// times a second here): a lease once a batch would serve two requests, checked on
+/// the store below. A lease spent to its last unit costs no call at its deadline: the
+/// next take closes its record, or, with none before the record ends, it is forgotten;
+/// a lease with a unit left costs the give-back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lukewarm_key_is_leased_and_a_spent_lease_costs_no_give_back() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let events = Arc::new(Counted::default());
+    let policy = Policy::new(Algorithm::Gcra, 1_000, Duration::from_secs(60), None).unwrap();
+    let inner = redis(&server, &clock).await;
+    // Built outside the runtime: no loop of its own, the test gives back when it says.
+    let store = {
+        let (clock, events) = (clock.clone(), events.clone());
+        std::thread::spawn(move || {
+            let rules = [("hot".to_owned(), LeasePlan::auto(), 0)];
+            LeasingStore::new(inner, rules, clock, events)
+        })
+        .join()
+        .unwrap()
+    };
+    let calls = || script_calls(&server);
+    let check = || {
+        let store = store.clone();
+        async move { store.check(hot("lu"), &policy, 1).await.unwrap() }
+    };
+    let at = |ms: u64| {
+        let now = clock.now() - START;
+        clock.advance(Duration::from_nanos(ms * 1_000_000 - now));
+    };
+    // The lease records in the key's hash (its other fields are counts and times).
+    let records = || {
+        let hash = server.cli(&["--scan", "--pattern", "*:leases"]);
+        let hash = hash.trim();
+        if hash.is_empty() {
+            return 0;
+        }
+        server
+            .cli(&["HKEYS", hash])
+            .lines()
+            .filter(|field| field.parse::<u64>().is_ok())
+            .count()
+    };
+    let before = calls();
+    // Once and twice in two seconds: 0.75 and 1.5 units expected in the 1.5 s a lease
+    // is spent: checked on the store, no lease.
+    at(0);
+    assert!(check().await.allowed);
+    at(400);
+    assert!(check().await.allowed);
+    assert_eq!(calls() - before, 2);
+    assert_eq!(events.granted.load(Ordering::Relaxed), 0, "not leased yet");
+    // A third: a lease of 2 units, one spent by this request, one by the next.
+    at(800);
+    assert!(check().await.allowed);
+    assert_eq!(events.granted.load(Ordering::Relaxed), 1, "leased");
+    at(1_200);
+    assert!(check().await.allowed);
+    assert_eq!(calls() - before, 3, "the fourth request spent the lease");
+    // Past the deadline (800 ms + 1.5 s): nothing to give back, no call; kept until
+    // the record ends (a quarter of the hold later), then forgotten, still no call.
+    at(2_400);
+    store.give_back_due().await;
+    at(2_900);
+    store.give_back_due().await;
+    assert_eq!(calls() - before, 3, "a spent lease is not given back");
+    assert_eq!(
+        records(),
+        1,
+        "its record, ended, is left for the next take to drop"
+    );
+    // Quiet, then three requests: a lease with a unit left, which the deadline gives
+    // back (one call, its unit returned).
+    for ms in [5_000, 5_100, 5_200] {
+        at(ms);
+        assert!(check().await.allowed);
+    }
+    assert_eq!(calls() - before, 6);
+    assert_eq!(events.granted.load(Ordering::Relaxed), 2);
+    at(6_800);
+    store.give_back_due().await;
+    assert_eq!(calls() - before, 7, "a unit left: given back");
+    assert_eq!(events.returned.load(Ordering::Relaxed), 1);
+    assert_eq!(records(), 0);
+    // Again, spent to its last unit, and a request after the deadline: its take closes
+    // the spent lease's record in the same call.
+    for ms in [10_000, 10_100, 10_200, 10_300] {
+        at(ms);
+        assert!(check().await.allowed);
+    }
+    assert_eq!(calls() - before, 10);
+    at(11_800);
+    store.give_back_due().await;
+    assert_eq!(records(), 1);
+    at(12_000);
+    assert!(check().await.allowed);
+    assert_eq!(calls() - before, 11, "one call: the request's own");
+    assert_eq!(records(), 0, "closed by the take");
+}
+
 /// Callers of different plans can share a key: a lease taken under one policy is never
 /// spent by a caller of another (a smaller custom limit), who checks on the store, where
 /// the units out in the lease count against its capacity.

@@ -20,7 +20,11 @@
 //!   asks for a whole batch at least, so that a key offered more than its limit costs
 //!   one call per batch rather than one per unit refilled.
 //! - A background loop gives back the units of leases at their deadline;
-//!   [`LeasingStore::release_all`] gives back every lease (reload, shutdown).
+//!   [`LeasingStore::release_all`] gives back every lease (reload, shutdown). An
+//!   `auto` lease spent to its last unit is not given back at its deadline: the next
+//!   take closes its record at no extra call, or, with no take until the store's
+//!   record has ended, it is forgotten here (a give-back never sent, as one lost on
+//!   its way, which the model covers).
 //!
 //! The bound: units held in leases count against the key's capacity in the store, so
 //! the instances together never admit more than the bucket alone would (zero
@@ -43,10 +47,11 @@ use crate::{Check, Key, LeaseStore, Settled, Store, StoreError, StoreFuture, Wra
 
 /// The hold of `lease: auto`.
 pub const AUTO_HOLD: Duration = Duration::from_secs(2);
-/// `lease: auto` leases a key only when a batch would be at least this many units
-/// (the key is asked for at least this many units a second here): below, a lease saves
-/// too few calls to be worth units held away from the other instances.
-pub const AUTO_MIN_BATCH: u64 = 4;
+/// `lease: auto` leases a key only when a batch would be at least this many units (the
+/// units this instance expects to be asked for the key while a lease may be spent):
+/// a lease of one unit serves only the request that took it, and a lease whose units
+/// are not all spent costs a call to give them back.
+pub const AUTO_MIN_BATCH: u64 = 2;
 /// `lease: auto` batches hold at most this instance's share of the key's capacity: its
 /// part of the key's takes (every instance's, as the store counts them) times the
 /// capacity, and never less than this fraction of the capacity (a key this instance
@@ -56,12 +61,14 @@ pub const AUTO_CAPACITY_SHARE: u64 = 16;
 /// How a rule's keys are leased.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Batch {
-    /// Each key's batch is what this instance was asked for it in its busiest recent
-    /// second, at most its share of the capacity (its part of the key's recent takes,
-    /// as the store counts every instance's, times the capacity; at least a
-    /// sixteenth of it) and at most what the key refills in a second, held
+    /// Each key's batch is what this instance expects to be asked for it while a lease
+    /// may be spent (three quarters of the hold, at the rate it was asked in the last
+    /// two seconds), at most its share of the capacity (its part of the key's recent
+    /// takes, as the store counts every instance's, times the capacity; at least a
+    /// sixteenth of it) and at most what the key refills in that time, held
     /// [`AUTO_HOLD`]; a key whose batch would be fewer than [`AUTO_MIN_BATCH`] units is
-    /// not leased.
+    /// not leased, nor a request costing the whole batch (its lease would hold nothing
+    /// once it is spent).
     Auto,
     /// Every key is leased, in batches of this many units (at most the capacity).
     Fixed(u64),
@@ -86,8 +93,21 @@ impl LeasePlan {
         }
     }
 
-    /// What a take for `cost` units asks for: `(min, max, hold)`. `asked` is the most
-    /// units asked for here in a recent second; `share`, the units this instance was
+    /// How long past its deadline a lease spent to its last unit is kept for the next
+    /// take to close, rather than given back with a call of its own: `auto`'s, until
+    /// its record in the store has ended (a quarter of the hold after the deadline:
+    /// the key's capacity is held under that lease's units at most that much longer);
+    /// `None` for a fixed batch, whose hold (up to 10 minutes) the operator chose: it
+    /// is given back at its deadline.
+    fn keep_spent(&self) -> Option<u64> {
+        match self.batch {
+            Batch::Auto => Some(u64::try_from((self.hold / 4).as_nanos()).unwrap_or(u64::MAX)),
+            Batch::Fixed(_) => None,
+        }
+    }
+
+    /// What a take for `cost` units asks for: `(min, max, hold)`. `asked` is the units
+    /// asked for here in this second and the one before; `share`, the units this instance was
     /// granted in a recent second and the key's take rate the store last reported
     /// (every instance's: see [`share_of`]); `starving`, whether the last take got
     /// less than it asked for (then at least half of what refills in a quarter of the
@@ -111,10 +131,11 @@ impl LeasePlan {
         let capacity = policy.capacity();
         let batch = match self.batch {
             Batch::Auto => {
-                let batch = asked
+                let spending = self.hold - self.hold / 4;
+                let batch = expected(asked, spending)
                     .min(share_of(capacity, share))
-                    .min(refill(policy, Duration::from_secs(1)));
-                if batch < AUTO_MIN_BATCH {
+                    .min(refill(policy, spending));
+                if batch < AUTO_MIN_BATCH || batch <= cost {
                     return (cost, cost, Duration::ZERO);
                 }
                 batch
@@ -147,6 +168,13 @@ fn share_of(capacity: u64, (own, taken): (u64, u64)) -> u64 {
     }
     let share = u128::from(capacity) * u128::from(own.min(taken)) / u128::from(taken);
     u64::try_from(share).unwrap_or(capacity).max(floor)
+}
+
+/// Units expected to be asked for in `within`, at the rate of `asked` in two seconds
+/// (rounded down).
+fn expected(asked: u64, within: Duration) -> u64 {
+    let units = u128::from(asked) * within.as_nanos() / Duration::from_secs(2).as_nanos();
+    u64::try_from(units).unwrap_or(u64::MAX)
 }
 
 /// Units `policy` refills in `within` (rounded down).
@@ -263,7 +291,8 @@ impl LeasingStore {
     /// the shared store directly.
     pub async fn release_all(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.give_back_where(|_| true).await;
+        self.give_back_where(|slot, _| slot.release_if(|_| true))
+            .await;
     }
 
     /// How often the loop calls [`LeasingStore::give_back_due`]: an eighth of the
@@ -276,19 +305,24 @@ impl LeasingStore {
     /// loop does at each tick.
     pub async fn give_back_due(&self) {
         let now = self.clock.now();
-        self.give_back_where(|deadline| deadline <= now).await;
+        self.give_back_where(|slot, plan| slot.release_due(now, plan.keep_spent()))
+            .await;
         for rule in self.rules.values() {
             rule.slots.forget_idle(now);
         }
     }
 
-    async fn give_back_where(&self, due: impl Fn(u64) -> bool) {
+    /// Gives back the leases `release` takes out of their slots.
+    async fn give_back_where(
+        &self,
+        release: impl Fn(&slot::Slot, &LeasePlan) -> Option<(weir_core::Closing, Policy)>,
+    ) {
         // Rule by rule in the order they were given, whatever the map's seed.
         let mut rules: Vec<_> = self.rules.iter().collect();
         rules.sort_unstable_by_key(|(_, rule)| rule.index);
         for (name, rule) in rules {
             for (identity, slot) in rule.slots.leased() {
-                let Some((closing, policy)) = slot.slot.release_if(&due) else {
+                let Some((closing, policy)) = release(&slot.slot, &rule.plan) else {
                     continue;
                 };
                 let key = Key {
@@ -433,17 +467,39 @@ mod tests {
         )
         .unwrap();
         let plan = LeasePlan::auto();
-        let sizes = |share, starving| plan.take_sizes(&policy, 166, share, starving, false, 1);
+        let sizes = |share, starving| plan.take_sizes(&policy, 332, share, starving, false, 1);
         assert_eq!(sizes((0, 0), false), (1, 12, AUTO_HOLD), "a first take");
         assert_eq!(sizes((83, 333), false), (1, 49, AUTO_HOLD), "one of four");
         assert_eq!(sizes((83, 333), true), (24, 49, AUTO_HOLD), "starving");
         assert_eq!(
             sizes((333, 333), false),
-            (1, 166, AUTO_HOLD),
-            "alone: its demand"
+            (1, 200, AUTO_HOLD),
+            "alone: the capacity (it would spend 249 in the 1.5 s a lease is spent)"
         );
-        // A key asked for less than the least batch here is checked on the store.
-        let quiet = plan.take_sizes(&policy, 3, (3, 3), false, false, 1);
-        assert_eq!(quiet, (1, 1, Duration::ZERO));
+    }
+
+    #[test]
+    fn a_lukewarm_key_is_leased_once_a_lease_would_serve_two_requests() {
+        // The seed's pro plan: 1,000 a minute.
+        let policy = Policy::new(Algorithm::Gcra, 1_000, Duration::from_secs(60), None).unwrap();
+        let plan = LeasePlan::auto();
+        let sizes = |asked| plan.take_sizes(&policy, asked, (0, 0), false, false, 1);
+        // Asked 3 times in two seconds here: 2.25 expected in the 1.5 s a lease is spent.
+        assert_eq!(sizes(3), (1, 2, AUTO_HOLD));
+        assert_eq!(sizes(8), (1, 6, AUTO_HOLD));
+        // Twice in two seconds: a lease of one unit would serve only its own request.
+        assert_eq!(sizes(2), (1, 1, Duration::ZERO), "checked on the store");
+        // Hotter than the key refills: what refills in 1.5 s (25 units).
+        assert_eq!(sizes(1_000), (1, 25, AUTO_HOLD));
+        // A request costing the batch or more (an export, 50) is checked on the store:
+        // its lease would hold nothing once it is spent.
+        let export = |asked| plan.take_sizes(&policy, asked, (0, 0), false, false, 50);
+        assert_eq!(export(1_000), (50, 50, Duration::ZERO));
+        let three = plan.take_sizes(&policy, 4, (0, 0), false, false, 3);
+        assert_eq!(
+            three,
+            (3, 3, Duration::ZERO),
+            "a batch of 3 for a cost of 3"
+        );
     }
 }

@@ -287,6 +287,33 @@ impl Slot {
         self.take_out(&mut held)
     }
 
+    /// What the loop does at `now` with a lease past its deadline: takes it out to be
+    /// given back, as [`Slot::release_if`]; but with `keep_spent`, a lease spent to its
+    /// last unit stays until `keep_spent` past its deadline, for the next take to
+    /// close with no call of its own (a request past the deadline finds no units and
+    /// takes), and is then forgotten with none (`None`: its record has ended).
+    pub(super) fn release_due(
+        &self,
+        now: u64,
+        keep_spent: Option<u64>,
+    ) -> Option<(Closing, Policy)> {
+        let mut held = self.lock();
+        let deadline = self.deadline.load(Ordering::SeqCst);
+        if held.taking || held.lease.is_none() || now < deadline {
+            return None;
+        }
+        let Some(keep) = keep_spent else {
+            return self.take_out(&mut held);
+        };
+        // Units come back to a lease only by a restore, which a later tick sees.
+        let spent = unpack(self.word.load(Ordering::SeqCst)).1 == 0;
+        if spent && now < deadline.saturating_add(keep) {
+            return None;
+        }
+        self.take_out(&mut held)
+            .filter(|(closing, _)| closing.unspent > 0)
+    }
+
     /// Forgets the lease without giving it back (the key was reset: its records are
     /// gone with its state).
     pub(super) fn forget(&self) {
@@ -340,8 +367,8 @@ impl Slot {
         )
     }
 
-    /// Counts `cost` units asked for at `now` (for auto batch sizes); returns the most
-    /// units asked for in a second, of this one and the one before.
+    /// Counts `cost` units asked for at `now` (for auto batch sizes); returns the units
+    /// asked for in this second and the one before.
     pub(super) fn note(&self, cost: u64, now: u64) -> u64 {
         let second = now / 1_000_000_000;
         let seen = self.second.load(Ordering::Relaxed);
@@ -356,7 +383,7 @@ impl Slot {
             self.last_second.store(last, Ordering::Relaxed);
         }
         let this = self.this_second.fetch_add(cost, Ordering::Relaxed) + cost;
-        this.max(self.last_second.load(Ordering::Relaxed))
+        this.saturating_add(self.last_second.load(Ordering::Relaxed))
     }
 
     /// This instance's part of the key's takes at `now`: the units it was granted in
@@ -538,13 +565,49 @@ mod tests {
     }
 
     #[test]
-    fn the_busiest_second_sizes_the_batch() {
+    fn a_spent_lease_waits_for_the_next_take_until_its_record_ends() {
+        let keep = Some(50);
+        let slot = Slot::default();
+        slot.begin_take();
+        slot.finish_take(Some(install(7, 2, 100)));
+        assert!(slot.release_due(99, keep).is_none(), "before the deadline");
+        assert!(matches!(slot.spend(2, 10), Spend::Spent { left: 0, .. }));
+        assert!(slot.release_due(100, keep).is_none(), "spent: kept");
+        assert!(slot.release_due(149, keep).is_none());
+        assert!(slot.holds_lease());
+        assert!(
+            slot.release_due(150, keep).is_none(),
+            "its record has ended"
+        );
+        assert!(!slot.holds_lease(), "forgotten");
+        // Kept, the next take closes it.
+        slot.begin_take();
+        slot.finish_take(Some(install(8, 1, 300)));
+        assert!(matches!(slot.spend(1, 200), Spend::Spent { left: 0, .. }));
+        assert!(slot.release_due(320, keep).is_none());
+        let (closing, _) = slot.begin_take().unwrap().unwrap();
+        assert_eq!(closing.lease, LeaseId(8));
+        assert_eq!(closing.unspent, 0);
+        // A lease with units left goes back at its deadline, kept or not.
+        slot.finish_take(Some(install(9, 3, 400)));
+        let (closing, _) = slot.release_due(400, keep).unwrap();
+        assert_eq!(closing.unspent, 3);
+        slot.begin_take();
+        slot.finish_take(Some(install(10, 1, 500)));
+        assert!(matches!(slot.spend(1, 450), Spend::Spent { left: 0, .. }));
+        let (closing, _) = slot.release_due(500, None).unwrap();
+        assert_eq!(closing.unspent, 0, "a fixed plan's spent lease goes back");
+    }
+
+    #[test]
+    fn the_last_two_seconds_size_the_batch() {
         let slot = Slot::default();
         let s = 1_000_000_000;
         assert_eq!(slot.note(3, 10 * s), 3);
         assert_eq!(slot.note(4, 10 * s + 1), 7);
-        assert_eq!(slot.note(1, 11 * s), 7, "the second before counts");
-        assert_eq!(slot.note(1, 13 * s), 1, "a quiet second in between forgets");
+        assert_eq!(slot.note(1, 11 * s), 8, "the second before counts");
+        assert_eq!(slot.note(2, 12 * s), 3, "and only that one");
+        assert_eq!(slot.note(1, 14 * s), 1, "a quiet second in between forgets");
     }
 }
 
