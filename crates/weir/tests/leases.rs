@@ -240,6 +240,7 @@ fn hammered(
     assert_eq!(answers.unavailable, 0);
     assert_within_the_bucket(&answers, burst);
     let share = steady_share(&answers, length);
+    eprintln!("{:.2}% of the limit admitted", share * 100.0);
     assert!(share >= 0.97, "{:.1}% of the limit admitted", share * 100.0);
     drop(instances);
 
@@ -259,12 +260,16 @@ fn hammered(
     (with, without)
 }
 
+/// Four periods, the first the bucket's own burst, as on the Cluster below: over two
+/// (a run of three periods) the share admitted moved between 97.05% and 99.85% from
+/// run to run on an idle machine, each instance holding up to a batch (about 250
+/// units of the 4,000 refilled) when the run ends.
 #[test]
 fn four_instances_on_one_redis_lease_a_hot_key_within_the_bucket() {
     let _serial = one_at_a_time();
     let redis = RedisServer::start();
     let store = format!("  type: redis\n  url: {}\n", redis.url());
-    let (with, without) = hammered(&store, &[&redis], 3, None, 50.0);
+    let (with, without) = hammered(&store, &[&redis], 4, None, 50.0);
     eprintln!("Redis calls per request: {with:.4} leased, {without:.4} without");
 }
 
