@@ -27,8 +27,8 @@ pub use clock::SystemClock;
 pub use error::StoreError;
 pub use health::StoreHealth;
 pub use leasing::{
-    AUTO_CAPACITY_SHARE, AUTO_HOLD, AUTO_MIN_BATCH, Batch, LeaseEvents, LeasePlan, LeasingStore,
-    MAX_SLOTS,
+    AUTO_CAPACITY_SHARE, AUTO_HOLD, AUTO_MIN_BATCH, AUTO_MIN_CAPACITY, Batch, LeaseEvents,
+    LeasePlan, LeasingStore, MAX_SLOTS,
 };
 pub use memory::{MemoryStore, MemoryStoreConfig};
 pub use redis_store::{

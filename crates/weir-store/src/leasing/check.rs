@@ -167,7 +167,9 @@ impl LeasingStore {
         let Some(entry) = entry.filter(|e| e.policy == *policy) else {
             return self.direct(key, policy, cost).await;
         };
-        let asked = entry.slot.note(cost, self.clock.now());
+        // A cost above the capacity is never granted: no demand to lease for.
+        let demand = if cost <= policy.capacity() { cost } else { 0 };
+        let asked = entry.slot.note(demand, self.clock.now());
         for _ in 0..ROUNDS {
             // Read again after each wait: a unit is spent only before the deadline as
             // it is when the unit is spent.

@@ -52,6 +52,14 @@ pub const AUTO_HOLD: Duration = Duration::from_secs(2);
 /// a lease of one unit serves only the request that took it, and a lease whose units
 /// are not all spent costs a call to give them back.
 pub const AUTO_MIN_BATCH: u64 = 2;
+/// `lease: auto` leases no key whose capacity is under this many units (a sixteenth of
+/// it under 4). The units out in leases hold the bucket down (it never refills above
+/// its capacity less them), and the instances' batches together come to about the
+/// capacity: with a burst this small, a burst of requests at one instance is denied
+/// while the others hold most of the key, though the key is under its limit (4
+/// instances, a burst of 40 at 100 a second, asked 64 a second in bursts of 8: 71% of
+/// the requests admitted, all of them without leases).
+pub const AUTO_MIN_CAPACITY: u64 = 64;
 /// `lease: auto` batches hold at most this instance's share of the key's capacity: its
 /// part of the key's takes (every instance's, as the store counts them) times the
 /// capacity, and never less than this fraction of the capacity (a key this instance
@@ -68,7 +76,7 @@ pub enum Batch {
     /// sixteenth of it) and at most what the key refills in that time, held
     /// [`AUTO_HOLD`]; a key whose batch would be fewer than [`AUTO_MIN_BATCH`] units is
     /// not leased, nor a request costing the whole batch (its lease would hold nothing
-    /// once it is spent).
+    /// once it is spent), nor a key of a capacity under [`AUTO_MIN_CAPACITY`].
     Auto,
     /// Every key is leased, in batches of this many units (at most the capacity).
     Fixed(u64),
@@ -135,7 +143,7 @@ impl LeasePlan {
                 let batch = expected(asked, spending)
                     .min(share_of(capacity, share))
                     .min(refill(policy, spending));
-                if batch < AUTO_MIN_BATCH || batch <= cost {
+                if batch < AUTO_MIN_BATCH || batch <= cost || capacity < AUTO_MIN_CAPACITY {
                     return (cost, cost, Duration::ZERO);
                 }
                 batch
@@ -500,6 +508,40 @@ mod tests {
             three,
             (3, 3, Duration::ZERO),
             "a batch of 3 for a cost of 3"
+        );
+    }
+
+    #[test]
+    fn a_key_of_a_small_burst_is_not_leased_by_auto() {
+        let plan = LeasePlan::auto();
+        let burst = |burst| {
+            let policy = Policy::new(
+                Algorithm::TokenBucket,
+                100,
+                Duration::from_secs(1),
+                Some(burst),
+            )
+            .unwrap();
+            plan.take_sizes(&policy, 32, (8, 32), false, false, 1)
+        };
+        assert_eq!(burst(40), (1, 1, Duration::ZERO), "checked on the store");
+        assert_eq!(burst(63), (1, 1, Duration::ZERO));
+        assert_eq!(burst(64), (1, 16, AUTO_HOLD), "a quarter of the capacity");
+        // A fixed batch is the operator's choice, whatever the burst.
+        let fixed = LeasePlan {
+            batch: Batch::Fixed(10),
+            hold: AUTO_HOLD,
+        };
+        let small = Policy::new(
+            Algorithm::TokenBucket,
+            100,
+            Duration::from_secs(1),
+            Some(40),
+        )
+        .unwrap();
+        assert_eq!(
+            fixed.take_sizes(&small, 32, (8, 32), false, false, 1),
+            (1, 10, AUTO_HOLD)
         );
     }
 }
