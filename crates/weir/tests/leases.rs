@@ -316,7 +316,11 @@ fn a_killed_instance_or_a_stopped_redis_never_over_admits() {
     let addrs: Vec<String> = instances.iter().map(|i| i.addr.clone()).collect();
     let mut victim = instances.remove(0);
     let rate = 2 * LIMIT / PERIOD.as_secs();
-    let length = PERIOD * 2;
+    // Killed half-way (`offer` runs `during` then), so 7 s are measured after the
+    // victim's hold: the survivors hold up to a batch each when the run ends (`auto`:
+    // 1.5 s of their demand), which over the 4 s of a run of two periods was 10.5% of
+    // the refill in one CI run.
+    let length = PERIOD * 3;
     let answers = offer(&addrs, rate, length, move || {
         victim.child.kill().unwrap();
         victim.child.wait().unwrap();
@@ -324,16 +328,14 @@ fn a_killed_instance_or_a_stopped_redis_never_over_admits() {
     assert_within_the_bucket(&answers, None);
     // The killed instance's clients stop; the others' still get the refill, less what
     // the victim held for at most its hold (2 s).
-    let last_period = answers
-        .admitted
-        .iter()
-        .filter(|&&t| t >= length.as_secs_f64() - PERIOD.as_secs_f64() + 2.0)
-        .count() as f64;
+    let from = length.as_secs_f64() / 2.0 + 2.0;
+    let after_the_hold = answers.admitted.iter().filter(|&&t| t >= from).count() as f64;
     let rate_per_s = LIMIT as f64 / PERIOD.as_secs_f64();
-    let expected = rate_per_s * (PERIOD.as_secs_f64() - 2.0);
+    let expected = rate_per_s * (length.as_secs_f64() - from);
+    eprintln!("{after_the_hold} admitted after the kill's hold, of {expected}");
     assert!(
-        last_period >= 0.9 * expected,
-        "{last_period} admitted after the kill, of {expected}"
+        after_the_hold >= 0.9 * expected,
+        "{after_the_hold} admitted after the kill, of {expected}"
     );
 
     redis.kill();
