@@ -347,7 +347,7 @@ impl Taking {
         let installs = install.lease.is_some();
         let generation = finish.finish(Some(install));
         if self.closed.load(std::sync::atomic::Ordering::SeqCst)
-            && let Some((closing, policy)) = self.entry.slot.release_if(|_| true)
+            && let Some((closing, policy)) = self.entry.slot.release()
         {
             let back = self
                 .store

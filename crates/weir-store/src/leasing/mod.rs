@@ -299,8 +299,7 @@ impl LeasingStore {
     /// the shared store directly.
     pub async fn release_all(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.give_back_where(|slot, _| slot.release_if(|_| true))
-            .await;
+        self.give_back_where(|slot, _| slot.release()).await;
     }
 
     /// How often the loop calls [`LeasingStore::give_back_due`]: an eighth of the

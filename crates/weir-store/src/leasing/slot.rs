@@ -277,18 +277,18 @@ impl Slot {
         generation
     }
 
-    /// Takes the lease out to give it back, if it is held and no take is on its way
-    /// (a take gives it back itself), and `due` says so for its deadline.
-    pub(super) fn release_if(&self, due: impl FnOnce(u64) -> bool) -> Option<(Closing, Policy)> {
+    /// Takes the lease out to give it back, whatever its deadline (reload, shutdown),
+    /// if it is held and no take is on its way (a take gives it back itself).
+    pub(super) fn release(&self) -> Option<(Closing, Policy)> {
         let mut held = self.lock();
-        if held.taking || held.lease.is_none() || !due(self.deadline.load(Ordering::SeqCst)) {
+        if held.taking || held.lease.is_none() {
             return None;
         }
         self.take_out(&mut held)
     }
 
     /// What the loop does at `now` with a lease past its deadline: takes it out to be
-    /// given back, as [`Slot::release_if`]; but with `keep_spent`, a lease spent to its
+    /// given back, as [`Slot::release`]; but with `keep_spent`, a lease spent to its
     /// last unit stays until `keep_spent` past its deadline, for the next take to
     /// close with no call of its own (a request past the deadline finds no units and
     /// takes), and is then forgotten with none (`None`: its record has ended).
@@ -526,14 +526,11 @@ mod tests {
         let slot = Slot::default();
         slot.begin_take();
         slot.finish_take(Some(install(7, 5, 100)));
-        assert!(slot.release_if(|deadline| deadline <= 50).is_none());
+        assert!(slot.release_due(50, None).is_none());
         slot.begin_take().unwrap();
-        assert!(
-            slot.release_if(|_| true).is_none(),
-            "the take gives it back"
-        );
+        assert!(slot.release().is_none(), "the take gives it back");
         slot.finish_take(Some(install(8, 5, 100)));
-        let (closing, _) = slot.release_if(|_| true).unwrap();
+        let (closing, _) = slot.release().unwrap();
         assert_eq!(
             closing,
             Closing {
@@ -714,7 +711,7 @@ mod interleavings {
                     thread::spawn(move || spender(&slot, 2, false))
                 })
                 .collect();
-            let released = slot.release_if(|_| true).map_or(0, |(c, _)| c.unspent);
+            let released = slot.release().map_or(0, |(c, _)| c.unspent);
             let spent: u64 = threads
                 .into_iter()
                 .map(|t| t.join().expect("a spender"))
