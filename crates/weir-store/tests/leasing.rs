@@ -440,6 +440,25 @@ async fn a_lukewarm_key_is_leased_and_a_spent_lease_costs_no_give_back() {
     assert_eq!(records(), 0, "closed by the take");
 }
 
+/// Requests costing more than the capacity (never granted) are no demand: after five of
+/// them, a request of one unit is checked on the store, not leased in a batch sized by
+/// units no one could have been given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn costs_above_the_capacity_do_not_make_a_key_leased() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(START));
+    let events = Arc::new(Counted::default());
+    let policy = Policy::new(Algorithm::TokenBucket, 100, Duration::from_secs(1), None).unwrap();
+    let store = instances(&server, &clock, 1, LeasePlan::auto(), &events)
+        .await
+        .remove(0);
+    for _ in 0..5 {
+        assert!(!store.check(hot("big"), &policy, 150).await.unwrap().allowed);
+    }
+    assert!(store.check(hot("big"), &policy, 1).await.unwrap().allowed);
+    assert_eq!(events.granted.load(Ordering::Relaxed), 0, "not leased");
+}
+
 /// Callers of different plans can share a key: a lease taken under one policy is never
 /// spent by a caller of another (a smaller custom limit), who checks on the store, where
 /// the units out in the lease count against its capacity.
